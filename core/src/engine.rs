@@ -1,0 +1,157 @@
+//! The entry point front ends use: load vocabularies lazily, build
+//! mechanisms from validated parameters, and run them with the right
+//! random stream.
+//!
+//! One `Engine` lives per process (per PostgreSQL backend, per proxy, per
+//! CLI run); vocabularies are loaded on first use and stay cached.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use crate::assets::{GLOVE_DIR, WORDPIECE_DIR};
+use crate::embeddings::Embeddings;
+use crate::error::{Error, Result};
+use crate::mechanisms::{
+    EmbeddingChoice, Mechanism, MechanismSpec, SanText, SanTextPlus, Sanitized, Vocabulary,
+};
+use crate::rng::RandomMode;
+
+/// Default number of GloVe words loaded (the most frequent ones).
+pub const DEFAULT_GLOVE_WORDS: usize = 50_000;
+/// Default byte budget of each sampler's per-token cache.
+pub const DEFAULT_CACHE_BYTES: u64 = 64 << 20;
+/// Default largest input accepted, in bytes.
+pub const DEFAULT_MAX_INPUT_BYTES: usize = 64 << 20;
+
+/// Settings of an [`Engine`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineConfig {
+    /// The assets directory.
+    pub assets_dir: PathBuf,
+    /// How many of the most frequent GloVe words form the vocabulary.
+    pub glove_words: usize,
+    /// Byte budget of each sampler's per-token table cache.
+    pub cache_bytes: u64,
+    /// Largest input accepted, in bytes.
+    pub max_input_bytes: usize,
+}
+
+impl EngineConfig {
+    /// Defaults with the given assets directory.
+    pub fn new(assets_dir: PathBuf) -> Self {
+        EngineConfig {
+            assets_dir,
+            glove_words: DEFAULT_GLOVE_WORDS,
+            cache_bytes: DEFAULT_CACHE_BYTES,
+            max_input_bytes: DEFAULT_MAX_INPUT_BYTES,
+        }
+    }
+}
+
+/// Loads vocabularies on demand and runs mechanisms.
+#[derive(Debug)]
+pub struct Engine {
+    config: EngineConfig,
+    glove: Mutex<Option<Arc<Vocabulary>>>,
+    wordpiece: Mutex<Option<Arc<Vocabulary>>>,
+}
+
+impl Engine {
+    /// An engine with nothing loaded yet.
+    pub fn new(config: EngineConfig) -> Self {
+        Engine {
+            config,
+            glove: Mutex::new(None),
+            wordpiece: Mutex::new(None),
+        }
+    }
+
+    /// The settings this engine was built with.
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// The vocabulary for `which`, loading it on first use. A failed load is
+    /// not cached, so fetching the assets fixes the next call.
+    pub fn vocabulary(&self, which: EmbeddingChoice) -> Result<Arc<Vocabulary>> {
+        let (slot, dir, limit) = match which {
+            EmbeddingChoice::Glove => (&self.glove, GLOVE_DIR, Some(self.config.glove_words)),
+            EmbeddingChoice::Wordpiece => (&self.wordpiece, WORDPIECE_DIR, None),
+        };
+        let mut guard = slot
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(v) = guard.as_ref() {
+            return Ok(v.clone());
+        }
+        let started = std::time::Instant::now();
+        let emb = Embeddings::load(&self.config.assets_dir.join(dir), limit)?;
+        tracing::info!(
+            embedding = emb.name(),
+            rows = emb.len(),
+            ms = started.elapsed().as_millis() as u64,
+            "vocabulary loaded"
+        );
+        let v = Arc::new(Vocabulary::new(emb, self.config.cache_bytes));
+        *guard = Some(v.clone());
+        Ok(v)
+    }
+
+    /// Builds the mechanism `spec` describes.
+    pub fn build(&self, spec: &MechanismSpec) -> Result<Box<dyn Mechanism>> {
+        spec.validate()?;
+        let vocab = self.vocabulary(spec.embedding())?;
+        Ok(match *spec {
+            MechanismSpec::SanText { eps, .. } => Box::new(SanText::new(vocab, eps)?),
+            MechanismSpec::SanTextPlus { eps, p, w, .. } => {
+                Box::new(SanTextPlus::new(vocab, eps, p, w)?)
+            }
+        })
+    }
+
+    /// Sanitizes `text` with `mechanism`, drawing randomness as `mode` says.
+    /// `context` adds caller-chosen parts (row, column) to the keyed stream.
+    pub fn run(
+        &self,
+        mechanism: &dyn Mechanism,
+        text: &str,
+        mode: &RandomMode,
+        context: &[&[u8]],
+    ) -> Result<Sanitized> {
+        if text.len() > self.config.max_input_bytes {
+            return Err(Error::InputTooLarge {
+                size: text.len(),
+                limit: self.config.max_input_bytes,
+            });
+        }
+        let params = mechanism.params();
+        let mut parts: Vec<&[u8]> = vec![
+            mechanism.name().as_bytes(),
+            params.as_bytes(),
+            text.as_bytes(),
+        ];
+        parts.extend_from_slice(context);
+        let mut rng = mode.rng_for(&parts);
+        mechanism.sanitize(text, &mut rng)
+    }
+
+    /// Parses, builds and runs in one call.
+    ///
+    /// ```no_run
+    /// use dptext_core::{Engine, EngineConfig, RandomMode};
+    /// use dptext_core::mechanisms::MechanismSpec;
+    /// let engine = Engine::new(EngineConfig::new(dptext_core::assets::resolve_dir(None)));
+    /// let spec = MechanismSpec::parse("santext", &serde_json::json!({"eps": 3})).unwrap();
+    /// let out = engine.sanitize(&spec, "the patient has a fever", &RandomMode::Seeded(1)).unwrap();
+    /// println!("{} (worst case eps {})", out.text, out.cost.worst_case_eps);
+    /// ```
+    pub fn sanitize(
+        &self,
+        spec: &MechanismSpec,
+        text: &str,
+        mode: &RandomMode,
+    ) -> Result<Sanitized> {
+        let m = self.build(spec)?;
+        self.run(m.as_ref(), text, mode, &[])
+    }
+}

@@ -1,0 +1,110 @@
+//! The one error type of `dptext-core`.
+//!
+//! Front ends map each variant to their own vocabulary: the extension to a
+//! SQLSTATE (see [`Error::sqlstate`]), the CLI to a message and an exit code.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong inside the core.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A parameter is outside its domain (eps <= 0, NaN, p outside [0, 1], ...).
+    #[error("invalid value for parameter \"{name}\": {reason}")]
+    InvalidParameter {
+        /// The parameter's name as the user wrote it.
+        name: &'static str,
+        /// What was wrong and what is allowed.
+        reason: String,
+    },
+
+    /// A mechanism name that the core does not know.
+    #[error("unknown mechanism \"{0}\": expected one of santext, santext_plus")]
+    UnknownMechanism(String),
+
+    /// An asset (model, embedding, library) is not installed where it was looked for.
+    #[error("asset \"{asset}\" is missing at {path}: run `dptext assets fetch` (or set DPTEXT_ASSETS / dptext.assets_dir)")]
+    MissingAsset {
+        /// The asset's name in the manifest.
+        asset: String,
+        /// Where it was expected.
+        path: PathBuf,
+    },
+
+    /// An asset is present but does not match what the manifest promises.
+    #[error(
+        "asset \"{asset}\" at {path} is corrupt ({reason}): run `dptext assets fetch --force`"
+    )]
+    CorruptAsset {
+        /// The asset's name in the manifest.
+        asset: String,
+        /// The offending file.
+        path: PathBuf,
+        /// What did not match.
+        reason: String,
+    },
+
+    /// The input is larger than the configured limit.
+    #[error("input of {size} bytes exceeds the limit of {limit} bytes")]
+    InputTooLarge {
+        /// Size of the input in bytes.
+        size: usize,
+        /// The configured limit in bytes.
+        limit: usize,
+    },
+
+    /// An I/O error with the path it happened on.
+    #[error("i/o error on {path}: {source}")]
+    Io {
+        /// The file or directory concerned.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A JSON document (manifest, parameters) could not be read.
+    #[error("invalid json: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+impl Error {
+    /// The PostgreSQL SQLSTATE this error should be reported with.
+    pub fn sqlstate(&self) -> &'static str {
+        match self {
+            Error::InvalidParameter { .. } | Error::UnknownMechanism(_) | Error::Json(_) => "22023",
+            Error::MissingAsset { .. } => "58P01",
+            Error::CorruptAsset { .. } => "XX001",
+            Error::InputTooLarge { .. } => "54000",
+            Error::Io { .. } => "58030",
+        }
+    }
+
+    /// A hint for the user, when there is one.
+    pub fn hint(&self) -> Option<&'static str> {
+        match self {
+            Error::MissingAsset { .. } => Some(
+                "run `dptext assets fetch` and point dptext.assets_dir (or DPTEXT_ASSETS) at the result",
+            ),
+            Error::CorruptAsset { .. } => Some("run `dptext assets fetch --force`"),
+            Error::InputTooLarge { .. } => Some("raise dptext.max_input_bytes or split the text"),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn invalid(name: &'static str, reason: impl Into<String>) -> Self {
+        Error::InvalidParameter {
+            name,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Result alias of the core.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

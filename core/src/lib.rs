@@ -1,0 +1,33 @@
+//! `dptext-core`: differentially private text sanitization, as a library.
+//!
+//! The layers, bottom up:
+//!
+//! - [`text`]: words with byte offsets, and re-assembly that keeps the
+//!   original layout and casing;
+//! - [`embeddings`]: frequency-ordered vocabularies with vectors (GloVe
+//!   words, BERT WordPieces);
+//! - [`rng`]: the random sources (OS, seeded, keyed);
+//! - [`mechanisms`]: SanText and SanText+ behind one [`mechanisms::Mechanism`]
+//!   trait; each call returns its text and its [`cost::Cost`];
+//! - [`assets`]: the pinned manifest, the runtime layout and verification;
+//! - [`engine`]: what front ends call: lazy loading, parameter validation,
+//!   the right random stream per call.
+//!
+//! The crate has no PostgreSQL and no async dependency; the extension, the
+//! proxy and the CLI are thin front ends over [`Engine`].
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod assets;
+pub mod cost;
+pub mod embeddings;
+pub mod engine;
+pub mod error;
+pub mod mechanisms;
+pub mod rng;
+pub mod text;
+
+pub use engine::{Engine, EngineConfig};
+pub use error::{Error, Result};
+pub use rng::RandomMode;

@@ -1,0 +1,205 @@
+//! The sanitization mechanisms, all behind one trait.
+//!
+//! A [`Mechanism`] takes a text and a random source and returns the
+//! sanitized text with its [`Cost`]. [`MechanismSpec`] parses a mechanism
+//! name plus JSON parameters (what SQL's `sanitize(t, mechanism, params)`
+//! receives) and validates them before any text is touched.
+
+mod exponential;
+mod santext;
+mod vocabulary;
+
+#[cfg(test)]
+mod tests;
+
+pub use exponential::ExpSampler;
+pub use santext::{SanText, SanTextPlus};
+pub use vocabulary::Vocabulary;
+
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+
+use crate::cost::Cost;
+use crate::error::{Error, Result};
+
+/// A sanitized text and what producing it cost.
+#[derive(Debug, Clone, Serialize)]
+pub struct Sanitized {
+    /// The sanitized text.
+    pub text: String,
+    /// Privacy spent on it.
+    pub cost: Cost,
+}
+
+/// A randomized text-to-text function with a privacy cost.
+pub trait Mechanism: Send + Sync {
+    /// Short name (`santext`, `santext_plus`, ...).
+    fn name(&self) -> &'static str;
+    /// Canonical parameter string: part of the keyed-randomness context, so
+    /// two calls with different parameters never share a random stream.
+    fn params(&self) -> String;
+    /// Sanitizes `text` with randomness from `rng`.
+    fn sanitize(&self, text: &str, rng: &mut dyn RngCore) -> Result<Sanitized>;
+}
+
+/// Which embedding set a word mechanism uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum EmbeddingChoice {
+    /// GloVe 6B 50d words (default).
+    #[default]
+    Glove,
+    /// The WordPiece vocabulary of all-MiniLM-L6-v2 (30,522 x 384).
+    Wordpiece,
+}
+
+impl std::str::FromStr for EmbeddingChoice {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "glove" => Ok(EmbeddingChoice::Glove),
+            "wordpiece" => Ok(EmbeddingChoice::Wordpiece),
+            other => Err(Error::invalid(
+                "embedding",
+                format!("\"{other}\" is not one of 'glove', 'wordpiece'"),
+            )),
+        }
+    }
+}
+
+/// A mechanism with validated parameters, not yet bound to a vocabulary.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MechanismSpec {
+    /// SanText at `eps`.
+    SanText {
+        /// Privacy parameter (> 0).
+        eps: f64,
+        /// Embedding set.
+        embedding: EmbeddingChoice,
+    },
+    /// SanText+ at `eps` with replacement probability `p` and sensitive fraction `w`.
+    SanTextPlus {
+        /// Privacy parameter (> 0).
+        eps: f64,
+        /// Probability of re-drawing a non-sensitive word, in [0, 1].
+        p: f64,
+        /// Least frequent fraction of the vocabulary that is sensitive, in (0, 1].
+        w: f64,
+        /// Embedding set.
+        embedding: EmbeddingChoice,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SanTextParams {
+    eps: f64,
+    #[serde(default)]
+    embedding: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SanTextPlusParams {
+    eps: f64,
+    #[serde(default = "default_p")]
+    p: f64,
+    #[serde(default = "default_w")]
+    w: f64,
+    #[serde(default)]
+    embedding: Option<String>,
+}
+
+fn default_p() -> f64 {
+    0.3
+}
+fn default_w() -> f64 {
+    0.9
+}
+
+impl MechanismSpec {
+    /// Parses a mechanism name and its JSON parameters.
+    ///
+    /// ```
+    /// use dptext_core::mechanisms::MechanismSpec;
+    /// let spec = MechanismSpec::parse("santext_plus", &serde_json::json!({"eps": 3})).unwrap();
+    /// assert!(matches!(spec, MechanismSpec::SanTextPlus { p, w, .. } if p == 0.3 && w == 0.9));
+    /// assert!(MechanismSpec::parse("santext", &serde_json::json!({"eps": -1})).is_err());
+    /// ```
+    pub fn parse(name: &str, params: &serde_json::Value) -> Result<Self> {
+        let bad = |e: serde_json::Error| Error::invalid("params", e.to_string());
+        let embedding = |e: Option<String>| -> Result<EmbeddingChoice> {
+            e.map_or(Ok(EmbeddingChoice::default()), |s| s.parse())
+        };
+        let spec = match name.trim().to_ascii_lowercase().as_str() {
+            "santext" => {
+                let p: SanTextParams = serde_json::from_value(params.clone()).map_err(bad)?;
+                MechanismSpec::SanText {
+                    eps: p.eps,
+                    embedding: embedding(p.embedding)?,
+                }
+            }
+            "santext_plus" | "santext+" => {
+                let p: SanTextPlusParams = serde_json::from_value(params.clone()).map_err(bad)?;
+                MechanismSpec::SanTextPlus {
+                    eps: p.eps,
+                    p: p.p,
+                    w: p.w,
+                    embedding: embedding(p.embedding)?,
+                }
+            }
+            _ => return Err(Error::UnknownMechanism(name.to_string())),
+        };
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// Checks every parameter's domain.
+    pub fn validate(&self) -> Result<()> {
+        match *self {
+            MechanismSpec::SanText { eps, .. } => check_eps(eps),
+            MechanismSpec::SanTextPlus { eps, p, w, .. } => {
+                check_eps(eps)?;
+                check_unit("p", p)?;
+                check_unit("w", w)?;
+                if w == 0.0 {
+                    return Err(Error::invalid(
+                        "w",
+                        "must be > 0: with w = 0 no word is sensitive",
+                    ));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// The embedding set the mechanism needs.
+    pub fn embedding(&self) -> EmbeddingChoice {
+        match *self {
+            MechanismSpec::SanText { embedding, .. }
+            | MechanismSpec::SanTextPlus { embedding, .. } => embedding,
+        }
+    }
+}
+
+/// eps must be a finite number > 0.
+pub(crate) fn check_eps(eps: f64) -> Result<()> {
+    if eps.is_nan() {
+        return Err(Error::invalid("eps", "must be a number > 0, got NaN"));
+    }
+    if !eps.is_finite() {
+        return Err(Error::invalid("eps", "must be finite"));
+    }
+    if eps <= 0.0 {
+        return Err(Error::invalid("eps", format!("must be > 0, got {eps}")));
+    }
+    Ok(())
+}
+
+/// A probability or fraction in [0, 1].
+pub(crate) fn check_unit(name: &'static str, v: f64) -> Result<()> {
+    if !(0.0..=1.0).contains(&v) {
+        return Err(Error::invalid(name, format!("must be in [0, 1], got {v}")));
+    }
+    Ok(())
+}

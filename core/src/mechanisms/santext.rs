@@ -1,0 +1,245 @@
+//! SanText and SanText+ (Yue et al. 2021, Alg. 1 and 2; MECHANISMS.md 1-2).
+//!
+//! - **SanText**: every token `x` is replaced by `y` drawn from the whole
+//!   vocabulary with `Pr[y] ∝ exp(-eps/2 * d(x, y))`: eps·d-metric LDP per
+//!   token, composing to `eps * sum_i d(x_i, x'_i)` over a value.
+//! - **SanText+**: the least frequent fraction `w` of the vocabulary is
+//!   sensitive (`V_S`) and is also the output set (`V_P = V_S`). A sensitive
+//!   token is always re-drawn from `V_P`; a non-sensitive token is kept with
+//!   probability `1 - p`, else re-drawn from `V_P`. Guarantee:
+//!   `(V_S, V_P, eps, ln(1/p))`-UMLDP (Theorem 2).
+//!
+//! Words outside the vocabulary are treated as sensitive and replaced by a
+//! uniform draw from the output set: that draw does not depend on the word,
+//! so it costs eps 0 among out-of-vocabulary words (documented in
+//! `docs/mechanisms.md`).
+
+use std::sync::Arc;
+
+use rand::{Rng, RngCore};
+
+use crate::cost::{Cost, Guarantee};
+use crate::error::{Error, Result};
+use crate::mechanisms::exponential::ExpSampler;
+use crate::mechanisms::vocabulary::Vocabulary;
+use crate::mechanisms::{check_eps, check_unit, Mechanism, Sanitized};
+use crate::text::Segmented;
+
+/// SanText over one vocabulary at one eps.
+#[derive(Debug)]
+pub struct SanText {
+    vocab: Arc<Vocabulary>,
+    sampler: Arc<ExpSampler>,
+    eps: f64,
+}
+
+impl SanText {
+    /// SanText at `eps` (> 0, finite) over `vocab`.
+    pub fn new(vocab: Arc<Vocabulary>, eps: f64) -> Result<Self> {
+        check_eps(eps)?;
+        let sampler = vocab.sampler(0)?;
+        Ok(SanText {
+            vocab,
+            sampler,
+            eps,
+        })
+    }
+
+    /// SanText that also accepts eps = 0 (the uniform mechanism); for tests
+    /// of the mechanism's limits, not exposed through SQL.
+    pub fn new_allowing_zero(vocab: Arc<Vocabulary>, eps: f64) -> Result<Self> {
+        if eps == 0.0 {
+            let sampler = vocab.sampler(0)?;
+            return Ok(SanText {
+                vocab,
+                sampler,
+                eps,
+            });
+        }
+        Self::new(vocab, eps)
+    }
+
+    /// The sampler (its exact distributions are used by tests and audits).
+    pub fn sampler(&self) -> &Arc<ExpSampler> {
+        &self.sampler
+    }
+}
+
+impl Mechanism for SanText {
+    fn name(&self) -> &'static str {
+        "santext"
+    }
+
+    fn params(&self) -> String {
+        format!(
+            "eps={:?};embedding={}",
+            self.eps,
+            self.vocab.embeddings().name()
+        )
+    }
+
+    fn sanitize(&self, text: &str, rng: &mut dyn RngCore) -> Result<Sanitized> {
+        let seg = Segmented::new(text);
+        let mut tokens = 0;
+        let mut oov = 0;
+        let mut replacements = Vec::with_capacity(seg.len());
+        let mut ids = Vec::new();
+        for w in seg.words() {
+            ids.clear();
+            match self.vocab.tokens(seg.word_str(w)) {
+                Some(xs) => {
+                    tokens += xs.len();
+                    ids.extend(xs.iter().map(|&x| self.sampler.sample(x, self.eps, rng)));
+                }
+                None => {
+                    oov += 1;
+                    tokens += 1;
+                    ids.push(self.sampler.uniform(rng));
+                }
+            }
+            replacements.push(Some(self.vocab.render(&ids)));
+        }
+        let emb = self.vocab.embeddings();
+        let diameter = f64::from(emb.diameter_bound());
+        let cost = Cost {
+            mechanism: "santext",
+            guarantee: Guarantee::MetricLdp { eps: self.eps },
+            tokens,
+            oov_tokens: oov,
+            kept_tokens: 0,
+            composition: "eps * sum_i d(x_i, x'_i) over the value's tokens".to_string(),
+            worst_case_eps: self.eps * diameter * (tokens - oov) as f64,
+            diameter_bound: diameter,
+            embedding: emb.name().to_string(),
+            output_set_size: emb.len(),
+        };
+        Ok(Sanitized {
+            text: seg.render(&replacements),
+            cost,
+        })
+    }
+}
+
+/// SanText+ over one vocabulary.
+#[derive(Debug)]
+pub struct SanTextPlus {
+    vocab: Arc<Vocabulary>,
+    sampler: Arc<ExpSampler>,
+    eps: f64,
+    p: f64,
+    w: f64,
+    /// First row of `V_S = V_P`; rows below it are non-sensitive.
+    split: u32,
+}
+
+impl SanTextPlus {
+    /// SanText+ at `eps` (> 0), replacing non-sensitive words with
+    /// probability `p` in [0, 1], with the least frequent fraction `w` in
+    /// (0, 1] of the vocabulary sensitive.
+    pub fn new(vocab: Arc<Vocabulary>, eps: f64, p: f64, w: f64) -> Result<Self> {
+        check_eps(eps)?;
+        check_unit("p", p)?;
+        check_unit("w", w)?;
+        let n = vocab.embeddings().len();
+        let sensitive = (w * n as f64).round() as usize;
+        if sensitive == 0 {
+            return Err(Error::invalid(
+                "w",
+                format!(
+                    "w = {w} makes no word of the {n}-word vocabulary sensitive; use a larger w"
+                ),
+            ));
+        }
+        let split = (n - sensitive) as u32;
+        let sampler = vocab.sampler(split)?;
+        Ok(SanTextPlus {
+            vocab,
+            sampler,
+            eps,
+            p,
+            w,
+            split,
+        })
+    }
+
+    /// True when row `id` is in the sensitive set `V_S`.
+    pub fn is_sensitive(&self, id: u32) -> bool {
+        id >= self.split
+    }
+
+    /// The sampler over `V_P`.
+    pub fn sampler(&self) -> &Arc<ExpSampler> {
+        &self.sampler
+    }
+}
+
+impl Mechanism for SanTextPlus {
+    fn name(&self) -> &'static str {
+        "santext_plus"
+    }
+
+    fn params(&self) -> String {
+        format!(
+            "eps={:?};p={:?};w={:?};embedding={}",
+            self.eps,
+            self.p,
+            self.w,
+            self.vocab.embeddings().name()
+        )
+    }
+
+    fn sanitize(&self, text: &str, rng: &mut dyn RngCore) -> Result<Sanitized> {
+        let seg = Segmented::new(text);
+        let (mut tokens, mut oov, mut kept) = (0, 0, 0);
+        let mut replacements = Vec::with_capacity(seg.len());
+        let mut ids = Vec::new();
+        for w in seg.words() {
+            ids.clear();
+            match self.vocab.tokens(seg.word_str(w)) {
+                Some(xs) => {
+                    for x in xs {
+                        tokens += 1;
+                        if !self.is_sensitive(x) && rng.random::<f64>() >= self.p {
+                            kept += 1;
+                            ids.push(x);
+                        } else {
+                            ids.push(self.sampler.sample(x, self.eps, rng));
+                        }
+                    }
+                }
+                None => {
+                    oov += 1;
+                    tokens += 1;
+                    ids.push(self.sampler.uniform(rng));
+                }
+            }
+            replacements.push(Some(self.vocab.render(&ids)));
+        }
+        let emb = self.vocab.embeddings();
+        let diameter = f64::from(emb.diameter_bound());
+        let eps0 = if self.p > 0.0 {
+            (1.0 / self.p).ln()
+        } else {
+            f64::INFINITY
+        };
+        let cost = Cost {
+            mechanism: "santext_plus",
+            guarantee: Guarantee::Umldp {
+                eps: self.eps,
+                eps0,
+            },
+            tokens,
+            oov_tokens: oov,
+            kept_tokens: kept,
+            composition: "eps * sum_i d(x_i, x'_i) + eps0 * tokens, for outputs in V_P".to_string(),
+            worst_case_eps: (self.eps * diameter + eps0) * (tokens - oov) as f64,
+            diameter_bound: diameter,
+            embedding: emb.name().to_string(),
+            output_set_size: emb.len() - self.split as usize,
+        };
+        Ok(Sanitized {
+            text: seg.render(&replacements),
+            cost,
+        })
+    }
+}
