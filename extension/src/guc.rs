@@ -1,0 +1,107 @@
+//! Every `dptext.*` setting, in one place.
+//!
+//! | setting | type | default | who may set it | meaning |
+//! |---|---|---|---|---|
+//! | `dptext.assets_dir` | text | `''` (then `$DPTEXT_ASSETS` of the server, then its user's cache dir) | superuser | where `dptext assets fetch` installed the assets |
+//! | `dptext.seed` | int | `-1` (off) | superuser | reproducible mode: outputs are a function of (seed, input, parameters) |
+//! | `dptext.key` | text | `''` (off) | superuser; never shown | keyed mode: outputs are a function of (key, input, parameters); wins over the seed |
+//! | `dptext.max_input_bytes` | int | 67108864 | superuser | larger inputs are refused with SQLSTATE 54000 |
+//! | `dptext.glove_words` | int | 50000 | superuser | size of the GloVe vocabulary (most frequent words) |
+//! | `dptext.cache_mb` | int | 64 | superuser | byte budget of each sampler's per-token cache |
+
+use std::ffi::CString;
+use std::path::PathBuf;
+
+use dptext_core::{EngineConfig, RandomMode};
+use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
+
+use crate::ffi;
+
+pub(crate) static ASSETS_DIR: GucSetting<Option<CString>> =
+    GucSetting::<Option<CString>>::new(None);
+pub(crate) static SEED: GucSetting<i32> = GucSetting::<i32>::new(-1);
+pub(crate) static KEY: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+pub(crate) static MAX_INPUT_BYTES: GucSetting<i32> = GucSetting::<i32>::new(64 << 20);
+pub(crate) static GLOVE_WORDS: GucSetting<i32> = GucSetting::<i32>::new(50_000);
+pub(crate) static CACHE_MB: GucSetting<i32> = GucSetting::<i32>::new(64);
+
+/// Registers the settings; called once from `_PG_init`.
+pub fn init() {
+    GucRegistry::define_string_guc(
+        c"dptext.assets_dir",
+        c"Directory of the dptext assets (models, embeddings).",
+        c"Filled by `dptext assets fetch`. Empty: $DPTEXT_ASSETS of the server process, then the server user's cache directory.",
+        &ASSETS_DIR,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"dptext.seed",
+        c"Seed for reproducible sanitization (-1: off).",
+        c"With a seed, every function's output is a function of (seed, input, parameters), for tests and audits.",
+        &SEED,
+        -1,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    ffi::define_secret_guc(
+        c"dptext.key",
+        c"Secret key for keyed sanitization (never shown).",
+        c"With a key, asking for the same value again returns the same output, which defeats averaging attacks. SHOW and pg_settings display ******** instead.",
+        &KEY,
+    );
+    GucRegistry::define_int_guc(
+        c"dptext.max_input_bytes",
+        c"Largest text accepted by the sanitization functions, in bytes.",
+        c"Larger inputs raise SQLSTATE 54000.",
+        &MAX_INPUT_BYTES,
+        1,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"dptext.glove_words",
+        c"Number of most frequent GloVe words in the vocabulary.",
+        c"SanText draws outputs from this vocabulary; larger is slower and rarer.",
+        &GLOVE_WORDS,
+        100,
+        400_000,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"dptext.cache_mb",
+        c"Memory budget of each per-token distribution cache, in MB.",
+        c"",
+        &CACHE_MB,
+        1,
+        65_536,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+}
+
+fn string(s: &GucSetting<Option<CString>>) -> Option<String> {
+    s.get()
+        .map(|c| c.to_string_lossy().into_owned())
+        .filter(|s| !s.is_empty())
+}
+
+/// The engine configuration the settings describe.
+pub fn engine_config() -> EngineConfig {
+    let dir = dptext_core::assets::resolve_dir(string(&ASSETS_DIR).map(PathBuf::from).as_deref());
+    let mut c = EngineConfig::new(dir);
+    c.glove_words = GLOVE_WORDS.get().max(1) as usize;
+    c.cache_bytes = (CACHE_MB.get().max(1) as u64) << 20;
+    c.max_input_bytes = MAX_INPUT_BYTES.get().max(1) as usize;
+    c
+}
+
+/// The random mode the settings describe (key wins over seed).
+pub fn random_mode() -> RandomMode {
+    let seed = u64::try_from(SEED.get()).ok();
+    let key = string(&KEY);
+    RandomMode::from_settings(seed, key.as_deref().map(str::as_bytes))
+}

@@ -1,0 +1,169 @@
+//! `CREATE EXTENSION dptext`: differentially private text sanitization in SQL.
+//!
+//! Thin `#[pg_extern]` wrappers over `dptext-core`. Every function is
+//! STRICT (NULL in, NULL out), VOLATILE (without a seed or key each call
+//! draws fresh randomness) and PARALLEL SAFE: each call's randomness comes
+//! either from the OS or from (seed or key, input, parameters), never from
+//! per-backend state, and settings reach parallel workers with the query,
+//! so a worker computes exactly what the leader would.
+//!
+//! Settings are documented in [`guc`]; errors carry SQLSTATEs ([`error`]).
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use dptext_core::mechanisms::{EmbeddingChoice, MechanismSpec};
+use dptext_core::Engine;
+use pgrx::prelude::*;
+use pgrx::JsonB;
+
+mod error;
+mod ffi;
+pub mod guc;
+
+use error::OrRaise;
+
+::pgrx::pg_module_magic!(name, version);
+
+#[pg_guard]
+pub extern "C-unwind" fn _PG_init() {
+    guc::init();
+}
+
+thread_local! {
+    /// One engine per backend; rebuilt when a setting it depends on changes,
+    /// so vocabularies load once and stay cached.
+    static ENGINE: RefCell<Option<Arc<Engine>>> = const { RefCell::new(None) };
+}
+
+fn engine() -> Arc<Engine> {
+    let config = guc::engine_config();
+    ENGINE.with(|slot| {
+        let mut slot = slot.borrow_mut();
+        match slot.as_ref() {
+            Some(e) if *e.config() == config => e.clone(),
+            _ => {
+                let e = Arc::new(Engine::new(config));
+                *slot = Some(e.clone());
+                e
+            }
+        }
+    })
+}
+
+fn run(spec: MechanismSpec, t: &str, funcname: &'static str) -> dptext_core::mechanisms::Sanitized {
+    let engine = engine();
+    let mechanism = engine.build(&spec).or_raise(funcname);
+    engine
+        .run(mechanism.as_ref(), t, &guc::random_mode(), &[])
+        .or_raise(funcname)
+}
+
+fn embedding(e: &str, funcname: &'static str) -> EmbeddingChoice {
+    e.parse().or_raise(funcname)
+}
+
+/// SanText (Yue et al. 2021): every word replaced by a word drawn with
+/// probability proportional to `exp(-eps/2 * d(x, y))` over the embedding
+/// vocabulary. eps·d-metric LDP per word.
+///
+/// ```sql
+/// SELECT santext('The patient reported chest pain.', 3.0);
+/// SELECT santext(note, eps => 2, embedding => 'wordpiece') FROM records;
+/// ```
+#[pg_extern(volatile, parallel_safe)]
+fn santext(t: &str, eps: f64, embedding: default!(&str, "'glove'")) -> String {
+    let spec = MechanismSpec::SanText {
+        eps,
+        embedding: self::embedding(embedding, "santext"),
+    };
+    spec.validate().or_raise("santext");
+    run(spec, t, "santext").text
+}
+
+/// SanText+ : the least frequent fraction `w` of the vocabulary is
+/// sensitive and always re-drawn; other words are kept with probability
+/// `1 - p`. (V_S, V_P, eps, ln(1/p))-UMLDP.
+///
+/// ```sql
+/// SELECT santext_plus('The patient reported chest pain.', 3.0);
+/// SELECT santext_plus(note, 3.0, p => 0.3, w => 0.9) FROM records;
+/// ```
+#[pg_extern(volatile, parallel_safe)]
+fn santext_plus(
+    t: &str,
+    eps: f64,
+    p: default!(f64, 0.3),
+    w: default!(f64, 0.9),
+    embedding: default!(&str, "'glove'"),
+) -> String {
+    let spec = MechanismSpec::SanTextPlus {
+        eps,
+        p,
+        w,
+        embedding: self::embedding(embedding, "santext_plus"),
+    };
+    spec.validate().or_raise("santext_plus");
+    run(spec, t, "santext_plus").text
+}
+
+/// Any mechanism by name, with its parameters as JSON; returns the text and
+/// what it cost: `{"text": ..., "cost": {...}}`.
+///
+/// ```sql
+/// SELECT sanitize('Seen by Dr. Smith', 'santext_plus', '{"eps": 3, "p": 0.3}');
+/// SELECT (sanitize(note, 'santext', '{"eps": 3}')->'cost'->>'worst_case_eps')::float8 FROM records;
+/// ```
+#[pg_extern(volatile, parallel_safe)]
+fn sanitize(t: &str, mechanism: &str, params: JsonB) -> JsonB {
+    let spec = MechanismSpec::parse(mechanism, &params.0).or_raise("sanitize");
+    let out = run(spec, t, "sanitize");
+    JsonB(serde_json::json!({ "text": out.text, "cost": out.cost }))
+}
+
+/// What this backend uses: assets directory, random mode (with the key's
+/// public id, never the key) and the mechanisms available.
+///
+/// ```sql
+/// SELECT dptext_info();
+/// ```
+#[pg_extern(stable, parallel_safe)]
+fn dptext_info() -> JsonB {
+    let e = engine();
+    let mode = match guc::random_mode() {
+        dptext_core::RandomMode::Os => serde_json::json!({"mode": "os"}),
+        dptext_core::RandomMode::Seeded(s) => serde_json::json!({"mode": "seeded", "seed": s}),
+        dptext_core::RandomMode::Keyed(k) => {
+            serde_json::json!({"mode": "keyed", "key_id": k.key_id()})
+        }
+    };
+    JsonB(serde_json::json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "assets_dir": e.config().assets_dir,
+        "glove_words": e.config().glove_words,
+        "randomness": mode,
+        "mechanisms": ["santext", "santext_plus"],
+    }))
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+mod tests;
+
+/// Required by `cargo pgrx test`.
+#[cfg(test)]
+pub mod pg_test {
+    /// One-off set-up when the test cluster starts.
+    pub fn setup(_options: Vec<&str>) {}
+
+    /// postgresql.conf settings for the test cluster: the assets installed
+    /// by the test command (`DPTEXT_ASSETS` at build time).
+    #[must_use]
+    pub fn postgresql_conf_options() -> Vec<&'static str> {
+        match option_env!("DPTEXT_ASSETS") {
+            Some(dir) => vec![Box::leak(
+                format!("dptext.assets_dir = '{dir}'").into_boxed_str(),
+            )],
+            None => vec![],
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! `#[pg_test]`s: every SQL function, its NULL behaviour and error paths.
+//! SQLSTATEs are checked by the SQL regression files under `tests/sql`.
+
+use pgrx::prelude::*;
+
+#[pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    fn one(sql: &str) -> Option<String> {
+        Spi::get_one::<String>(sql).expect("query runs")
+    }
+
+    fn words(s: &str) -> usize {
+        dptext_core::text::Segmented::new(s).len()
+    }
+
+    const NOTE: &str = "The patient was admitted with chest pain and a mild fever.";
+
+    #[pg_test]
+    fn santext_replaces_words_and_keeps_layout() {
+        Spi::run("SET dptext.seed = 42").unwrap();
+        let out = one(&format!("SELECT santext('{NOTE}', 3.0)")).unwrap();
+        assert_ne!(out, NOTE);
+        assert_eq!(words(&out), words(NOTE));
+        assert!(out.ends_with('.'));
+        assert!(out.chars().next().is_some_and(char::is_uppercase), "{out}");
+    }
+
+    #[pg_test]
+    fn seeded_mode_is_deterministic_and_seed_bound() {
+        Spi::run("SET dptext.seed = 7").unwrap();
+        let a = one(&format!("SELECT santext('{NOTE}', 2.0)"));
+        let b = one(&format!("SELECT santext('{NOTE}', 2.0)"));
+        assert_eq!(a, b);
+        Spi::run("SET dptext.seed = 8").unwrap();
+        assert_ne!(a, one(&format!("SELECT santext('{NOTE}', 2.0)")));
+    }
+
+    #[pg_test]
+    fn os_mode_differs_between_calls() {
+        Spi::run("RESET dptext.seed").unwrap();
+        let a = one(&format!("SELECT santext('{NOTE}', 1.0)"));
+        let b = one(&format!("SELECT santext('{NOTE}', 1.0)"));
+        assert_ne!(a, b);
+    }
+
+    #[pg_test]
+    fn strict_functions_return_null_for_null() {
+        for sql in [
+            "SELECT santext(NULL, 3.0)",
+            "SELECT santext('x', NULL)",
+            "SELECT santext_plus(NULL, 3.0)",
+            "SELECT sanitize(NULL, 'santext', '{\"eps\": 1}')::text",
+            "SELECT sanitize('x', NULL, '{\"eps\": 1}')::text",
+        ] {
+            assert_eq!(one(sql), None, "{sql}");
+        }
+    }
+
+    #[pg_test]
+    fn santext_plus_with_p_zero_keeps_common_words() {
+        Spi::run("SET dptext.seed = 1").unwrap();
+        // Every word here is among the most frequent 10%: non-sensitive, and
+        // with p = 0 never re-drawn.
+        let t = "The man said that it was in the city.";
+        assert_eq!(
+            one(&format!("SELECT santext_plus('{t}', 3.0, p => 0.0)")).unwrap(),
+            t
+        );
+        // A rare word is always re-drawn.
+        let out = one("SELECT santext_plus('the zygomatic fracture', 3.0, p => 0.0)").unwrap();
+        assert!(
+            out.starts_with("the ") && out != "the zygomatic fracture",
+            "{out}"
+        );
+    }
+
+    #[pg_test]
+    fn sanitize_returns_text_and_cost() {
+        Spi::run("SET dptext.seed = 3").unwrap();
+        let j = Spi::get_one::<pgrx::JsonB>(&format!(
+            "SELECT sanitize('{NOTE}', 'santext_plus', '{{\"eps\": 3, \"p\": 0.5}}')"
+        ))
+        .unwrap()
+        .unwrap()
+        .0;
+        assert!(j["text"].is_string());
+        assert_eq!(j["cost"]["mechanism"], "santext_plus");
+        assert_eq!(j["cost"]["guarantee"]["kind"], "umldp");
+        assert!((j["cost"]["guarantee"]["eps0"].as_f64().unwrap() - 2f64.ln()).abs() < 1e-12);
+        assert_eq!(j["cost"]["tokens"], words(NOTE));
+        let s = Spi::get_one::<pgrx::JsonB>(&format!(
+            "SELECT sanitize('{NOTE}', 'santext', '{{\"eps\": 3}}')"
+        ))
+        .unwrap()
+        .unwrap()
+        .0;
+        assert_eq!(s["cost"]["guarantee"]["kind"], "metric_ldp");
+        assert!(s["cost"]["worst_case_eps"].as_f64().unwrap() > 0.0);
+    }
+
+    #[pg_test]
+    fn wordpiece_embedding_works() {
+        Spi::run("SET dptext.seed = 5").unwrap();
+        let out = one("SELECT santext('unbelievable results', 1000.0, embedding => 'wordpiece')")
+            .unwrap();
+        // At a very large eps every piece maps to itself.
+        assert_eq!(out, "unbelievable results");
+    }
+
+    #[pg_test]
+    fn odd_inputs_are_fine() {
+        Spi::run("SET dptext.seed = 2").unwrap();
+        assert_eq!(one("SELECT santext('', 3.0)").unwrap(), "");
+        assert_eq!(one("SELECT santext(' ?!... ', 3.0)").unwrap(), " ?!... ");
+        let emoji = one("SELECT santext('🙂🙂 fever 🙂', 3.0)").unwrap();
+        assert!(emoji.starts_with("🙂🙂 ") && emoji.ends_with(" 🙂"));
+        let cyr = one("SELECT santext('Пациент жалуется на боль', 3.0)").unwrap();
+        assert_eq!(words(&cyr), 4);
+        let big = one("SELECT length(santext(repeat('🙂, ', 2500000), 3.0))::text").unwrap();
+        assert_eq!(big, "7500000");
+    }
+
+    #[pg_test]
+    fn keyed_mode_is_stable_and_the_key_is_never_shown() {
+        Spi::run("SET dptext.key = 'correct horse battery staple'").unwrap();
+        let a = one(&format!("SELECT santext('{NOTE}', 2.0)"));
+        assert_eq!(a, one(&format!("SELECT santext('{NOTE}', 2.0)")));
+        assert_eq!(one("SHOW dptext.key").unwrap(), "********");
+        assert_eq!(
+            one("SELECT current_setting('dptext.key')").unwrap(),
+            "********"
+        );
+        let settings = one("SELECT coalesce(string_agg(setting, ','), '') FROM pg_settings WHERE name = 'dptext.key'").unwrap();
+        assert!(!settings.contains("horse"), "{settings}");
+        let info = one("SELECT dptext_info()::text").unwrap();
+        assert!(
+            info.contains("\"keyed\"") && !info.contains("horse"),
+            "{info}"
+        );
+        Spi::run("SET dptext.seed = 7").unwrap();
+        // The key wins over the seed.
+        assert_eq!(a, one(&format!("SELECT santext('{NOTE}', 2.0)")));
+    }
+
+    #[pg_test(error = "invalid value for parameter \"eps\": must be > 0, got 0")]
+    fn eps_zero_is_rejected() {
+        crate::santext("x", 0.0, "glove");
+    }
+
+    #[pg_test(error = "invalid value for parameter \"eps\": must be > 0, got -1")]
+    fn eps_negative_is_rejected() {
+        Spi::run("SELECT santext('x', -1)").unwrap();
+    }
+
+    #[pg_test(error = "invalid value for parameter \"eps\": must be a number > 0, got NaN")]
+    fn eps_nan_is_rejected() {
+        Spi::run("SELECT santext('x', 'NaN'::float8)").unwrap();
+    }
+
+    #[pg_test(error = "invalid value for parameter \"eps\": must be finite")]
+    fn eps_infinite_is_rejected() {
+        Spi::run("SELECT santext_plus('x', 'Infinity'::float8)").unwrap();
+    }
+
+    #[pg_test(error = "invalid value for parameter \"p\": must be in [0, 1], got 1.5")]
+    fn p_out_of_range_is_rejected() {
+        Spi::run("SELECT santext_plus('x', 1, p => 1.5)").unwrap();
+    }
+
+    #[pg_test(error = "invalid value for parameter \"w\": must be in [0, 1], got -0.1")]
+    fn w_out_of_range_is_rejected() {
+        Spi::run("SELECT santext_plus('x', 1, w => -0.1)").unwrap();
+    }
+
+    #[pg_test(
+        error = "invalid value for parameter \"embedding\": \"bert\" is not one of 'glove', 'wordpiece'"
+    )]
+    fn unknown_embedding_is_rejected() {
+        Spi::run("SELECT santext('x', 1, embedding => 'bert')").unwrap();
+    }
+
+    #[pg_test(error = "unknown mechanism \"rot13\": expected one of santext, santext_plus")]
+    fn unknown_mechanism_is_rejected() {
+        Spi::run("SELECT sanitize('x', 'rot13', '{\"eps\": 1}')").unwrap();
+    }
+
+    #[pg_test(
+        error = "invalid value for parameter \"params\": unknown field `epsilon`, expected `eps` or `embedding`"
+    )]
+    fn unknown_parameter_is_rejected() {
+        Spi::run("SELECT sanitize('x', 'santext', '{\"epsilon\": 1}')").unwrap();
+    }
+
+    #[pg_test(error = "input of 20 bytes exceeds the limit of 10 bytes")]
+    fn oversized_input_is_rejected() {
+        Spi::run("SET dptext.max_input_bytes = 10").unwrap();
+        Spi::run("SELECT santext('twenty bytes of text', 1)").unwrap();
+    }
+
+    #[pg_test(
+        error = "asset \"glove-6b-50d\" is missing at /nonexistent/glove-6b-50d/meta.json: run `dptext assets fetch` (or set DPTEXT_ASSETS / dptext.assets_dir)"
+    )]
+    fn missing_assets_name_the_fetch_command() {
+        Spi::run("SET dptext.assets_dir = '/nonexistent'").unwrap();
+        Spi::run("SELECT santext('x', 1)").unwrap();
+    }
+}
