@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The project's throwaway PostgreSQL cluster: start | stop | status | psql [args].
+# Data, socket and log live under target/demo-pg (see resolve_state in lib.sh);
+# it listens on a high port on 127.0.0.1 and on a unix socket, runs as the
+# unprivileged cluster user, and trusts local connections: never use it for real data.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+resolve_state
+DATA="$PGDEMO/data"
+LOG="$PGDEMO/postgres.log"
+
+start() {
+  mkdir -p "$PGDEMO/run"
+  chown -R "$RUN_USER" "$PGDEMO" 2>/dev/null || true
+  if [ ! -f "$DATA/PG_VERSION" ]; then
+    as_user "$PG_BIN/initdb" -D "$DATA" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >/dev/null
+    cat >> "$DATA/postgresql.conf" <<CONF
+listen_addresses = '127.0.0.1'
+port = $PGPORT
+unix_socket_directories = '$PGDEMO/run'
+dptext.assets_dir = '$DPTEXT_ASSETS'
+max_parallel_workers_per_gather = 2
+CONF
+  fi
+  if as_user "$PG_BIN/pg_ctl" -D "$DATA" status >/dev/null 2>&1; then
+    as_user "$PG_BIN/pg_ctl" -D "$DATA" -l "$LOG" -w restart >/dev/null
+  else
+    as_user "$PG_BIN/pg_ctl" -D "$DATA" -l "$LOG" -w start >/dev/null
+  fi
+  psql -X -q -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = '$PGDATABASE'" | grep -q 1 \
+    || psql -X -q -d postgres -c "CREATE DATABASE $PGDATABASE"
+  echo "cluster running: psql -h $PGHOST -p $PGPORT -U postgres $PGDATABASE" >&2
+}
+
+case "${1:-}" in
+  start) start ;;
+  stop) [ -f "$DATA/PG_VERSION" ] && as_user "$PG_BIN/pg_ctl" -D "$DATA" -m fast -w stop >/dev/null 2>&1 || true
+        echo "cluster stopped" >&2 ;;
+  status) as_user "$PG_BIN/pg_ctl" -D "$DATA" status ;;
+  psql) shift; exec psql -X "$@" ;;
+  *) die "usage: scripts/cluster.sh start|stop|status|psql [args]" ;;
+esac

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Sets up whatever is missing, builds and installs the extension, starts a
+# throwaway PostgreSQL 15 cluster and runs the demo (sql/demo.sql) in it.
+# The cluster keeps running afterwards; the script says how to use or stop it.
+#   DPTEXT_PROFILE=debug  build the extension without optimisation (faster build)
+#   DPTEXT_PG_PORT=N      listen on port N instead of 54329
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+"$REPO/scripts/setup.sh"
+resolve_state
+
+PROFILE="${DPTEXT_PROFILE:-release}"
+step "build and install the extension ($PROFILE)"
+args=(-p dptext -c "$PG_CONFIG")
+[ "$PROFILE" = release ] && args+=(--release)
+[ "$(id -u)" = 0 ] || args+=(--sudo)
+( cd "$REPO" && cargo pgrx install "${args[@]}" ) >"$STATE/pgrx-install.log" 2>&1 \
+  || { tail -30 "$STATE/pgrx-install.log"; die "cargo pgrx install failed (log: $STATE/pgrx-install.log)"; }
+
+step "start the demo cluster"
+"$REPO/scripts/cluster.sh" start
+
+step "demo"
+( cd "$REPO" && psql -X -v ON_ERROR_STOP=1 -f sql/demo.sql )
+
+cat >&2 <<MSG
+
+The demo cluster is still running.
+  connect:  psql -h $PGHOST -p $PGPORT -U postgres $PGDATABASE
+            (or: scripts/cluster.sh psql)
+  stop:     scripts/cluster.sh stop
+MSG

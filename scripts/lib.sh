@@ -1,0 +1,36 @@
+# Shared settings of the project's scripts; sourced, not run.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# An assets directory given by the caller is kept; otherwise resolve_state picks one.
+if [ -n "${DPTEXT_ASSETS:-}" ]; then export DPTEXT_ASSETS_SET=1; fi
+PG_MAJOR=15
+PG_BIN="/usr/lib/postgresql/$PG_MAJOR/bin"
+PG_CONFIG="$PG_BIN/pg_config"
+PGRX_VERSION=0.18.1
+# Throwaway clusters run as this unprivileged user (PostgreSQL refuses root).
+RUN_USER="${DPTEXT_RUN_USER:-dptext}"
+export PATH="$HOME/.cargo/bin:$PATH"
+
+step() { printf '\n==> %s\n' "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# Runs a command as the cluster user, keeping the environment it needs.
+as_user() {
+  if [ "$(id -un)" = "$RUN_USER" ]; then "$@"; else sudo -u "$RUN_USER" -H env DPTEXT_ASSETS="$DPTEXT_ASSETS" "$@"; fi
+}
+
+# Where throwaway clusters and (by default) assets live: target/ when the
+# cluster user can reach it, else a private folder under /var/tmp (a clone
+# under /root is not readable by other users).
+resolve_state() {
+  STATE="$REPO/target"
+  if [ "$(id -un)" != "$RUN_USER" ] && ! sudo -u "$RUN_USER" test -r "$REPO/Cargo.toml" 2>/dev/null; then
+    STATE="/var/tmp/dptext-$(printf '%s' "$REPO" | sha1sum | cut -c1-10)"
+  fi
+  mkdir -p "$STATE"
+  if [ -z "${DPTEXT_ASSETS_SET:-}" ]; then export DPTEXT_ASSETS="$STATE/assets"; fi
+  PGDEMO="$STATE/demo-pg"
+  PGPORT="${DPTEXT_PG_PORT:-54329}"
+  export PGHOST="$PGDEMO/run" PGPORT PGUSER=postgres PGDATABASE=dptext_demo
+}

@@ -1,0 +1,38 @@
+-- The dptext demo: synthetic clinical notes, sanitized in SQL.
+-- Run by scripts/demo.sh against its throwaway cluster.
+\set ON_ERROR_STOP 1
+\pset format wrapped
+\pset columns 150
+\pset pager off
+SET client_min_messages = warning;
+
+DROP EXTENSION IF EXISTS dptext CASCADE;
+CREATE EXTENSION dptext;
+
+\echo '--- loading 240 synthetic notes (sql/demo_data.sql)'
+\i sql/demo_data.sql
+SELECT count(*) AS notes FROM records;
+
+-- A seed makes the demo reproducible; production uses the OS generator or
+-- a secret key (dptext.key), see README.
+SET dptext.seed = 2026;
+
+\echo '--- the raw notes'
+SELECT id, note FROM records ORDER BY id LIMIT 5;
+
+\echo '--- SanText, eps = 3: every word re-drawn near itself in GloVe space'
+SELECT id, santext(note, 3) AS santext FROM records ORDER BY id LIMIT 5;
+
+\echo '--- SanText+, eps = 3, p = 0.3, w = 0.9: rare (sensitive) words always re-drawn, common ones kept with probability 0.7'
+SELECT id, santext_plus(note, 3) AS santext_plus FROM records ORDER BY id LIMIT 5;
+
+\echo '--- what one call costs'
+SELECT jsonb_pretty(sanitize(note, 'santext_plus', '{"eps": 3}') -> 'cost') AS cost FROM records WHERE id = 1;
+
+\echo '--- a materialized view of sanitized notes'
+CREATE MATERIALIZED VIEW records_sanitized AS
+  SELECT id, santext_plus(note, 3) AS note FROM records;
+SELECT count(*) AS rows,
+       count(*) FILTER (WHERE s.note <> r.note) AS changed
+  FROM records_sanitized s JOIN records r USING (id);
+SELECT id, note FROM records_sanitized ORDER BY id LIMIT 3;
