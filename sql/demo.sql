@@ -1,6 +1,7 @@
 -- The dptext demo: synthetic clinical notes, sanitized in SQL.
 -- Run by scripts/demo.sh against its throwaway cluster.
 \set ON_ERROR_STOP 1
+\set QUIET on
 \pset format wrapped
 \pset columns 150
 \pset pager off

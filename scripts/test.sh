@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Runs every test of the project (what .ci/run calls):
+#   formatting and lints; core, cli and cross-crate tests (cargo test);
+#   the extension's #[pg_test]s (cargo pgrx test); the demo as a smoke
+#   test; the SQL regression files under tests/sql against a real cluster.
+# Sets up whatever is missing first (scripts/setup.sh).
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+"$REPO/scripts/setup.sh"
+resolve_state
+cd "$REPO"
+LOG="$STATE/test.log"
+: > "$LOG"
+trap '"$REPO/scripts/cluster.sh" stop' EXIT
+
+run() { "$@" 2>&1 | tee -a "$LOG"; return "${PIPESTATUS[0]}"; }
+
+step "formatting and lints"
+cargo fmt --all --check
+run cargo clippy --workspace --all-targets -q -- -D warnings
+
+step "extension: #[pg_test]s in a throwaway cluster"
+mkdir -p "$STATE/pgrx-test-data"
+pgrx_args=(pg$PG_MAJOR -p dptext --pgdata "$STATE/pgrx-test-data")
+if [ "$(id -u)" = 0 ]; then
+  chown "$RUN_USER" "$STATE/pgrx-test-data"
+  pgrx_args+=(--runas "$RUN_USER")
+fi
+run cargo pgrx test "${pgrx_args[@]}"
+
+step "demo (smoke test)"
+"$REPO/scripts/demo.sh" > "$STATE/demo.out" 2>&1 || { cat "$STATE/demo.out"; die "the demo failed"; }
+grep -q "santext_plus" "$STATE/demo.out" || die "the demo printed no sanitized notes"
+echo "demo ok ($(grep -c '^  *[0-9]* |' "$STATE/demo.out") result rows printed)"
+
+step "SQL regression files (tests/sql)"
+mkdir -p "$STATE/regress"
+regress_pass=0; regress_fail=0
+for f in tests/sql/*.sql; do
+  name="$(basename "$f" .sql)"
+  psql -X -q -d postgres -c "DROP DATABASE IF EXISTS dptext_regress" -c "CREATE DATABASE dptext_regress"
+  psql -X -a -d dptext_regress -f "$f" > "$STATE/regress/$name.out" 2>&1 || true
+  if diff -u "tests/expected/$name.out" "$STATE/regress/$name.out" > "$STATE/regress/$name.diff"; then
+    echo "regress $name ... ok"; regress_pass=$((regress_pass + 1))
+  else
+    cat "$STATE/regress/$name.diff"; echo "regress $name ... FAILED"; regress_fail=$((regress_fail + 1))
+  fi
+done
+
+step "core, cli and cross-crate tests (cargo test)"
+psql -X -q -d postgres -c "DROP DATABASE IF EXISTS dptext_it" -c "CREATE DATABASE dptext_it"
+psql -X -q -d dptext_it -c "CREATE EXTENSION dptext"
+DPTEXT_REQUIRE_ASSETS=1 DPTEXT_REQUIRE_PG=1 DPTEXT_TEST_DB=dptext_it run cargo test
+
+passed=$(grep -Eo 'test result: [a-zA-Z]+\. [0-9]+ passed' "$LOG" | awk '{s += $4} END {print s + 0}')
+failed=$(grep -Eo '[0-9]+ failed' "$LOG" | awk '{s += $1} END {print s + 0}')
+passed=$((passed + regress_pass)); failed=$((failed + regress_fail))
+echo
+echo "suite: $passed passed, $failed failed"
+[ "$failed" = 0 ]

@@ -1,0 +1,90 @@
+-- Regression test of the SQL surface: outputs, NULLs, SQLSTATEs, odd inputs,
+-- parallel execution. Run by scripts/test.sh; expected output in
+-- tests/expected/functions.out.
+\set SHOW_CONTEXT never
+SET client_min_messages = warning;
+DROP EXTENSION IF EXISTS dptext CASCADE;
+CREATE EXTENSION dptext;
+
+-- Seeded outputs are a function of (seed, input, parameters).
+SET dptext.seed = 11;
+SELECT santext('The patient was admitted with chest pain and a mild fever.', 3);
+SELECT santext_plus('The patient was admitted with chest pain and a mild fever.', 3);
+SELECT santext_plus('The patient was admitted with chest pain.', 3, p => 0.0, w => 0.5);
+SELECT santext('Unbelievable results', 1000, embedding => 'wordpiece');
+SELECT santext('The patient was admitted.', 3) = santext('The patient was admitted.', 3) AS same_twice;
+SELECT (sanitize('The patient was admitted.', 'santext', '{"eps": 3}') ->> 'text')
+     = santext('The patient was admitted.', 3) AS sanitize_matches_santext;
+SELECT sanitize('The patient was admitted.', 'santext', '{"eps": 2}') -> 'cost' -> 'guarantee' AS guarantee;
+
+-- NULL in, NULL out.
+SELECT santext(NULL, 3) IS NULL AS n1, santext('x', NULL) IS NULL AS n2,
+       santext_plus(NULL, 3) IS NULL AS n3, sanitize('x', 'santext', NULL) IS NULL AS n4;
+
+-- Odd inputs: a result, never a crash.
+SELECT santext('', 3) AS empty, santext('?!', 3) AS punctuation;
+SELECT length(santext('Пациент жалуется на боль 🙂', 3)) > 0 AS cyrillic_and_emoji;
+SELECT length(santext(repeat('fever and cough. ', 600000), 3)) > 9000000 AS ten_megabytes;
+
+-- Errors carry SQLSTATEs: 22023 invalid parameter, 54000 too large, 58P01 missing assets.
+SELECT santext('x', 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT santext('x', -2);
+\echo :LAST_ERROR_SQLSTATE
+SELECT santext('x', 'NaN');
+\echo :LAST_ERROR_SQLSTATE
+SELECT santext('x', 'Infinity');
+\echo :LAST_ERROR_SQLSTATE
+SELECT santext_plus('x', 1, p => 2);
+\echo :LAST_ERROR_SQLSTATE
+SELECT santext_plus('x', 1, w => 1.5);
+\echo :LAST_ERROR_SQLSTATE
+SELECT santext_plus('x', 1, w => 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT santext('x', 1, embedding => 'word2vec');
+\echo :LAST_ERROR_SQLSTATE
+SELECT sanitize('x', 'custext9', '{"eps": 1}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT sanitize('x', 'santext', '{"eps": "three"}');
+\echo :LAST_ERROR_SQLSTATE
+SET dptext.max_input_bytes = 16;
+SELECT santext('this text is longer than sixteen bytes', 1);
+\echo :LAST_ERROR_SQLSTATE
+RESET dptext.max_input_bytes;
+SET dptext.assets_dir = '/nonexistent/dptext';
+SELECT santext('x', 1);
+\echo :LAST_ERROR_SQLSTATE
+RESET dptext.assets_dir;
+
+-- Superuser-only settings and the hidden key.
+SET dptext.key = 'regression secret';
+SHOW dptext.key;
+SELECT setting FROM pg_settings WHERE name = 'dptext.key';
+DROP ROLE IF EXISTS dptext_regress_analyst;
+CREATE ROLE dptext_regress_analyst;
+SET ROLE dptext_regress_analyst;
+SET dptext.seed = 1;
+\echo :LAST_ERROR_SQLSTATE
+SHOW dptext.key;
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+DROP ROLE dptext_regress_analyst;
+RESET dptext.key;
+
+-- Parallel workers compute exactly what a serial plan computes.
+CREATE TABLE regress_notes AS
+  SELECT i AS id, 'Patient ' || i || ' reports fever and cough since monday.' AS note
+  FROM generate_series(1, 20000) i;
+ANALYZE regress_notes;
+SET dptext.seed = 5;
+SET max_parallel_workers_per_gather = 0;
+CREATE TABLE serial_out AS SELECT id, santext(note, 3) AS s FROM regress_notes;
+SET parallel_setup_cost = 0;
+SET parallel_tuple_cost = 0;
+SET min_parallel_table_scan_size = 0;
+SET max_parallel_workers_per_gather = 2;
+EXPLAIN (COSTS OFF) SELECT id, santext(note, 3) AS s FROM regress_notes;
+CREATE TABLE parallel_out AS SELECT id, santext(note, 3) AS s FROM regress_notes;
+SELECT count(*) AS rows, count(*) FILTER (WHERE a.s = b.s) AS equal
+  FROM serial_out a JOIN parallel_out b USING (id);
+DROP TABLE regress_notes, serial_out, parallel_out;
