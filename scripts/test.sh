@@ -10,7 +10,7 @@ resolve_state
 cd "$REPO"
 LOG="$STATE/test.log"
 : > "$LOG"
-trap '"$REPO/scripts/cluster.sh" stop' EXIT
+trap '"$REPO/scripts/cluster.sh" stop >/dev/null 2>&1' EXIT
 
 run() { "$@" 2>&1 | tee -a "$LOG"; return "${PIPESTATUS[0]}"; }
 
