@@ -5,7 +5,7 @@
 //! frequency-ordered rows), `Pr[y] = exp(-eps/2 * d(x, y)) / Z`. The first
 //! time `(x, eps)` is seen, one pass over `U` computes the exact normaliser
 //! `Z`, the `TOP` most likely outputs with their cumulative weights, and the
-//! largest weight among the rest. That table (about 4 KB) is cached in a
+//! largest weight among the rest. That table (about 24 KB) is cached in a
 //! byte-weighted `moka` cache. A draw then picks the top part with its exact
 //! mass by binary search, or else samples the remainder exactly by rejection
 //! (uniform proposal over `U`, top members rejected, acceptance
@@ -24,7 +24,7 @@ use rand::{Rng, RngCore};
 use crate::embeddings::Embeddings;
 
 /// How many of the most likely outputs a token's table keeps.
-const TOP: usize = 256;
+pub(crate) const TOP: usize = 2048;
 
 /// The cached summary of one token's output distribution.
 #[derive(Debug)]
@@ -33,8 +33,9 @@ struct TokenTable {
     top: Vec<u32>,
     /// Cumulative weights of `top`.
     cum: Vec<f64>,
-    /// `top`, sorted by id, for membership tests during rejection.
-    top_sorted: Vec<u32>,
+    /// The last member of `top` in the (distance, row) order: a row is in
+    /// `top` exactly when its (distance, row) pair is not greater.
+    boundary: (f32, u32),
     /// Sum of all weights over the output set.
     z: f64,
     /// Largest weight outside `top` (0 when `top` is the whole set).
@@ -45,7 +46,7 @@ struct TokenTable {
 
 impl TokenTable {
     fn bytes(&self) -> u32 {
-        (self.top.len() * (4 + 8 + 4) + 96) as u32
+        (self.top.len() * (4 + 8) + 96) as u32
     }
 }
 
@@ -119,13 +120,14 @@ impl ExpSampler {
                 acc
             })
             .collect();
+        let boundary = order.last().map_or((f32::NEG_INFINITY, 0), |&i| {
+            (dist[i as usize], i + self.set.start)
+        });
         let top: Vec<u32> = order.iter().map(|&i| i + self.set.start).collect();
-        let mut top_sorted = top.clone();
-        top_sorted.sort_unstable();
         TokenTable {
             top,
             cum,
-            top_sorted,
+            boundary,
             z,
             rest_max,
             d_min,
@@ -148,10 +150,11 @@ impl ExpSampler {
         }
         loop {
             let y = rng.random_range(self.set.clone());
-            if t.top_sorted.binary_search(&y).is_ok() {
-                continue;
+            let d = self.emb.distance(x, y);
+            if (d, y) <= t.boundary {
+                continue; // in `top`: its mass was accounted for above
             }
-            let w = Self::weight(eps, self.emb.distance(x, y), t.d_min);
+            let w = Self::weight(eps, d, t.d_min);
             if rng.random::<f64>() * t.rest_max < w {
                 return y;
             }
@@ -171,6 +174,14 @@ impl ExpSampler {
             .clone()
             .map(|y| Self::weight(eps, self.emb.distance(x, y), t.d_min) / t.z)
             .collect()
+    }
+
+    /// The share of the probability mass held by the cached top outputs of
+    /// `x` (the rest is drawn by rejection); tests use it to make sure both
+    /// paths are exercised.
+    pub fn top_mass(&self, x: u32, eps: f64) -> f64 {
+        let t = self.table(x, eps);
+        t.cum.last().copied().unwrap_or(0.0) / t.z
     }
 
     /// Number of cached token tables (for metrics).
