@@ -37,26 +37,21 @@ impl SanText {
     /// SanText at `eps` (> 0, finite) over `vocab`.
     pub fn new(vocab: Arc<Vocabulary>, eps: f64) -> Result<Self> {
         check_eps(eps)?;
+        Self::new_allowing_zero(vocab, eps)
+    }
+
+    /// SanText that also accepts eps = 0 (the uniform mechanism); for tests
+    /// of the mechanism's limits, not exposed through SQL.
+    pub fn new_allowing_zero(vocab: Arc<Vocabulary>, eps: f64) -> Result<Self> {
+        if eps != 0.0 {
+            check_eps(eps)?;
+        }
         let sampler = vocab.sampler(0)?;
         Ok(SanText {
             vocab,
             sampler,
             eps,
         })
-    }
-
-    /// SanText that also accepts eps = 0 (the uniform mechanism); for tests
-    /// of the mechanism's limits, not exposed through SQL.
-    pub fn new_allowing_zero(vocab: Arc<Vocabulary>, eps: f64) -> Result<Self> {
-        if eps == 0.0 {
-            let sampler = vocab.sampler(0)?;
-            return Ok(SanText {
-                vocab,
-                sampler,
-                eps,
-            });
-        }
-        Self::new(vocab, eps)
     }
 
     /// The sampler (its exact distributions are used by tests and audits).
@@ -79,44 +74,24 @@ impl Mechanism for SanText {
     }
 
     fn sanitize(&self, text: &str, rng: &mut dyn RngCore) -> Result<Sanitized> {
-        let seg = Segmented::new(text);
-        let mut tokens = 0;
-        let mut oov = 0;
-        let mut replacements = Vec::with_capacity(seg.len());
-        let mut ids = Vec::new();
-        for w in seg.words() {
-            ids.clear();
-            match self.vocab.tokens(seg.word_str(w)) {
-                Some(xs) => {
-                    tokens += xs.len();
-                    ids.extend(xs.iter().map(|&x| self.sampler.sample(x, self.eps, rng)));
-                }
-                None => {
-                    oov += 1;
-                    tokens += 1;
-                    ids.push(self.sampler.uniform(rng));
-                }
-            }
-            replacements.push(Some(self.vocab.render(&ids)));
-        }
+        let (text, n) = redraw_words(&self.vocab, &self.sampler, text, rng, |x, rng| {
+            Some(self.sampler.sample(x, self.eps, rng))
+        });
         let emb = self.vocab.embeddings();
         let diameter = f64::from(emb.diameter_bound());
         let cost = Cost {
             mechanism: "santext",
             guarantee: Guarantee::MetricLdp { eps: self.eps },
-            tokens,
-            oov_tokens: oov,
-            kept_tokens: 0,
+            tokens: n.tokens,
+            oov_tokens: n.oov,
+            kept_tokens: n.kept,
             composition: "eps * sum_i d(x_i, x'_i) over the value's tokens".to_string(),
-            worst_case_eps: self.eps * diameter * (tokens - oov) as f64,
+            worst_case_eps: self.eps * diameter * (n.tokens - n.oov) as f64,
             diameter_bound: diameter,
             embedding: emb.name().to_string(),
             output_set_size: emb.len(),
         };
-        Ok(Sanitized {
-            text: seg.render(&replacements),
-            cost,
-        })
+        Ok(Sanitized { text, cost })
     }
 }
 
@@ -189,32 +164,13 @@ impl Mechanism for SanTextPlus {
     }
 
     fn sanitize(&self, text: &str, rng: &mut dyn RngCore) -> Result<Sanitized> {
-        let seg = Segmented::new(text);
-        let (mut tokens, mut oov, mut kept) = (0, 0, 0);
-        let mut replacements = Vec::with_capacity(seg.len());
-        let mut ids = Vec::new();
-        for w in seg.words() {
-            ids.clear();
-            match self.vocab.tokens(seg.word_str(w)) {
-                Some(xs) => {
-                    for x in xs {
-                        tokens += 1;
-                        if !self.is_sensitive(x) && rng.random::<f64>() >= self.p {
-                            kept += 1;
-                            ids.push(x);
-                        } else {
-                            ids.push(self.sampler.sample(x, self.eps, rng));
-                        }
-                    }
-                }
-                None => {
-                    oov += 1;
-                    tokens += 1;
-                    ids.push(self.sampler.uniform(rng));
-                }
+        let (text, n) = redraw_words(&self.vocab, &self.sampler, text, rng, |x, rng| {
+            if !self.is_sensitive(x) && rng.random::<f64>() >= self.p {
+                None
+            } else {
+                Some(self.sampler.sample(x, self.eps, rng))
             }
-            replacements.push(Some(self.vocab.render(&ids)));
-        }
+        });
         let emb = self.vocab.embeddings();
         let diameter = f64::from(emb.diameter_bound());
         let eps0 = if self.p > 0.0 {
@@ -228,18 +184,64 @@ impl Mechanism for SanTextPlus {
                 eps: self.eps,
                 eps0,
             },
-            tokens,
-            oov_tokens: oov,
-            kept_tokens: kept,
+            tokens: n.tokens,
+            oov_tokens: n.oov,
+            kept_tokens: n.kept,
             composition: "eps * sum_i d(x_i, x'_i) + eps0 * tokens, for outputs in V_P".to_string(),
-            worst_case_eps: (self.eps * diameter + eps0) * (tokens - oov) as f64,
+            worst_case_eps: (self.eps * diameter + eps0) * (n.tokens - n.oov) as f64,
             diameter_bound: diameter,
             embedding: emb.name().to_string(),
             output_set_size: emb.len() - self.split as usize,
         };
-        Ok(Sanitized {
-            text: seg.render(&replacements),
-            cost,
-        })
+        Ok(Sanitized { text, cost })
     }
+}
+
+/// Token counts of one value.
+struct Counts {
+    tokens: usize,
+    oov: usize,
+    kept: usize,
+}
+
+/// The loop both mechanisms share: cut `text` into words, map each word to
+/// its tokens, let `draw` decide each in-vocabulary token (`None` keeps it),
+/// replace out-of-vocabulary words by a uniform draw from the sampler's
+/// output set, and re-assemble with the original layout and casing.
+fn redraw_words(
+    vocab: &Vocabulary,
+    sampler: &ExpSampler,
+    text: &str,
+    rng: &mut dyn RngCore,
+    mut draw: impl FnMut(u32, &mut dyn RngCore) -> Option<u32>,
+) -> (String, Counts) {
+    let seg = Segmented::new(text);
+    let mut n = Counts {
+        tokens: 0,
+        oov: 0,
+        kept: 0,
+    };
+    let mut replacements = Vec::with_capacity(seg.len());
+    let mut ids = Vec::new();
+    for w in seg.words() {
+        ids.clear();
+        match vocab.tokens(seg.word_str(w)) {
+            Some(xs) => {
+                for x in xs {
+                    n.tokens += 1;
+                    ids.push(draw(x, rng).unwrap_or_else(|| {
+                        n.kept += 1;
+                        x
+                    }));
+                }
+            }
+            None => {
+                n.oov += 1;
+                n.tokens += 1;
+                ids.push(sampler.uniform(rng));
+            }
+        }
+        replacements.push(Some(vocab.render(&ids)));
+    }
+    (seg.render(&replacements), n)
 }
