@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use crate::assets::{GLOVE_DIR, WORDPIECE_DIR};
-use crate::embeddings::Embeddings;
+use crate::embeddings::{Embeddings, MapFn};
 use crate::error::{Error, Result};
 use crate::mechanisms::{
     EmbeddingChoice, Mechanism, MechanismSpec, SanText, SanTextPlus, Sanitized, Vocabulary,
@@ -52,6 +52,7 @@ impl EngineConfig {
 #[derive(Debug)]
 pub struct Engine {
     config: EngineConfig,
+    map: Option<MapFn>,
     glove: Mutex<Option<Arc<Vocabulary>>>,
     wordpiece: Mutex<Option<Arc<Vocabulary>>>,
 }
@@ -61,8 +62,18 @@ impl Engine {
     pub fn new(config: EngineConfig) -> Self {
         Engine {
             config,
+            map: None,
             glove: Mutex::new(None),
             wordpiece: Mutex::new(None),
+        }
+    }
+
+    /// An engine that memory-maps embedding matrices with `map`, so that
+    /// processes share one copy (the extension passes an `mmap`).
+    pub fn with_map(config: EngineConfig, map: MapFn) -> Self {
+        Engine {
+            map: Some(map),
+            ..Engine::new(config)
         }
     }
 
@@ -85,16 +96,28 @@ impl Engine {
             return Ok(v.clone());
         }
         let started = std::time::Instant::now();
-        let emb = Embeddings::load(&self.config.assets_dir.join(dir), limit)?;
+        let emb = Embeddings::load_with(&self.config.assets_dir.join(dir), limit, self.map)?;
         tracing::info!(
             embedding = emb.name(),
             rows = emb.len(),
+            mapped = emb.is_mapped(),
             ms = started.elapsed().as_millis() as u64,
             "vocabulary loaded"
         );
         let v = Arc::new(Vocabulary::new(emb, self.config.cache_bytes));
         *guard = Some(v.clone());
         Ok(v)
+    }
+
+    /// The vocabulary for `which` if it is already loaded (never loads).
+    pub fn loaded(&self, which: EmbeddingChoice) -> Option<Arc<Vocabulary>> {
+        let slot = match which {
+            EmbeddingChoice::Glove => &self.glove,
+            EmbeddingChoice::Wordpiece => &self.wordpiece,
+        };
+        slot.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// Builds the mechanism `spec` describes.

@@ -127,15 +127,18 @@ impl Casing {
         if !first.is_uppercase() {
             return Casing::Lower;
         }
-        let rest: Vec<char> = letters.collect();
-        if rest.is_empty() {
-            Casing::Title
-        } else if rest.iter().all(|c| c.is_uppercase()) {
-            Casing::Upper
-        } else if rest.iter().all(|c| !c.is_uppercase()) {
-            Casing::Title
-        } else {
-            Casing::Lower
+        let (mut upper, mut lower) = (0usize, 0usize);
+        for c in letters {
+            if c.is_uppercase() {
+                upper += 1;
+            } else {
+                lower += 1;
+            }
+        }
+        match (upper, lower) {
+            (0, _) => Casing::Title,
+            (_, 0) => Casing::Upper,
+            _ => Casing::Lower,
         }
     }
 

@@ -1,10 +1,16 @@
-//! The only module that calls PostgreSQL's C API directly.
+//! The only module with `unsafe` code.
 //!
-//! pgrx 0.18 has no safe way to register a string setting with a show
-//! hook, and `dptext.key` needs one so that `SHOW`, `current_setting` and
-//! `pg_settings` never display the secret, not even to superusers.
+//! - pgrx 0.18 has no safe way to register a string setting with a show
+//!   hook, and `dptext.key` needs one so that `SHOW`, `current_setting` and
+//!   `pg_settings` never display the secret, not even to superusers.
+//! - Embedding matrices are memory-mapped, so that every backend of the
+//!   server shares one copy in the page cache.
 
 use std::ffi::{CStr, CString};
+use std::path::Path;
+use std::sync::Arc;
+
+use dptext_core::embeddings::SharedBytes;
 
 use pgrx::{pg_sys, GucContext, GucFlags, GucSetting};
 
@@ -42,4 +48,16 @@ pub fn define_secret_guc(
             Some(show_masked),
         );
     }
+}
+
+/// Memory-maps a read-only asset file (the extension's [`dptext_core::embeddings::MapFn`]).
+pub fn map_file(path: &Path) -> std::io::Result<SharedBytes> {
+    let file = std::fs::File::open(path)?;
+    // SAFETY: the map is read-only and private to this process. Undefined
+    // behaviour would need the file's contents to change while mapped:
+    // `dptext assets fetch` never writes an installed file in place, it
+    // removes the asset directory and writes new files (new inodes), so a
+    // mapped file keeps its contents until it is unmapped.
+    let map = unsafe { memmap2::Mmap::map(&file)? };
+    Ok(Arc::new(map))
 }

@@ -43,7 +43,7 @@ fn engine() -> Arc<Engine> {
         match slot.as_ref() {
             Some(e) if *e.config() == config => e.clone(),
             _ => {
-                let e = Arc::new(Engine::new(config));
+                let e = Arc::new(Engine::with_map(config, ffi::map_file));
                 *slot = Some(e.clone());
                 e
             }
@@ -137,8 +137,17 @@ fn dptext_info() -> JsonB {
             serde_json::json!({"mode": "keyed", "key_id": k.key_id()})
         }
     };
+    let loaded: Vec<serde_json::Value> = [EmbeddingChoice::Glove, EmbeddingChoice::Wordpiece]
+        .into_iter()
+        .filter_map(|c| e.loaded(c))
+        .map(|v| {
+            let emb = v.embeddings();
+            serde_json::json!({"name": emb.name(), "rows": emb.len(), "mapped": emb.is_mapped(), "source": emb.source()})
+        })
+        .collect();
     JsonB(serde_json::json!({
         "version": env!("CARGO_PKG_VERSION"),
+        "loaded_vocabularies": loaded,
         "assets_dir": e.config().assets_dir,
         "glove_words": e.config().glove_words,
         "randomness": mode,

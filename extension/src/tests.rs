@@ -25,6 +25,9 @@ mod tests {
         assert_eq!(words(&out), words(NOTE));
         assert!(out.ends_with('.'));
         assert!(out.chars().next().is_some_and(char::is_uppercase), "{out}");
+        // The matrix is memory-mapped, shared by every backend.
+        let mapped = one("SELECT dptext_info()->'loaded_vocabularies'->0->>'mapped'");
+        assert_eq!(mapped.as_deref(), Some("true"));
     }
 
     #[pg_test]

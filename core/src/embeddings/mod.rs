@@ -14,9 +14,12 @@
 //! frequency rank, and the "least frequent fraction w" of SanText+ is a
 //! contiguous suffix of the rows.
 //!
-//! The matrix is read into memory (`#![forbid(unsafe_code)]` rules out a
-//! memory map in this crate); with the default 50,000 GloVe words at 50
-//! dimensions that is 10 MB, and 47 MB for the 30,522 x 384 WordPiece set.
+//! The matrix is either read into memory or, when the caller passes a
+//! [`MapFn`], memory-mapped so that every process on the machine shares one
+//! copy in the page cache (the extension does this: many backends, one
+//! matrix). The map itself needs `unsafe`, which this crate forbids, so the
+//! front end supplies it; the bytes are reinterpreted as `f32` with
+//! `bytemuck`, which checks size and alignment.
 
 mod wordpiece;
 
@@ -25,6 +28,7 @@ pub use wordpiece::WordPieces;
 use std::collections::HashMap;
 use std::fs;
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -56,12 +60,38 @@ pub struct EmbeddingMeta {
     pub source: String,
 }
 
+/// Bytes owned elsewhere (for example a memory-mapped file).
+pub type SharedBytes = Arc<dyn AsRef<[u8]> + Send + Sync>;
+
+/// Maps a file into memory; supplied by front ends that may use `unsafe`.
+pub type MapFn = fn(&Path) -> std::io::Result<SharedBytes>;
+
+/// Where the matrix lives.
+enum Storage {
+    /// Read into memory.
+    Owned(Vec<f32>),
+    /// Shared bytes holding at least `floats` little-endian `f32`s, checked
+    /// for size and alignment when loaded.
+    Mapped { bytes: SharedBytes, floats: usize },
+}
+
+impl Storage {
+    fn floats(&self) -> &[f32] {
+        match self {
+            Storage::Owned(v) => v,
+            Storage::Mapped { bytes, floats } => {
+                bytemuck::cast_slice(&bytes.as_ref().as_ref()[..floats * 4])
+            }
+        }
+    }
+}
+
 /// A vocabulary in frequency order with one vector per token.
 pub struct Embeddings {
     meta: EmbeddingMeta,
     words: Vec<String>,
     index: HashMap<String, u32>,
-    vectors: Vec<f32>,
+    vectors: Storage,
     max_norm: f32,
 }
 
@@ -88,6 +118,17 @@ impl Embeddings {
         vectors: Vec<f32>,
         dim: usize,
     ) -> Result<Self> {
+        Self::from_storage(name, kind, words, Storage::Owned(vectors), dim)
+    }
+
+    fn from_storage(
+        name: &str,
+        kind: VocabKind,
+        words: Vec<String>,
+        storage: Storage,
+        dim: usize,
+    ) -> Result<Self> {
+        let vectors = storage.floats();
         if dim == 0 || vectors.len() != words.len() * dim {
             return Err(Error::invalid(
                 "vectors",
@@ -124,14 +165,21 @@ impl Embeddings {
             },
             words,
             index,
-            vectors,
+            vectors: storage,
             max_norm,
         })
     }
 
-    /// Loads an embedding directory (see the module docs), keeping only the
-    /// `limit` most frequent tokens when a limit is given.
+    /// Loads an embedding directory (see the module docs) into memory,
+    /// keeping only the `limit` most frequent tokens when a limit is given.
     pub fn load(dir: &Path, limit: Option<usize>) -> Result<Self> {
+        Self::load_with(dir, limit, None)
+    }
+
+    /// Like [`Embeddings::load`], memory-mapping `vectors.f32` with `map`
+    /// when one is given (falling back to reading it when the mapped bytes
+    /// are not aligned for `f32` or the machine is big-endian).
+    pub fn load_with(dir: &Path, limit: Option<usize>, map: Option<MapFn>) -> Result<Self> {
         let name = dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -167,26 +215,46 @@ impl Embeddings {
         }
 
         let vec_path = dir.join("vectors.f32");
-        let bytes = fs::read(&vec_path).map_err(|e| match e.kind() {
+        let expected = meta.rows * meta.dim * 4;
+        let floats = rows * meta.dim;
+        let not_found = |e: std::io::Error| match e.kind() {
             std::io::ErrorKind::NotFound => missing(&vec_path),
             _ => Error::io(&vec_path, e),
-        })?;
-        if bytes.len() != meta.rows * meta.dim * 4 {
-            return Err(corrupt(
+        };
+        let wrong_size = |len: usize| {
+            corrupt(
                 &vec_path,
-                format!(
-                    "{} bytes, expected {} x {} x 4",
-                    bytes.len(),
-                    meta.rows,
-                    meta.dim
-                ),
-            ));
-        }
-        let vectors: Vec<f32> = bytes[..rows * meta.dim * 4]
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect();
-        let mut e = Embeddings::from_parts(&meta.name, meta.kind, words, vectors, meta.dim)?;
+                format!("{len} bytes, expected {} x {} x 4", meta.rows, meta.dim),
+            )
+        };
+        let mapped = match map {
+            Some(map) if cfg!(target_endian = "little") => {
+                let bytes = map(&vec_path).map_err(not_found)?;
+                let len = bytes.as_ref().as_ref().len();
+                if len != expected {
+                    return Err(wrong_size(len));
+                }
+                let aligned = bytemuck::try_cast_slice::<u8, f32>(bytes.as_ref().as_ref()).is_ok();
+                aligned.then_some(Storage::Mapped { bytes, floats })
+            }
+            _ => None,
+        };
+        let storage = match mapped {
+            Some(s) => s,
+            None => {
+                let bytes = fs::read(&vec_path).map_err(not_found)?;
+                if bytes.len() != expected {
+                    return Err(wrong_size(bytes.len()));
+                }
+                Storage::Owned(
+                    bytes[..floats * 4]
+                        .chunks_exact(4)
+                        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                        .collect(),
+                )
+            }
+        };
+        let mut e = Embeddings::from_storage(&meta.name, meta.kind, words, storage, meta.dim)?;
         e.meta.source = meta.source;
         tracing::debug!(name = %e.meta.name, rows, dim = e.meta.dim, "loaded embeddings");
         Ok(e)
@@ -200,6 +268,11 @@ impl Embeddings {
     /// Token kind.
     pub fn kind(&self) -> VocabKind {
         self.meta.kind
+    }
+
+    /// True when the matrix is memory-mapped rather than read into memory.
+    pub fn is_mapped(&self) -> bool {
+        matches!(self.vectors, Storage::Mapped { .. })
     }
 
     /// Where the vectors came from.
@@ -234,20 +307,49 @@ impl Embeddings {
 
     /// The vector of row `id`.
     pub fn vector(&self, id: u32) -> &[f32] {
-        let d = self.meta.dim;
-        &self.vectors[id as usize * d..(id as usize + 1) * d]
+        self.rows().get(id)
     }
 
     /// Euclidean distance between rows `a` and `b`.
     #[inline]
     pub fn distance(&self, a: u32, b: u32) -> f32 {
-        euclidean(self.vector(a), self.vector(b))
+        self.rows().distance(a, b)
+    }
+
+    /// A view of the matrix for hot loops: resolves the storage once.
+    #[inline]
+    pub fn rows(&self) -> Rows<'_> {
+        Rows {
+            data: self.vectors.floats(),
+            dim: self.meta.dim,
+        }
     }
 
     /// An upper bound on the distance between any two rows (twice the
     /// largest norm); used to state worst-case composed guarantees.
     pub fn diameter_bound(&self) -> f32 {
         2.0 * self.max_norm
+    }
+}
+
+/// The matrix as a plain slice, for loops over many rows.
+#[derive(Clone, Copy)]
+pub struct Rows<'a> {
+    data: &'a [f32],
+    dim: usize,
+}
+
+impl<'a> Rows<'a> {
+    /// The vector of row `id`.
+    #[inline]
+    pub fn get(&self, id: u32) -> &'a [f32] {
+        &self.data[id as usize * self.dim..(id as usize + 1) * self.dim]
+    }
+
+    /// Euclidean distance between rows `a` and `b`.
+    #[inline]
+    pub fn distance(&self, a: u32, b: u32) -> f32 {
+        euclidean(self.get(a), self.get(b))
     }
 }
 
@@ -347,9 +449,27 @@ pub(crate) mod tests {
         assert_eq!(e.id("zebra"), Some(2));
         assert_eq!(e.vector(2), &[3.0, 4.0]);
         assert_eq!(e.source(), "test");
+        assert!(!e.is_mapped());
         let e2 = Embeddings::load(&dir, Some(2)).unwrap();
         assert_eq!(e2.len(), 2);
         assert_eq!(e2.id("zebra"), None);
+        // A "map" that hands back aligned bytes (as an mmap would).
+        fn map(p: &Path) -> std::io::Result<SharedBytes> {
+            let floats: Vec<f32> = fs::read(p)?
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect();
+            Ok(Arc::new(
+                bytemuck::cast_slice::<f32, u8>(&floats)
+                    .to_vec()
+                    .into_boxed_slice(),
+            ) as SharedBytes)
+        }
+        let m = Embeddings::load_with(&dir, Some(2), Some(map)).unwrap();
+        assert_eq!(m.len(), 2);
+        assert!(m.is_mapped());
+        assert_eq!(m.vector(1), &[0.0, 1.0]);
+        assert_eq!(m.distance(0, 1), e.distance(0, 1));
         fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -94,7 +94,13 @@ impl ExpSampler {
     }
 
     fn build(&self, x: u32, eps: f64) -> TokenTable {
-        let dist: Vec<f32> = self.set.clone().map(|y| self.emb.distance(x, y)).collect();
+        let rows = self.emb.rows();
+        let xv = rows.get(x);
+        let dist: Vec<f32> = self
+            .set
+            .clone()
+            .map(|y| crate::embeddings::euclidean(xv, rows.get(y)))
+            .collect();
         let d_min = dist.iter().copied().fold(f32::INFINITY, f32::min);
         let z: f64 = dist.iter().map(|&d| Self::weight(eps, d, d_min)).sum();
         let mut order: Vec<u32> = (0..dist.len() as u32).collect();
@@ -148,9 +154,10 @@ impl ExpSampler {
             let i = t.cum.partition_point(|&c| c <= u).min(t.top.len() - 1);
             return t.top[i];
         }
+        let rows = self.emb.rows();
         loop {
             let y = rng.random_range(self.set.clone());
-            let d = self.emb.distance(x, y);
+            let d = rows.distance(x, y);
             if (d, y) <= t.boundary {
                 continue; // in `top`: its mass was accounted for above
             }
@@ -170,9 +177,10 @@ impl ExpSampler {
     /// `set.start + i`). One pass over the set; used by tests and audits.
     pub fn probabilities(&self, x: u32, eps: f64) -> Vec<f64> {
         let t = self.table(x, eps);
+        let rows = self.emb.rows();
         self.set
             .clone()
-            .map(|y| Self::weight(eps, self.emb.distance(x, y), t.d_min) / t.z)
+            .map(|y| Self::weight(eps, rows.distance(x, y), t.d_min) / t.z)
             .collect()
     }
 

@@ -222,24 +222,23 @@ fn redraw_words(
         kept: 0,
     };
     let mut replacements = Vec::with_capacity(seg.len());
+    let mut xs = Vec::new();
     let mut ids = Vec::new();
     for w in seg.words() {
+        xs.clear();
         ids.clear();
-        match vocab.tokens(seg.word_str(w)) {
-            Some(xs) => {
-                for x in xs {
-                    n.tokens += 1;
-                    ids.push(draw(x, rng).unwrap_or_else(|| {
-                        n.kept += 1;
-                        x
-                    }));
-                }
-            }
-            None => {
-                n.oov += 1;
+        if vocab.tokens_into(seg.word_str(w), &mut xs) {
+            for &x in &xs {
                 n.tokens += 1;
-                ids.push(sampler.uniform(rng));
+                ids.push(draw(x, rng).unwrap_or_else(|| {
+                    n.kept += 1;
+                    x
+                }));
             }
+        } else {
+            n.oov += 1;
+            n.tokens += 1;
+            ids.push(sampler.uniform(rng));
         }
         replacements.push(Some(vocab.render(&ids)));
     }

@@ -65,20 +65,36 @@ impl Vocabulary {
             .clone())
     }
 
-    /// The token ids of one word: one id for a word vocabulary (looked up
-    /// lower-cased), its pieces for a WordPiece vocabulary; `None` when the
+    /// Appends the token ids of one word to `out`: one id for a word
+    /// vocabulary (looked up as written, then lower-cased), its pieces for a
+    /// WordPiece vocabulary. Returns false, leaving `out` unchanged, when the
     /// word is out of vocabulary.
-    pub fn tokens(&self, word: &str) -> Option<Vec<u32>> {
+    pub fn tokens_into(&self, word: &str, out: &mut Vec<u32>) -> bool {
         match self.emb.kind() {
             VocabKind::Word => {
                 let id = match self.emb.id(word) {
                     Some(id) => Some(id),
-                    None => self.emb.id(&word.to_lowercase()),
+                    None if word.chars().any(char::is_uppercase) => {
+                        self.emb.id(&word.to_lowercase())
+                    }
+                    None => None,
                 };
-                id.map(|i| vec![i])
+                id.map(|i| out.push(i)).is_some()
             }
-            VocabKind::Wordpiece => WordPieces::new(&self.emb).split(word),
+            VocabKind::Wordpiece => match WordPieces::new(&self.emb).split(word) {
+                Some(pieces) => {
+                    out.extend(pieces);
+                    true
+                }
+                None => false,
+            },
         }
+    }
+
+    /// The token ids of one word, or `None` when it is out of vocabulary.
+    pub fn tokens(&self, word: &str) -> Option<Vec<u32>> {
+        let mut out = Vec::new();
+        self.tokens_into(word, &mut out).then_some(out)
     }
 
     /// Turns sampled ids back into one word.
