@@ -14,6 +14,12 @@ trap '"$REPO/scripts/cluster.sh" stop >/dev/null 2>&1' EXIT
 
 run() { "$@" 2>&1 | tee -a "$LOG"; return "${PIPESTATUS[0]}"; }
 
+step "assets: a second fetch does nothing, verify passes"
+fetch_out="$("$REPO/target/release/dptext" assets fetch 2>&1)"
+echo "$fetch_out"
+[ "$(grep -c 'up to date' <<<"$fetch_out")" = 4 ] || die "a second 'dptext assets fetch' was not a no-op"
+"$REPO/target/release/dptext" assets verify
+
 step "formatting and lints"
 cargo fmt --all --check
 run cargo clippy --workspace --all-targets -q -- -D warnings

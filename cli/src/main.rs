@@ -127,6 +127,14 @@ fn real_main() -> Result<()> {
             }
         },
         Command::Sanitize(a) => {
+            // JSON cannot carry NaN or infinities, so check the numbers
+            // before they become parameters.
+            dptext_core::mechanisms::check_eps(a.eps)?;
+            for (name, v) in [("p", a.p), ("w", a.w)] {
+                if let Some(v) = v {
+                    dptext_core::mechanisms::check_unit(name, v)?;
+                }
+            }
             let mut params = serde_json::json!({ "eps": a.eps });
             if let Some(p) = a.p {
                 params["p"] = p.into();

@@ -77,7 +77,6 @@ fn santext(t: &str, eps: f64, embedding: default!(&str, "'glove'")) -> String {
         eps,
         embedding: self::embedding(embedding, "santext"),
     };
-    spec.validate().or_raise("santext");
     run(spec, t, "santext").text
 }
 
@@ -103,7 +102,6 @@ fn santext_plus(
         w,
         embedding: self::embedding(embedding, "santext_plus"),
     };
-    spec.validate().or_raise("santext_plus");
     run(spec, t, "santext_plus").text
 }
 

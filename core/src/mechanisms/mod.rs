@@ -182,8 +182,8 @@ impl MechanismSpec {
     }
 }
 
-/// eps must be a finite number > 0.
-pub(crate) fn check_eps(eps: f64) -> Result<()> {
+/// Checks that eps is a finite number > 0 (error names the parameter).
+pub fn check_eps(eps: f64) -> Result<()> {
     if eps.is_nan() {
         return Err(Error::invalid("eps", "must be a number > 0, got NaN"));
     }
@@ -196,8 +196,8 @@ pub(crate) fn check_eps(eps: f64) -> Result<()> {
     Ok(())
 }
 
-/// A probability or fraction in [0, 1].
-pub(crate) fn check_unit(name: &'static str, v: f64) -> Result<()> {
+/// Checks that a probability or fraction is in [0, 1] (error names it).
+pub fn check_unit(name: &'static str, v: f64) -> Result<()> {
     if !(0.0..=1.0).contains(&v) {
         return Err(Error::invalid(name, format!("must be in [0, 1], got {v}")));
     }

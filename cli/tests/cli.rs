@@ -1,0 +1,246 @@
+//! The `dptext` binary end to end, on a small synthetic vocabulary written
+//! in the runtime layout (no downloaded assets needed).
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+const WORDS: usize = 400;
+
+/// A temporary assets directory with a synthetic `glove-6b-50d` set whose
+/// words are `w0` .. `w399`.
+fn assets(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("dptext-cli-{tag}-{}", std::process::id()));
+    let g = dir.join("glove-6b-50d");
+    fs::create_dir_all(&g).unwrap();
+    let words: String = (0..WORDS).map(|i| format!("w{i}\n")).collect();
+    fs::write(g.join("words.txt"), words).unwrap();
+    // Deterministic pseudo-random vectors in 4 dimensions.
+    let mut x: u32 = 12345;
+    let bytes: Vec<u8> = (0..WORDS * 4)
+        .flat_map(|_| {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            ((x >> 8) as f32 / (1u32 << 24) as f32 * 4.0 - 2.0).to_le_bytes()
+        })
+        .collect();
+    fs::write(g.join("vectors.f32"), bytes).unwrap();
+    fs::write(
+        g.join("meta.json"),
+        format!(
+            r#"{{"name":"glove-6b-50d","kind":"word","rows":{WORDS},"dim":4,"source":"test"}}"#
+        ),
+    )
+    .unwrap();
+    dir
+}
+
+fn dptext(assets: &Path, args: &[&str], stdin: &str, env: &[(&str, &str)]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dptext"))
+        .arg("--assets")
+        .arg(assets)
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("dptext runs");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+#[test]
+fn lines_are_sanitized_one_by_one_and_seeded_runs_agree() {
+    let a = assets("lines");
+    let input = "w1 w2 w3, W4!\n\nw5 unknownword w6\n";
+    let args = ["sanitize", "--eps", "1", "--seed", "3"];
+    let out = stdout(&dptext(&a, &args, input, &[]));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3);
+    assert_eq!(lines[1], "");
+    assert!(lines[0].contains(", ") && lines[0].ends_with('!'));
+    assert_ne!(lines[0], "w1 w2 w3, W4!");
+    assert_eq!(out, stdout(&dptext(&a, &args, input, &[])));
+    let other = stdout(&dptext(
+        &a,
+        &["sanitize", "--eps", "1", "--seed", "4"],
+        input,
+        &[],
+    ));
+    assert_ne!(out, other);
+    fs::remove_dir_all(a).unwrap();
+}
+
+#[test]
+fn keyed_mode_reads_the_key_from_the_environment() {
+    let a = assets("key");
+    let args = ["sanitize", "--eps", "1", "--key-env", "MY_KEY"];
+    let k1 = stdout(&dptext(
+        &a,
+        &args,
+        "w1 w2 w3 w4 w5 w6\n",
+        &[("MY_KEY", "one")],
+    ));
+    assert_eq!(
+        k1,
+        stdout(&dptext(
+            &a,
+            &args,
+            "w1 w2 w3 w4 w5 w6\n",
+            &[("MY_KEY", "one")]
+        ))
+    );
+    assert_ne!(
+        k1,
+        stdout(&dptext(
+            &a,
+            &args,
+            "w1 w2 w3 w4 w5 w6\n",
+            &[("MY_KEY", "two")]
+        ))
+    );
+    let missing = dptext(&a, &args, "w1\n", &[]);
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("$MY_KEY is not set"));
+    fs::remove_dir_all(a).unwrap();
+}
+
+#[test]
+fn jsonl_field_is_sanitized_and_cost_added() {
+    let a = assets("jsonl");
+    let input = "{\"id\": 1, \"text\": \"w1 w2 w3\"}\n{\"id\": 2, \"other\": \"w9\"}\n";
+    let args = [
+        "sanitize",
+        "--mechanism",
+        "santext_plus",
+        "--eps",
+        "2",
+        "--format",
+        "jsonl",
+        "--field",
+        "text",
+        "--cost",
+        "--seed",
+        "1",
+    ];
+    let out = stdout(&dptext(&a, &args, input, &[]));
+    let rows: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0]["id"], 1);
+    assert_eq!(rows[0]["dptext_cost"]["mechanism"], "santext_plus");
+    assert_eq!(rows[0]["dptext_cost"]["tokens"], 3);
+    // A row without the field passes through untouched.
+    assert_eq!(rows[1], serde_json::json!({"id": 2, "other": "w9"}));
+    let no_field = dptext(
+        &a,
+        &["sanitize", "--eps", "2", "--format", "jsonl"],
+        input,
+        &[],
+    );
+    assert!(String::from_utf8_lossy(&no_field.stderr).contains("needs --field"));
+    fs::remove_dir_all(a).unwrap();
+}
+
+#[test]
+fn csv_column_is_sanitized_and_others_kept() {
+    let a = assets("csv");
+    let input = "id,note,ward\n1,\"w1 w2, w3\",north\n2,w4,south\n";
+    let args = [
+        "sanitize", "--eps", "1", "--format", "csv", "--field", "note", "--seed", "2",
+    ];
+    let out = stdout(&dptext(&a, &args, input, &[]));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "id,note,ward");
+    assert!(
+        lines[1].starts_with("1,\"") && lines[1].ends_with("\",north"),
+        "{}",
+        lines[1]
+    );
+    assert!(
+        lines[2].starts_with("2,w") && lines[2].ends_with(",south"),
+        "{}",
+        lines[2]
+    );
+    let bad = dptext(
+        &a,
+        &[
+            "sanitize", "--eps", "1", "--format", "csv", "--field", "nope",
+        ],
+        input,
+        &[],
+    );
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("no column \"nope\""));
+    fs::remove_dir_all(a).unwrap();
+}
+
+#[test]
+fn bad_parameters_and_missing_assets_are_clear_errors() {
+    let a = assets("errors");
+    for (args, msg) in [
+        (vec!["sanitize", "--eps", "0"], "\"eps\": must be > 0"),
+        (
+            vec!["sanitize", "--eps", "NaN"],
+            "\"eps\": must be a number > 0, got NaN",
+        ),
+        (
+            vec![
+                "sanitize",
+                "--mechanism",
+                "santext_plus",
+                "--eps",
+                "1",
+                "--p",
+                "2",
+            ],
+            "\"p\": must be in [0, 1]",
+        ),
+        (
+            vec!["sanitize", "--mechanism", "rot13", "--eps", "1"],
+            "unknown mechanism \"rot13\"",
+        ),
+        (
+            vec!["sanitize", "--eps", "1", "--embedding", "wordpiece"],
+            "dptext assets fetch",
+        ),
+    ] {
+        let o = dptext(&a, &args, "w1\n", &[]);
+        assert!(!o.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(msg), "{args:?}: {err}");
+    }
+    fs::remove_dir_all(a).unwrap();
+}
+
+#[test]
+fn verify_reports_what_is_missing_and_names_fetch() {
+    let a = assets("verify");
+    let o = dptext(&a, &["assets", "verify"], "", &[]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("onnxruntime==1.31.1 is not installed"),
+        "{err}"
+    );
+    assert!(err.contains("run `dptext assets fetch`"), "{err}");
+    let p = dptext(&a, &["assets", "path"], "", &[]);
+    assert_eq!(stdout(&p).trim(), a.display().to_string());
+    fs::remove_dir_all(a).unwrap();
+}
