@@ -81,6 +81,9 @@ struct SanitizeArgs {
     /// glove or wordpiece.
     #[arg(long)]
     embedding: Option<String>,
+    /// Number of most frequent GloVe words in the vocabulary (as dptext.glove_words).
+    #[arg(long, default_value_t = dptext_core::engine::DEFAULT_GLOVE_WORDS)]
+    glove_words: usize,
     /// Reproducible mode with this seed.
     #[arg(long)]
     seed: Option<u64>,
@@ -153,7 +156,12 @@ fn real_main() -> Result<()> {
                 None => None,
             };
             let mode = RandomMode::from_settings(a.seed, key.as_deref().map(str::as_bytes));
-            let engine = Engine::new(EngineConfig::new(dir));
+            if a.glove_words == 0 {
+                anyhow::bail!("--glove-words must be at least 1");
+            }
+            let mut config = EngineConfig::new(dir);
+            config.glove_words = a.glove_words;
+            let engine = Engine::new(config);
             let input: Box<dyn BufRead> = match &a.input {
                 Some(p) => Box::new(BufReader::new(
                     fs::File::open(p).with_context(|| format!("opening {}", p.display()))?,
