@@ -18,6 +18,7 @@ listen_addresses = '127.0.0.1'
 port = $PGPORT
 unix_socket_directories = '$PGDEMO/run'
 dptext.assets_dir = '$DPTEXT_ASSETS'
+shared_preload_libraries = 'dptext'
 max_parallel_workers_per_gather = 2
 CONF
   fi

@@ -2,6 +2,8 @@
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# Every script works from the repository root, wherever it was called from.
+cd "$REPO"
 # An assets directory given by the caller is kept; otherwise resolve_state picks one.
 if [ -n "${DPTEXT_ASSETS:-}" ]; then export DPTEXT_ASSETS_SET=1; fi
 PG_MAJOR=15
@@ -11,6 +13,7 @@ PGRX_VERSION=0.18.1
 # Throwaway clusters run as this unprivileged user (PostgreSQL refuses root).
 RUN_USER="${DPTEXT_RUN_USER:-dptext}"
 export PATH="$HOME/.cargo/bin:$PATH"
+command -v cargo >/dev/null 2>&1 || { echo "error: cargo not found: install Rust (rustup, 1.85 or newer) first" >&2; exit 1; }
 
 step() { printf '\n==> %s\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
@@ -29,6 +32,8 @@ resolve_state() {
     STATE="/var/tmp/dptext-$(printf '%s' "$REPO" | sha1sum | cut -c1-10)"
   fi
   mkdir -p "$STATE"
+  # A folder someone else created first could hold planted assets.
+  [ -O "$STATE" ] || die "$STATE exists but belongs to another user: remove it or set DPTEXT_ASSETS"
   if [ -z "${DPTEXT_ASSETS_SET:-}" ]; then export DPTEXT_ASSETS="$STATE/assets"; fi
   PGDEMO="$STATE/demo-pg"
   PGPORT="${DPTEXT_PG_PORT:-54329}"

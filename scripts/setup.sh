@@ -8,7 +8,7 @@ if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
 
 step "debian packages"
 need=()
-for p in postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR libclang-dev clang sudo pkg-config python3-pip; do
+for p in postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR libclang-dev clang sudo pkg-config libssl-dev ca-certificates python3-pip; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
 # python3-pip is only needed where python3 has no pip of its own.

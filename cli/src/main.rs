@@ -151,11 +151,15 @@ fn real_main() -> Result<()> {
             let spec = MechanismSpec::parse(&a.mechanism, &params)?;
             let key = match &a.key_env {
                 Some(var) => {
-                    Some(std::env::var(var).with_context(|| format!("${var} is not set"))?)
+                    let k = std::env::var(var).with_context(|| format!("${var} is not set"))?;
+                    if k.is_empty() {
+                        anyhow::bail!("${var} is empty: refusing to fall back to unkeyed output");
+                    }
+                    Some(k)
                 }
                 None => None,
             };
-            let mode = RandomMode::from_settings(a.seed, key.as_deref().map(str::as_bytes));
+            let mode = RandomMode::from_settings(a.seed, key.as_deref().map(str::as_bytes))?;
             if a.glove_words == 0 {
                 anyhow::bail!("--glove-words must be at least 1");
             }

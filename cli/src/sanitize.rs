@@ -60,13 +60,27 @@ pub fn run(job: &Job, input: Box<dyn BufRead>, output: Box<dyn Write>) -> Result
                 }
                 let mut v: serde_json::Value = serde_json::from_str(&line)
                     .with_context(|| format!("line {}: not JSON", n + 1))?;
-                if let Some(serde_json::Value::String(t)) = v.get(field) {
-                    let s = sanitize(job, mechanism.as_ref(), t)?;
-                    progress.tick(t.len());
-                    v[field] = serde_json::Value::String(s.text);
-                    if job.with_cost {
-                        v["dptext_cost"] = serde_json::to_value(&s.cost)?;
+                match v.get(field) {
+                    Some(serde_json::Value::String(t)) => {
+                        let s = sanitize(job, mechanism.as_ref(), t)?;
+                        progress.tick(t.len());
+                        v[field] = serde_json::Value::String(s.text);
+                        if job.with_cost {
+                            v["dptext_cost"] = serde_json::to_value(&s.cost)?;
+                        }
                     }
+                    // Absent or null: nothing to protect.
+                    None | Some(serde_json::Value::Null) => {}
+                    // Fail closed: never pass a non-text value through raw.
+                    Some(other) => bail!(
+                        "line {}: field {field:?} is not a string ({}): refusing to pass it through",
+                        n + 1,
+                        match other {
+                            serde_json::Value::Array(_) => "an array",
+                            serde_json::Value::Object(_) => "an object",
+                            _ => "a number or boolean",
+                        }
+                    ),
                 }
                 serde_json::to_writer(&mut out, &v)?;
                 writeln!(out)?;

@@ -46,12 +46,11 @@ fn dptext(assets: &Path, args: &[&str], stdin: &str, env: &[(&str, &str)]) -> Ou
         .stderr(Stdio::piped())
         .spawn()
         .expect("dptext runs");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
+    // The process may exit (on a bad argument) before reading its input,
+    // so a broken pipe here is expected, not a failure.
+    if let Some(mut input) = child.stdin.take() {
+        let _ = input.write_all(stdin.as_bytes());
+    }
     child.wait_with_output().unwrap()
 }
 
@@ -94,7 +93,7 @@ fn keyed_mode_reads_the_key_from_the_environment() {
         &a,
         &args,
         "w1 w2 w3 w4 w5 w6\n",
-        &[("MY_KEY", "one")],
+        &[("MY_KEY", "first key of the test")],
     ));
     assert_eq!(
         k1,
@@ -102,7 +101,7 @@ fn keyed_mode_reads_the_key_from_the_environment() {
             &a,
             &args,
             "w1 w2 w3 w4 w5 w6\n",
-            &[("MY_KEY", "one")]
+            &[("MY_KEY", "first key of the test")]
         ))
     );
     assert_ne!(
@@ -111,12 +110,16 @@ fn keyed_mode_reads_the_key_from_the_environment() {
             &a,
             &args,
             "w1 w2 w3 w4 w5 w6\n",
-            &[("MY_KEY", "two")]
+            &[("MY_KEY", "second key of the test")]
         ))
     );
     let missing = dptext(&a, &args, "w1\n", &[]);
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("$MY_KEY is not set"));
+    let empty = dptext(&a, &args, "w1\n", &[("MY_KEY", "")]);
+    assert!(String::from_utf8_lossy(&empty.stderr).contains("$MY_KEY is empty"));
+    let short = dptext(&a, &args, "w1\n", &[("MY_KEY", "short")]);
+    assert!(String::from_utf8_lossy(&short.stderr).contains("at least 16 bytes"));
     fs::remove_dir_all(a).unwrap();
 }
 

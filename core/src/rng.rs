@@ -20,6 +20,11 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use sha2::{Digest, Sha256};
 
+use crate::error::{Error, Result};
+
+/// The shortest secret key accepted, in bytes.
+pub const MIN_KEY_BYTES: usize = 16;
+
 /// The random generator every mechanism draws from.
 pub type DpRng = ChaCha20Rng;
 
@@ -61,6 +66,34 @@ impl std::fmt::Debug for Secret {
     }
 }
 
+/// Reads a secret key from a file: the whole file, without trailing
+/// whitespace. The file must not be readable by group or others (like an
+/// SSH key), so that a key kept out of SQL settings also stays out of reach
+/// of other local users.
+pub fn read_key_file(path: &std::path::Path) -> Result<Vec<u8>> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            return Err(Error::invalid(
+                "key_file",
+                format!(
+                    "{} is readable by group or others (mode {mode:o}): chmod 600 it",
+                    path.display()
+                ),
+            ));
+        }
+    }
+    let _ = meta;
+    let mut bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    while bytes.last().is_some_and(u8::is_ascii_whitespace) {
+        bytes.pop();
+    }
+    Ok(bytes)
+}
+
 impl std::fmt::Debug for RandomMode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -73,13 +106,26 @@ impl std::fmt::Debug for RandomMode {
 
 impl RandomMode {
     /// Picks the mode from optional settings: a key wins over a seed, and
-    /// with neither the OS generator is used.
-    pub fn from_settings(seed: Option<u64>, key: Option<&[u8]>) -> Self {
-        match (key, seed) {
-            (Some(k), _) if !k.is_empty() => RandomMode::Keyed(Secret::new(k)),
+    /// with neither the OS generator is used. An empty key counts as none;
+    /// a key shorter than [`MIN_KEY_BYTES`] is refused, because the public
+    /// key id would let anyone test guesses of a short key offline.
+    pub fn from_settings(seed: Option<u64>, key: Option<&[u8]>) -> Result<Self> {
+        Ok(match (key, seed) {
+            (Some(k), _) if !k.is_empty() => {
+                if k.len() < MIN_KEY_BYTES {
+                    return Err(Error::invalid(
+                        "key",
+                        format!(
+                            "must be at least {MIN_KEY_BYTES} bytes (got {}); use a random key, e.g. `openssl rand -hex 32`",
+                            k.len()
+                        ),
+                    ));
+                }
+                RandomMode::Keyed(Secret::new(k))
+            }
             (_, Some(s)) => RandomMode::Seeded(s),
             _ => RandomMode::Os,
-        }
+        })
     }
 
     /// True when outputs are a function of the input (seeded or keyed).
@@ -148,19 +194,40 @@ mod tests {
     }
 
     #[test]
+    fn key_file_must_be_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let p = std::env::temp_dir().join(format!("dptext-key-{}", std::process::id()));
+        std::fs::write(&p, "0123456789abcdef0123\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = read_key_file(&p).unwrap_err();
+        assert!(e.to_string().contains("chmod 600"), "{e}");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(read_key_file(&p).unwrap(), b"0123456789abcdef0123");
+        std::fs::remove_file(&p).unwrap();
+        assert!(read_key_file(&p).is_err());
+    }
+
+    #[test]
     fn key_never_in_debug() {
-        let m = RandomMode::from_settings(Some(1), Some(b"hunter2-secret"));
+        let m = RandomMode::from_settings(Some(1), Some(b"hunter2-secret-key")).unwrap();
         let shown = format!("{m:?}");
         assert!(!shown.contains("hunter2"), "{shown}");
         assert!(matches!(m, RandomMode::Keyed(_)));
         assert!(matches!(
-            RandomMode::from_settings(Some(3), None),
+            RandomMode::from_settings(Some(3), None).unwrap(),
             RandomMode::Seeded(3)
         ));
         assert!(matches!(
-            RandomMode::from_settings(None, Some(b"")),
+            RandomMode::from_settings(None, Some(b"")).unwrap(),
             RandomMode::Os
         ));
         assert_eq!(Secret::new("a").key_id().len(), 12);
+        let short = RandomMode::from_settings(None, Some(b"hunter2")).unwrap_err();
+        assert!(
+            short
+                .to_string()
+                .contains("\"key\": must be at least 16 bytes (got 7)"),
+            "{short}"
+        );
     }
 }

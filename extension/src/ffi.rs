@@ -50,6 +50,14 @@ pub fn define_secret_guc(
     }
 }
 
+/// True while the library is being loaded by `shared_preload_libraries`.
+pub fn loading_at_server_start() -> bool {
+    // SAFETY: a plain bool global that PostgreSQL sets while it processes
+    // shared_preload_libraries; read here from `_PG_init` in the backend's
+    // main thread, where nothing writes it concurrently.
+    unsafe { pg_sys::process_shared_preload_libraries_in_progress }
+}
+
 /// Memory-maps a read-only asset file (the extension's [`dptext_core::embeddings::MapFn`]).
 pub fn map_file(path: &Path) -> std::io::Result<SharedBytes> {
     let file = std::fs::File::open(path)?;

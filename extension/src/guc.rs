@@ -5,12 +5,14 @@
 //! | `dptext.assets_dir` | text | `''` (then `$DPTEXT_ASSETS` of the server, then its user's cache dir) | superuser | where `dptext assets fetch` installed the assets |
 //! | `dptext.seed` | int | `-1` (off) | superuser | reproducible mode: outputs are a function of (seed, input, parameters) |
 //! | `dptext.key` | text | `''` (off) | superuser; never shown | keyed mode: outputs are a function of (key, input, parameters); wins over the seed |
+//! | `dptext.key_file` | text | `''` (off) | superuser | keyed mode with the key read from this file (mode 600), read once per session; `dptext.key` wins |
 //! | `dptext.max_input_bytes` | int | 67108864 | superuser | larger inputs are refused with SQLSTATE 54000 |
 //! | `dptext.glove_words` | int | 50000 | superuser | size of the GloVe vocabulary (most frequent words) |
 //! | `dptext.cache_mb` | int | 64 | superuser | byte budget of each sampler's per-token cache |
 
+use std::cell::RefCell;
 use std::ffi::CString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use dptext_core::{EngineConfig, RandomMode};
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
@@ -21,6 +23,7 @@ pub(crate) static ASSETS_DIR: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(None);
 pub(crate) static SEED: GucSetting<i32> = GucSetting::<i32>::new(-1);
 pub(crate) static KEY: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+pub(crate) static KEY_FILE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 pub(crate) static MAX_INPUT_BYTES: GucSetting<i32> = GucSetting::<i32>::new(64 << 20);
 pub(crate) static GLOVE_WORDS: GucSetting<i32> = GucSetting::<i32>::new(50_000);
 pub(crate) static CACHE_MB: GucSetting<i32> = GucSetting::<i32>::new(64);
@@ -50,6 +53,14 @@ pub fn init() {
         c"Secret key for keyed sanitization (never shown).",
         c"With a key, asking for the same value again returns the same output, which defeats averaging attacks. SHOW and pg_settings display ******** instead.",
         &KEY,
+    );
+    GucRegistry::define_string_guc(
+        c"dptext.key_file",
+        c"File holding the secret key for keyed sanitization.",
+        c"The safest way to set a key: the path is not secret, the file (mode 600, owned by the server's user) is read once per session. dptext.key wins when both are set.",
+        &KEY_FILE,
+        GucContext::Suset,
+        GucFlags::default(),
     );
     GucRegistry::define_int_guc(
         c"dptext.max_input_bytes",
@@ -99,9 +110,37 @@ pub fn engine_config() -> EngineConfig {
     c
 }
 
-/// The random mode the settings describe (key wins over seed).
-pub fn random_mode() -> RandomMode {
+thread_local! {
+    /// The key read from `dptext.key_file`, per path, for this session.
+    static KEY_FROM_FILE: RefCell<Option<(String, Vec<u8>)>> = const { RefCell::new(None) };
+}
+
+fn key_from_file(path: &str) -> dptext_core::Result<Vec<u8>> {
+    KEY_FROM_FILE.with(|slot| {
+        let mut slot = slot.borrow_mut();
+        if let Some((p, k)) = slot.as_ref() {
+            if p == path {
+                return Ok(k.clone());
+            }
+        }
+        let k = dptext_core::rng::read_key_file(Path::new(path))?;
+        *slot = Some((path.to_string(), k.clone()));
+        Ok(k)
+    })
+}
+
+/// The random mode the settings describe: `dptext.key`, else the key in
+/// `dptext.key_file`, else `dptext.seed`, else the OS generator.
+pub fn random_mode() -> dptext_core::Result<RandomMode> {
     let seed = u64::try_from(SEED.get()).ok();
-    let key = string(&KEY);
-    RandomMode::from_settings(seed, key.as_deref().map(str::as_bytes))
+    let key = match string(&KEY) {
+        Some(k) => Some(k.into_bytes()),
+        None => string(&KEY_FILE).map(|p| key_from_file(&p)).transpose()?,
+    };
+    RandomMode::from_settings(seed, key.as_deref())
+}
+
+/// True when `dptext.key` holds a value (never the value itself).
+pub fn key_is_set() -> bool {
+    string(&KEY).is_some()
 }

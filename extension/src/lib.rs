@@ -28,7 +28,28 @@ use error::OrRaise;
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     guc::init();
+    if guc::key_is_set() && !ffi::loading_at_server_start() {
+        // Until this library was loaded, dptext.key was an ordinary
+        // placeholder setting that SHOW displays to anyone.
+        pgrx::warning!(
+            "dptext.key is set but dptext is not in shared_preload_libraries, so the key was visible before this session loaded the library; add dptext to shared_preload_libraries, or use dptext.key_file"
+        );
+    }
 }
+
+// Keyed or seeded outputs are a function of the value, so whoever may call
+// the functions while a key is set can test guesses against a sanitized
+// view. Nobody may call them until granted (see README, "Privileges").
+extension_sql!(
+    r#"
+REVOKE EXECUTE ON FUNCTION santext(text, double precision, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION santext_plus(text, double precision, double precision, double precision, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION sanitize(text, text, jsonb) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION dptext_info() FROM PUBLIC;
+"#,
+    name = "revoke_from_public",
+    finalize,
+);
 
 thread_local! {
     /// One engine per backend; rebuilt when a setting it depends on changes,
@@ -55,7 +76,12 @@ fn run(spec: MechanismSpec, t: &str, funcname: &'static str) -> dptext_core::mec
     let engine = engine();
     let mechanism = engine.build(&spec).or_raise(funcname);
     engine
-        .run(mechanism.as_ref(), t, &guc::random_mode(), &[])
+        .run(
+            mechanism.as_ref(),
+            t,
+            &guc::random_mode().or_raise(funcname),
+            &[],
+        )
         .or_raise(funcname)
 }
 
@@ -128,7 +154,7 @@ fn sanitize(t: &str, mechanism: &str, params: JsonB) -> JsonB {
 #[pg_extern(stable, parallel_safe)]
 fn dptext_info() -> JsonB {
     let e = engine();
-    let mode = match guc::random_mode() {
+    let mode = match guc::random_mode().or_raise("dptext_info") {
         dptext_core::RandomMode::Os => serde_json::json!({"mode": "os"}),
         dptext_core::RandomMode::Seeded(s) => serde_json::json!({"mode": "seeded", "seed": s}),
         dptext_core::RandomMode::Keyed(k) => {

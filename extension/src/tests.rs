@@ -147,6 +147,52 @@ mod tests {
         assert_eq!(a, one(&format!("SELECT santext('{NOTE}', 2.0)")));
     }
 
+    #[pg_test]
+    fn key_file_gives_the_same_outputs_as_the_key() {
+        use std::os::unix::fs::PermissionsExt;
+        let key = "a key kept in a file, not in SQL";
+        let path = std::env::temp_dir().join(format!("dptext-pgtest-key-{}", std::process::id()));
+        std::fs::write(&path, format!("{key}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        Spi::run(&format!("SET dptext.key_file = '{}'", path.display())).unwrap();
+        let from_file = one(&format!("SELECT santext('{NOTE}', 2.0)"));
+        assert_eq!(from_file, one(&format!("SELECT santext('{NOTE}', 2.0)")));
+        Spi::run(&format!("SET dptext.key = '{key}'")).unwrap();
+        assert_eq!(from_file, one(&format!("SELECT santext('{NOTE}', 2.0)")));
+        Spi::run("RESET dptext.key").unwrap();
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[pg_test(
+        error = "invalid value for parameter \"key\": must be at least 16 bytes (got 5); use a random key, e.g. `openssl rand -hex 32`"
+    )]
+    fn short_keys_are_refused() {
+        Spi::run("SET dptext.key = 'short'").unwrap();
+        Spi::run("SELECT santext('x', 1)").unwrap();
+    }
+
+    #[pg_test]
+    fn readable_key_files_are_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let path = std::env::temp_dir().join(format!("dptext-pgtest-open-{}", std::process::id()));
+        std::fs::write(&path, "0123456789abcdef0123").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        Spi::run(&format!("SET dptext.key_file = '{}'", path.display())).unwrap();
+        let caught = PgTryBuilder::new(|| {
+            Spi::get_one::<String>("SELECT santext('x', 1)").ok();
+            None
+        })
+        .catch_others(|e| match e {
+            pg_sys::panic::CaughtError::PostgresError(r)
+            | pg_sys::panic::CaughtError::ErrorReport(r) => Some(r.message().to_string()),
+            _ => None,
+        })
+        .execute();
+        std::fs::remove_file(&path).unwrap();
+        let msg = caught.expect("a world-readable key file is an error");
+        assert!(msg.contains("chmod 600"), "{msg}");
+    }
+
     #[pg_test(error = "invalid value for parameter \"eps\": must be > 0, got 0")]
     fn eps_zero_is_rejected() {
         crate::santext("x", 0.0, "glove");

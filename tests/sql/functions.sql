@@ -88,3 +88,19 @@ CREATE TABLE parallel_out AS SELECT id, santext(note, 3) AS s FROM regress_notes
 SELECT count(*) AS rows, count(*) FILTER (WHERE a.s = b.s) AS equal
   FROM serial_out a JOIN parallel_out b USING (id);
 DROP TABLE regress_notes, serial_out, parallel_out;
+
+-- Nobody but the owner may call the functions until granted: with a key
+-- set, calling santext on a guess and comparing with a view would test it.
+CREATE ROLE dptext_regress_reader;
+SET ROLE dptext_regress_reader;
+SELECT santext('x', 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT dptext_info();
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+GRANT EXECUTE ON FUNCTION santext(text, float8, text) TO dptext_regress_reader;
+SET ROLE dptext_regress_reader;
+SELECT santext('', 1) AS granted;
+RESET ROLE;
+REVOKE EXECUTE ON FUNCTION santext(text, float8, text) FROM dptext_regress_reader;
+DROP ROLE dptext_regress_reader;

@@ -136,13 +136,14 @@ fn sql_cli_and_core_agree_under_a_seed() {
 #[test]
 fn keyed_sql_output_is_stable_across_sessions() {
     let Some(db) = database() else { return };
-    let q = "SET dptext.key = 'integration key'; SELECT santext('The patient has a fever.', 2)";
+    let q =
+        "SET dptext.key = 'integration test key'; SELECT santext('The patient has a fever.', 2)";
     let a = psql(&db, q);
     let b = psql(&db, q);
     assert_eq!(a, b, "two sessions with the same key must agree");
     let other = psql(
         &db,
-        "SET dptext.key = 'another key'; SELECT santext('The patient has a fever.', 2)",
+        "SET dptext.key = 'another integration key'; SELECT santext('The patient has a fever.', 2)",
     );
     assert_ne!(a, other);
 }
@@ -152,7 +153,7 @@ fn materialized_view_refresh_is_repeatable_under_a_key() {
     let Some(db) = database() else { return };
     let out = psql(
         &db,
-        "SET dptext.key = 'view key';
+        "SET dptext.key = 'materialized view test key';
          DROP MATERIALIZED VIEW IF EXISTS it_view; DROP TABLE IF EXISTS it_src;
          CREATE TABLE it_src AS SELECT i AS id, 'note number ' || i || ' mentions fever' AS note FROM generate_series(1, 50) i;
          CREATE MATERIALIZED VIEW it_view AS SELECT id, santext(note, 3) AS note FROM it_src;

@@ -155,6 +155,13 @@ impl Embeddings {
             .chunks_exact(dim)
             .map(|r| r.iter().map(|v| v * v).sum::<f32>().sqrt())
             .fold(0.0f32, f32::max);
+        // Squared distances must stay finite, or weights become NaN.
+        if !(2.0 * max_norm).powi(2).is_finite() {
+            return Err(Error::invalid(
+                "vectors",
+                "values so large that distances overflow f32",
+            ));
+        }
         Ok(Embeddings {
             meta: EmbeddingMeta {
                 name: name.to_string(),
@@ -399,7 +406,9 @@ pub(crate) mod tests {
         let dup = vec!["a".to_string(), "a".to_string()];
         assert!(Embeddings::from_parts("x", VocabKind::Word, dup, vec![0.0; 4], 2).is_err());
         let nan = vec![0.0, f32::NAN, 0.0, 0.0];
-        assert!(Embeddings::from_parts("x", VocabKind::Word, w, nan, 2).is_err());
+        assert!(Embeddings::from_parts("x", VocabKind::Word, w.clone(), nan, 2).is_err());
+        let huge = vec![1e19, 0.0, -1e19, 0.0];
+        assert!(Embeddings::from_parts("x", VocabKind::Word, w, huge, 2).is_err());
     }
 
     #[test]

@@ -26,9 +26,22 @@ use crate::embeddings::Embeddings;
 /// How many of the most likely outputs a token's table keeps.
 pub(crate) const TOP: usize = 2048;
 
+/// The cache of token tables shared by every sampler of a vocabulary,
+/// keyed by (first row of the output set, input row, eps bits) and bounded
+/// by bytes.
+pub(crate) type TableCache = Cache<(u32, u32, u64), Arc<TokenTable>>;
+
+/// Builds a [`TableCache`] holding at most `bytes` bytes of tables.
+pub(crate) fn table_cache(bytes: u64) -> TableCache {
+    Cache::builder()
+        .weigher(|_k: &(u32, u32, u64), v: &Arc<TokenTable>| v.bytes())
+        .max_capacity(bytes.max(1 << 16))
+        .build()
+}
+
 /// The cached summary of one token's output distribution.
 #[derive(Debug)]
-struct TokenTable {
+pub(crate) struct TokenTable {
     /// Top outputs, most likely first.
     top: Vec<u32>,
     /// Cumulative weights of `top`.
@@ -36,7 +49,11 @@ struct TokenTable {
     /// The last member of `top` in the (distance, row) order: a row is in
     /// `top` exactly when its (distance, row) pair is not greater.
     boundary: (f32, u32),
-    /// Sum of all weights over the output set.
+    /// Sum of the weights of `top`.
+    top_mass: f64,
+    /// Sum of all weights over the output set: `top_mass` plus the rest's
+    /// weights summed in the same pass, so that the rest is drawn with
+    /// probability `(z - top_mass) / z` up to one rounding.
     z: f64,
     /// Largest weight outside `top` (0 when `top` is the whole set).
     rest_max: f64,
@@ -54,7 +71,7 @@ impl TokenTable {
 pub struct ExpSampler {
     emb: Arc<Embeddings>,
     set: Range<u32>,
-    cache: Cache<(u32, u64), Arc<TokenTable>>,
+    cache: TableCache,
 }
 
 impl std::fmt::Debug for ExpSampler {
@@ -68,14 +85,10 @@ impl std::fmt::Debug for ExpSampler {
 }
 
 impl ExpSampler {
-    /// A sampler whose outputs are the rows in `set`, caching per-token
-    /// tables up to `cache_bytes` bytes.
-    pub fn new(emb: Arc<Embeddings>, set: Range<u32>, cache_bytes: u64) -> Self {
+    /// A sampler whose outputs are the rows in `set` (non-empty), keeping
+    /// its per-token tables in `cache`.
+    pub(crate) fn new(emb: Arc<Embeddings>, set: Range<u32>, cache: TableCache) -> Self {
         debug_assert!(set.start < set.end && set.end as usize <= emb.len());
-        let cache = Cache::builder()
-            .weigher(|_k: &(u32, u64), v: &Arc<TokenTable>| v.bytes())
-            .max_capacity(cache_bytes.max(1 << 16))
-            .build();
         ExpSampler { emb, set, cache }
     }
 
@@ -102,7 +115,6 @@ impl ExpSampler {
             .map(|y| crate::embeddings::euclidean(xv, rows.get(y)))
             .collect();
         let d_min = dist.iter().copied().fold(f32::INFINITY, f32::min);
-        let z: f64 = dist.iter().map(|&d| Self::weight(eps, d, d_min)).sum();
         let mut order: Vec<u32> = (0..dist.len() as u32).collect();
         let by_dist = |a: &u32, b: &u32| {
             dist[*a as usize]
@@ -116,10 +128,14 @@ impl ExpSampler {
         let rest_max = order
             .get(k)
             .map_or(0.0, |&i| Self::weight(eps, dist[i as usize], d_min));
+        let rest_mass: f64 = order[k..]
+            .iter()
+            .map(|&i| Self::weight(eps, dist[i as usize], d_min))
+            .sum();
         order.truncate(k);
         order.sort_unstable_by(by_dist);
         let mut acc = 0.0;
-        let cum = order
+        let cum: Vec<f64> = order
             .iter()
             .map(|&i| {
                 acc += Self::weight(eps, dist[i as usize], d_min);
@@ -130,30 +146,37 @@ impl ExpSampler {
             (dist[i as usize], i + self.set.start)
         });
         let top: Vec<u32> = order.iter().map(|&i| i + self.set.start).collect();
+        let top_mass = cum.last().copied().unwrap_or(0.0);
         TokenTable {
             top,
             cum,
+            top_mass,
+            z: top_mass + rest_mass,
             boundary,
-            z,
             rest_max,
             d_min,
         }
     }
 
     fn table(&self, x: u32, eps: f64) -> Arc<TokenTable> {
-        self.cache
-            .get_with((x, eps.to_bits()), || Arc::new(self.build(x, eps)))
+        self.cache.get_with((self.set.start, x, eps.to_bits()), || {
+            Arc::new(self.build(x, eps))
+        })
     }
 
     /// Draws one output for input row `x` at privacy parameter `eps >= 0`.
     pub fn sample(&self, x: u32, eps: f64, rng: &mut dyn RngCore) -> u32 {
         let t = self.table(x, eps);
         let u = rng.random::<f64>() * t.z;
-        let top_mass = t.cum.last().copied().unwrap_or(0.0);
-        if u < top_mass || t.rest_max == 0.0 {
+        if u < t.top_mass {
+            // The first entry whose cumulative weight exceeds u; it exists
+            // because u < top_mass, and it has a positive weight.
             let i = t.cum.partition_point(|&c| c <= u).min(t.top.len() - 1);
             return t.top[i];
         }
+        // Reached with probability rest_mass / z > 0 only, so rest_max > 0
+        // and the loop ends: every rest row is accepted with positive
+        // probability.
         let rows = self.emb.rows();
         loop {
             let y = rng.random_range(self.set.clone());
@@ -189,7 +212,7 @@ impl ExpSampler {
     /// paths are exercised.
     pub fn top_mass(&self, x: u32, eps: f64) -> f64 {
         let t = self.table(x, eps);
-        t.cum.last().copied().unwrap_or(0.0) / t.z
+        t.top_mass / t.z
     }
 
     /// Number of cached token tables (for metrics).

@@ -86,7 +86,9 @@ impl Mechanism for SanText {
             oov_tokens: n.oov,
             kept_tokens: n.kept,
             composition: "eps * sum_i d(x_i, x'_i) over the value's tokens".to_string(),
-            worst_case_eps: self.eps * diameter * (n.tokens - n.oov) as f64,
+            // Out-of-vocabulary words count too: against an in-vocabulary
+            // neighbour their uniform draw costs up to eps * D / 2.
+            worst_case_eps: self.eps * diameter * n.tokens as f64,
             diameter_bound: diameter,
             embedding: emb.name().to_string(),
             output_set_size: emb.len(),
@@ -188,7 +190,7 @@ impl Mechanism for SanTextPlus {
             oov_tokens: n.oov,
             kept_tokens: n.kept,
             composition: "eps * sum_i d(x_i, x'_i) + eps0 * tokens, for outputs in V_P".to_string(),
-            worst_case_eps: (self.eps * diameter + eps0) * (n.tokens - n.oov) as f64,
+            worst_case_eps: (self.eps * diameter + eps0) * n.tokens as f64,
             diameter_bound: diameter,
             embedding: emb.name().to_string(),
             output_set_size: emb.len() - self.split as usize,

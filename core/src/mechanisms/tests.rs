@@ -320,7 +320,7 @@ fn seeded_and_keyed_modes_are_deterministic() {
         .unwrap();
     assert_eq!(a.text, b.text);
     assert_ne!(a.text, c.text);
-    let key = RandomMode::from_settings(None, Some(b"secret"));
+    let key = RandomMode::from_settings(None, Some(b"a secret of 16+ bytes")).unwrap();
     let k1 = engine.sanitize(&spec, text, &key).unwrap();
     assert_eq!(k1.text, engine.sanitize(&spec, text, &key).unwrap().text);
     // Different parameters use a different stream.
@@ -396,4 +396,24 @@ fn real_glove_distributions() {
         let (stat, crit) = chi_square(&s, doctor, eps, 30_000, 500 + i as u64);
         assert!(stat < crit, "eps {eps}: chi2 {stat:.1} >= {crit:.1}");
     }
+}
+
+#[test]
+fn one_memory_bound_for_all_output_sets() {
+    // Many SanText+ `w` values (many output sets) share one byte-bounded cache.
+    let budget = 1u64 << 20;
+    let v = Arc::new(Vocabulary::new(synthetic(3000, 8, 8), budget));
+    let mut rng = ChaCha20Rng::seed_from_u64(2);
+    for i in 0..40 {
+        let m = SanTextPlus::new(v.clone(), 2.0, 1.0, 0.5 + i as f64 * 0.01).unwrap();
+        let text: String = (0..20).map(|j| format!("w{} ", j * 100)).collect();
+        m.sanitize(&text, &mut rng).unwrap();
+    }
+    // 800 tables of ~24 KB were built; the cache keeps at most the budget.
+    assert!(
+        v.cached_bytes() <= budget,
+        "{} > {budget}",
+        v.cached_bytes()
+    );
+    assert!(v.cached_bytes() > budget / 2);
 }

@@ -1,18 +1,17 @@
 //! A loaded embedding set with the samplers built over it.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::embeddings::{Embeddings, VocabKind, WordPieces};
 use crate::error::{Error, Result};
-use crate::mechanisms::exponential::ExpSampler;
+use crate::mechanisms::exponential::{table_cache, ExpSampler, TableCache};
 
-/// An embedding set plus one [`ExpSampler`] per output set in use, so that
-/// per-token tables survive across calls.
+/// An embedding set plus the per-token table cache that every sampler
+/// over it shares, so tables survive across calls and the memory bound
+/// holds however many output sets (SanText+ `w` values) are used.
 pub struct Vocabulary {
     emb: Arc<Embeddings>,
-    cache_bytes: u64,
-    samplers: Mutex<HashMap<u32, Arc<ExpSampler>>>,
+    cache: TableCache,
 }
 
 impl std::fmt::Debug for Vocabulary {
@@ -24,13 +23,11 @@ impl std::fmt::Debug for Vocabulary {
 }
 
 impl Vocabulary {
-    /// Wraps an embedding set; each sampler's table cache may use up to
-    /// `cache_bytes` bytes.
+    /// Wraps an embedding set; its table cache may use up to `cache_bytes` bytes.
     pub fn new(emb: Embeddings, cache_bytes: u64) -> Self {
         Vocabulary {
             emb: Arc::new(emb),
-            cache_bytes,
-            samplers: Mutex::new(HashMap::new()),
+            cache: table_cache(cache_bytes),
         }
     }
 
@@ -49,20 +46,17 @@ impl Vocabulary {
                 "the protected set is empty: raise w so that at least one word is sensitive",
             ));
         }
-        let mut map = self
-            .samplers
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        Ok(map
-            .entry(start)
-            .or_insert_with(|| {
-                Arc::new(ExpSampler::new(
-                    self.emb.clone(),
-                    start..n,
-                    self.cache_bytes,
-                ))
-            })
-            .clone())
+        Ok(Arc::new(ExpSampler::new(
+            self.emb.clone(),
+            start..n,
+            self.cache.clone(),
+        )))
+    }
+
+    /// Bytes held by the table cache now (for metrics and tests).
+    pub fn cached_bytes(&self) -> u64 {
+        self.cache.run_pending_tasks();
+        self.cache.weighted_size()
     }
 
     /// Appends the token ids of one word to `out`: one id for a word
