@@ -90,6 +90,9 @@ struct SanitizeArgs {
     /// Keyed mode with the key in this environment variable.
     #[arg(long)]
     key_env: Option<String>,
+    /// Keyed mode with the key in this file (mode 600), as dptext.key_file.
+    #[arg(long, conflicts_with = "key_env")]
+    key_file: Option<PathBuf>,
     /// Input format.
     #[arg(long, value_enum, default_value = "lines")]
     format: sanitize::Format,
@@ -157,7 +160,13 @@ fn real_main() -> Result<()> {
                     }
                     Some(k)
                 }
-                None => None,
+                None => match &a.key_file {
+                    Some(p) => Some(
+                        String::from_utf8(dptext_core::rng::read_key_file(p)?)
+                            .context("the key file is not UTF-8 text")?,
+                    ),
+                    None => None,
+                },
             };
             let mode = RandomMode::from_settings(a.seed, key.as_deref().map(str::as_bytes))?;
             if a.glove_words == 0 {

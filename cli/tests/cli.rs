@@ -118,6 +118,20 @@ fn keyed_mode_reads_the_key_from_the_environment() {
     assert!(String::from_utf8_lossy(&missing.stderr).contains("$MY_KEY is not set"));
     let empty = dptext(&a, &args, "w1\n", &[("MY_KEY", "")]);
     assert!(String::from_utf8_lossy(&empty.stderr).contains("$MY_KEY is empty"));
+    // The same key from a private file gives the same output.
+    use std::os::unix::fs::PermissionsExt;
+    let kf = a.join("key");
+    fs::write(&kf, "first key of the test\n").unwrap();
+    fs::set_permissions(&kf, fs::Permissions::from_mode(0o600)).unwrap();
+    let kf_s = kf.display().to_string();
+    let from_file = ["sanitize", "--eps", "1", "--key-file", kf_s.as_str()];
+    assert_eq!(
+        k1,
+        stdout(&dptext(&a, &from_file, "w1 w2 w3 w4 w5 w6\n", &[]))
+    );
+    fs::set_permissions(&kf, fs::Permissions::from_mode(0o644)).unwrap();
+    let open = dptext(&a, &from_file, "w1\n", &[]);
+    assert!(String::from_utf8_lossy(&open.stderr).contains("chmod 600"));
     let short = dptext(&a, &args, "w1\n", &[("MY_KEY", "short")]);
     assert!(String::from_utf8_lossy(&short.stderr).contains("at least 16 bytes"));
     fs::remove_dir_all(a).unwrap();
