@@ -19,7 +19,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use dptext_core::mechanisms::MechanismSpec;
+use dptext_core::mechanisms::{custext, MechanismSpec};
 use dptext_core::{Engine, EngineConfig, RandomMode};
 
 #[derive(Parser)]
@@ -45,6 +45,29 @@ enum Command {
     },
     /// Sanitize lines, JSON lines or a CSV column (file or stdin) to stdout.
     Sanitize(SanitizeArgs),
+    /// Build (or check) the CusText mapping of a vocabulary and cache it in
+    /// the assets directory; prints the time taken and the share of tokens
+    /// with adjacent tokens (the paper's Table 4).
+    CustextMap(CustextMapArgs),
+}
+
+#[derive(clap::Args)]
+struct CustextMapArgs {
+    /// Output set size K.
+    #[arg(long, default_value_t = 20)]
+    k: i64,
+    /// aggressive, balanced or conservative.
+    #[arg(long, default_value = "balanced")]
+    mapping: String,
+    /// euclidean or cosine.
+    #[arg(long, default_value = "euclidean")]
+    metric: String,
+    /// glove or wordpiece.
+    #[arg(long, default_value = "glove")]
+    embedding: String,
+    /// Number of most frequent GloVe words in the vocabulary.
+    #[arg(long, default_value_t = dptext_core::engine::DEFAULT_GLOVE_WORDS)]
+    glove_words: usize,
 }
 
 #[derive(Subcommand)]
@@ -81,6 +104,10 @@ struct SanitizeArgs {
     /// glove or wordpiece.
     #[arg(long)]
     embedding: Option<String>,
+    /// More mechanism parameters as a JSON object, e.g. '{"k": 50, "mapping": "conservative"}'
+    /// for custext (k, mapping, level, metric, keep_stopwords).
+    #[arg(long)]
+    params: Option<String>,
     /// Number of most frequent GloVe words in the vocabulary (as dptext.glove_words).
     #[arg(long, default_value_t = dptext_core::engine::DEFAULT_GLOVE_WORDS)]
     glove_words: usize,
@@ -132,6 +159,48 @@ fn real_main() -> Result<()> {
                 Ok(())
             }
         },
+        Command::CustextMap(a) => {
+            let spec = MechanismSpec::custext(
+                1.0,
+                a.k,
+                &a.mapping,
+                &a.metric,
+                "record",
+                true,
+                &a.embedding,
+            )?;
+            let MechanismSpec::CusText {
+                k,
+                mapping,
+                metric,
+                embedding,
+                ..
+            } = spec
+            else {
+                anyhow::bail!("not a custext specification");
+            };
+            let mut config = EngineConfig::new(dir.clone());
+            config.glove_words = a.glove_words;
+            let engine = Engine::new(config);
+            let vocab = engine.vocabulary(embedding)?;
+            let emb = vocab.embeddings();
+            let cache = dir.join("custext");
+            let file = custext::cache_file(&cache, emb, k, mapping, metric);
+            let started = std::time::Instant::now();
+            let m = custext::Mapping::load_or_build(emb, &cache, k, mapping, metric)?;
+            println!(
+                "{}: {} tokens, k {k}, {} mapping, {} metric: {} output sets, {:.2}% of tokens have adjacent tokens, {:.1}s ({})",
+                emb.name(),
+                emb.len(),
+                mapping.name(),
+                metric.name(),
+                m.set_count(),
+                100.0 * m.adjacent_share(),
+                started.elapsed().as_secs_f64(),
+                file.display()
+            );
+            Ok(())
+        }
         Command::Sanitize(a) => {
             // JSON cannot carry NaN or infinities, so check the numbers
             // before they become parameters.
@@ -150,6 +219,16 @@ fn real_main() -> Result<()> {
             }
             if let Some(e) = &a.embedding {
                 params["embedding"] = e.clone().into();
+            }
+            if let Some(extra) = &a.params {
+                let extra: serde_json::Value =
+                    serde_json::from_str(extra).context("--params is not JSON")?;
+                let Some(extra) = extra.as_object() else {
+                    anyhow::bail!("--params must be a JSON object");
+                };
+                for (k, v) in extra {
+                    params[k] = v.clone();
+                }
             }
             let spec = MechanismSpec::parse(&a.mechanism, &params)?;
             let key = match &a.key_env {

@@ -16,6 +16,12 @@ pub enum Guarantee {
         /// eps per unit of embedding distance.
         eps: f64,
     },
+    /// Pure eps-DP per replaced token among the inputs that share an output
+    /// set (CusText, Eq. 9 with sensitivity 1).
+    Dp {
+        /// eps per replaced token.
+        eps: f64,
+    },
     /// Utility-optimised metric LDP (SanText+, Theorem 2):
     /// `Pr[M(x)=y] <= exp(eps * d(x, x') + eps0) * Pr[M(x')=y]` for `y` in
     /// the protected set; non-sensitive tokens may be output unchanged.

@@ -11,8 +11,11 @@ use std::sync::{Arc, Mutex};
 use crate::assets::{GLOVE_DIR, WORDPIECE_DIR};
 use crate::embeddings::{Embeddings, MapFn};
 use crate::error::{Error, Result};
+use std::collections::HashMap;
+
+use crate::mechanisms::custext::{self, Mapping};
 use crate::mechanisms::{
-    EmbeddingChoice, Mechanism, MechanismSpec, SanText, SanTextPlus, Sanitized, Vocabulary,
+    CusText, EmbeddingChoice, Mechanism, MechanismSpec, SanText, SanTextPlus, Sanitized, Vocabulary,
 };
 use crate::rng::RandomMode;
 
@@ -55,7 +58,10 @@ pub struct Engine {
     map: Option<MapFn>,
     glove: Mutex<Option<Arc<Vocabulary>>>,
     wordpiece: Mutex<Option<Arc<Vocabulary>>>,
+    mappings: Mutex<HashMap<MappingKey, Arc<Mapping>>>,
 }
+
+type MappingKey = (EmbeddingChoice, usize, custext::Strategy, custext::Metric);
 
 impl Engine {
     /// An engine with nothing loaded yet.
@@ -65,6 +71,7 @@ impl Engine {
             map: None,
             glove: Mutex::new(None),
             wordpiece: Mutex::new(None),
+            mappings: Mutex::new(HashMap::new()),
         }
     }
 
@@ -129,7 +136,41 @@ impl Engine {
             MechanismSpec::SanTextPlus { eps, p, w, .. } => {
                 Box::new(SanTextPlus::new(vocab, eps, p, w)?)
             }
+            MechanismSpec::CusText {
+                eps,
+                k,
+                mapping,
+                metric,
+                level,
+                keep_stopwords,
+                embedding,
+            } => {
+                let m = self.mapping(&vocab, (embedding, k, mapping, metric))?;
+                Box::new(CusText::new(vocab, m, eps, level, keep_stopwords)?)
+            }
         })
+    }
+
+    /// The CusText mapping for a key, from memory, the disk cache in
+    /// `<assets>/custext/`, or built (once per process).
+    fn mapping(&self, vocab: &Vocabulary, key: MappingKey) -> Result<Arc<Mapping>> {
+        let mut maps = self
+            .mappings
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(m) = maps.get(&key) {
+            return Ok(m.clone());
+        }
+        let dir = self.config.assets_dir.join("custext");
+        let m = Arc::new(Mapping::load_or_build(
+            vocab.embeddings(),
+            &dir,
+            key.1,
+            key.2,
+            key.3,
+        )?);
+        maps.insert(key, m.clone());
+        Ok(m)
     }
 
     /// Sanitizes `text` with `mechanism`, drawing randomness as `mode` says.
@@ -155,7 +196,7 @@ impl Engine {
         ];
         parts.extend_from_slice(context);
         let mut rng = mode.rng_for(&parts);
-        mechanism.sanitize(text, &mut rng)
+        mechanism.sanitize_in(text, &mut rng, mode)
     }
 
     /// Parses, builds and runs in one call.

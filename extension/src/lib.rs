@@ -45,6 +45,7 @@ extension_sql!(
 REVOKE EXECUTE ON FUNCTION santext(text, double precision, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION santext_plus(text, double precision, double precision, double precision, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION sanitize(text, text, jsonb) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION custext(text, double precision, integer, text, text, boolean, text, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION dptext_info() FROM PUBLIC;
 "#,
     name = "revoke_from_public",
@@ -131,6 +132,42 @@ fn santext_plus(
     run(spec, t, "santext_plus").text
 }
 
+/// CusText (Chen et al.): every word replaced by a word drawn from its
+/// customized output set of the `k` nearest tokens, with probability
+/// `∝ exp(eps · u(x, y) / 2)`: eps-DP per replaced word among the words
+/// that share an output set. The mapping is built once per vocabulary, k,
+/// mapping and metric (about a minute for GloVe 50k) and cached on disk
+/// under `<assets>/custext/`.
+///
+/// ```sql
+/// SELECT custext('The patient reported chest pain.', 2.0);
+/// SELECT custext(note, 1.0, k => 50, mapping => 'conservative', level => 'token') FROM records;
+/// ```
+#[allow(clippy::too_many_arguments)]
+#[pg_extern(volatile, parallel_safe)]
+fn custext(
+    t: &str,
+    eps: f64,
+    k: default!(i32, 20),
+    mapping: default!(&str, "'balanced'"),
+    level: default!(&str, "'record'"),
+    keep_stopwords: default!(bool, true),
+    metric: default!(&str, "'euclidean'"),
+    embedding: default!(&str, "'glove'"),
+) -> String {
+    let spec = MechanismSpec::custext(
+        eps,
+        i64::from(k),
+        mapping,
+        metric,
+        level,
+        keep_stopwords,
+        embedding,
+    )
+    .or_raise("custext");
+    run(spec, t, "custext").text
+}
+
 /// Any mechanism by name, with its parameters as JSON; returns the text and
 /// what it cost: `{"text": ..., "cost": {...}}`.
 ///
@@ -175,7 +212,7 @@ fn dptext_info() -> JsonB {
         "assets_dir": e.config().assets_dir,
         "glove_words": e.config().glove_words,
         "randomness": mode,
-        "mechanisms": ["santext", "santext_plus"],
+        "mechanisms": ["santext", "santext_plus", "custext"],
     }))
 }
 

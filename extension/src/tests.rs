@@ -55,6 +55,8 @@ mod tests {
             "SELECT santext('x', NULL)",
             "SELECT santext_plus(NULL, 3.0)",
             "SELECT sanitize(NULL, 'santext', '{\"eps\": 1}')::text",
+            "SELECT custext(NULL, 1.0)",
+            "SELECT custext('x', NULL)",
             "SELECT sanitize('x', NULL, '{\"eps\": 1}')::text",
         ] {
             assert_eq!(one(sql), None, "{sql}");
@@ -193,6 +195,64 @@ mod tests {
         assert!(msg.contains("chmod 600"), "{msg}");
     }
 
+    #[pg_test]
+    fn custext_draws_from_output_sets_and_keeps_stopwords() {
+        // A small vocabulary keeps the mapping build fast in a debug build.
+        Spi::run("SET dptext.glove_words = 3000").unwrap();
+        Spi::run("SET dptext.seed = 4").unwrap();
+        let t = "The doctor saw the patient and the doctor left.";
+        let out = one(&format!("SELECT custext('{t}', 1.0)")).unwrap();
+        assert_eq!(words(&out), words(t));
+        let w: Vec<&str> = out
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|s| !s.is_empty())
+            .collect();
+        assert_eq!(
+            (w[0], w[3], w[6]),
+            ("The", "the", "the"),
+            "stopwords kept: {out}"
+        );
+        assert_eq!(
+            w[1].to_lowercase(),
+            w[7],
+            "record level: both 'doctor's map alike: {out}"
+        );
+        assert_eq!(out, one(&format!("SELECT custext('{t}', 1.0)")).unwrap());
+        let j = Spi::get_one::<pgrx::JsonB>(&format!(
+            "SELECT sanitize('{t}', 'custext', '{{\"eps\": 2, \"k\": 10, \"mapping\": \"conservative\", \"level\": \"token\"}}')"
+        ))
+        .unwrap()
+        .unwrap()
+        .0;
+        assert_eq!(j["cost"]["guarantee"]["kind"], "dp");
+        assert_eq!(j["cost"]["output_set_size"], 10);
+        Spi::run("RESET dptext.seed").unwrap();
+        // Dataset level without a key or seed is refused.
+        let caught = PgTryBuilder::new(|| {
+            Spi::get_one::<String>("SELECT custext('fever', 1, level => 'dataset')").ok();
+            None
+        })
+        .catch_others(|e| match e {
+            pg_sys::panic::CaughtError::PostgresError(r)
+            | pg_sys::panic::CaughtError::ErrorReport(r) => Some(r.message().to_string()),
+            _ => None,
+        })
+        .execute();
+        assert!(caught.is_some_and(|m| m.contains("needs dptext.key")));
+    }
+
+    #[pg_test(error = "invalid value for parameter \"k\": must be in [1, 2000], got 0")]
+    fn custext_k_is_validated() {
+        Spi::run("SELECT custext('x', 1, k => 0)").unwrap();
+    }
+
+    #[pg_test(
+        error = "invalid value for parameter \"mapping\": \"greedy\" is not one of 'aggressive', 'balanced', 'conservative'"
+    )]
+    fn custext_mapping_is_validated() {
+        Spi::run("SELECT custext('x', 1, mapping => 'greedy')").unwrap();
+    }
+
     #[pg_test(error = "invalid value for parameter \"eps\": must be > 0, got 0")]
     fn eps_zero_is_rejected() {
         crate::santext("x", 0.0, "glove");
@@ -230,7 +290,9 @@ mod tests {
         Spi::run("SELECT santext('x', 1, embedding => 'bert')").unwrap();
     }
 
-    #[pg_test(error = "unknown mechanism \"rot13\": expected one of santext, santext_plus")]
+    #[pg_test(
+        error = "unknown mechanism \"rot13\": expected one of santext, santext_plus, custext"
+    )]
     fn unknown_mechanism_is_rejected() {
         Spi::run("SELECT sanitize('x', 'rot13', '{\"eps\": 1}')").unwrap();
     }

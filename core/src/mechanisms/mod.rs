@@ -5,6 +5,7 @@
 //! name plus JSON parameters (what SQL's `sanitize(t, mechanism, params)`
 //! receives) and validates them before any text is touched.
 
+pub mod custext;
 mod exponential;
 mod santext;
 mod vocabulary;
@@ -12,6 +13,7 @@ mod vocabulary;
 #[cfg(test)]
 mod tests;
 
+pub use custext::CusText;
 pub use exponential::ExpSampler;
 pub use santext::{SanText, SanTextPlus};
 pub use vocabulary::Vocabulary;
@@ -40,6 +42,16 @@ pub trait Mechanism: Send + Sync {
     fn params(&self) -> String;
     /// Sanitizes `text` with randomness from `rng`.
     fn sanitize(&self, text: &str, rng: &mut dyn RngCore) -> Result<Sanitized>;
+    /// Like [`Mechanism::sanitize`], for mechanisms that also derive streams
+    /// of their own from the random mode (CusText's dataset level).
+    fn sanitize_in(
+        &self,
+        text: &str,
+        rng: &mut dyn RngCore,
+        _mode: &crate::rng::RandomMode,
+    ) -> Result<Sanitized> {
+        self.sanitize(text, rng)
+    }
 }
 
 /// Which embedding set a word mechanism uses.
@@ -88,7 +100,52 @@ pub enum MechanismSpec {
         /// Embedding set.
         embedding: EmbeddingChoice,
     },
+    /// CusText at `eps` with output sets of `k` tokens.
+    CusText {
+        /// Privacy parameter (> 0).
+        eps: f64,
+        /// Output set size.
+        k: usize,
+        /// Mapping strategy of Alg. 1.
+        mapping: custext::Strategy,
+        /// Score metric.
+        metric: custext::Metric,
+        /// Which repeats share a draw.
+        level: custext::Level,
+        /// Keep the shipped stopwords unchanged (CusText+).
+        keep_stopwords: bool,
+        /// Embedding set.
+        embedding: EmbeddingChoice,
+    },
 }
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CusTextParams {
+    eps: f64,
+    #[serde(default = "default_k")]
+    k: i64,
+    #[serde(default)]
+    mapping: Option<String>,
+    #[serde(default)]
+    metric: Option<String>,
+    #[serde(default)]
+    level: Option<String>,
+    #[serde(default = "default_true")]
+    keep_stopwords: bool,
+    #[serde(default)]
+    embedding: Option<String>,
+}
+
+fn default_k() -> i64 {
+    20
+}
+fn default_true() -> bool {
+    true
+}
+
+/// Largest accepted CusText K.
+pub const MAX_K: usize = 2000;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -148,7 +205,45 @@ impl MechanismSpec {
                     embedding: embedding(p.embedding)?,
                 }
             }
+            "custext" => {
+                let p: CusTextParams = serde_json::from_value(params.clone()).map_err(bad)?;
+                MechanismSpec::custext(
+                    p.eps,
+                    p.k,
+                    p.mapping.as_deref().unwrap_or("balanced"),
+                    p.metric.as_deref().unwrap_or("euclidean"),
+                    p.level.as_deref().unwrap_or("record"),
+                    p.keep_stopwords,
+                    p.embedding.as_deref().unwrap_or("glove"),
+                )?
+            }
             _ => return Err(Error::UnknownMechanism(name.to_string())),
+        };
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// A CusText spec from its SQL-level parameters, validated.
+    pub fn custext(
+        eps: f64,
+        k: i64,
+        mapping: &str,
+        metric: &str,
+        level: &str,
+        keep_stopwords: bool,
+        embedding: &str,
+    ) -> Result<Self> {
+        let spec = MechanismSpec::CusText {
+            eps,
+            k: usize::try_from(k)
+                .ok()
+                .filter(|k| (1..=MAX_K).contains(k))
+                .ok_or_else(|| Error::invalid("k", format!("must be in [1, {MAX_K}], got {k}")))?,
+            mapping: mapping.parse()?,
+            metric: metric.parse()?,
+            level: level.parse()?,
+            keep_stopwords,
+            embedding: embedding.parse()?,
         };
         spec.validate()?;
         Ok(spec)
@@ -157,7 +252,9 @@ impl MechanismSpec {
     /// Checks every parameter's domain.
     pub fn validate(&self) -> Result<()> {
         match *self {
-            MechanismSpec::SanText { eps, .. } => check_eps(eps),
+            MechanismSpec::SanText { eps, .. } | MechanismSpec::CusText { eps, .. } => {
+                check_eps(eps)
+            }
             MechanismSpec::SanTextPlus { eps, p, w, .. } => {
                 check_eps(eps)?;
                 check_unit("p", p)?;
@@ -177,7 +274,8 @@ impl MechanismSpec {
     pub fn embedding(&self) -> EmbeddingChoice {
         match *self {
             MechanismSpec::SanText { embedding, .. }
-            | MechanismSpec::SanTextPlus { embedding, .. } => embedding,
+            | MechanismSpec::SanTextPlus { embedding, .. }
+            | MechanismSpec::CusText { embedding, .. } => embedding,
         }
     }
 }
