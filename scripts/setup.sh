@@ -46,6 +46,9 @@ resolve_state
 step "assets in $DPTEXT_ASSETS"
 cargo build --release -q -p dptext-cli
 "$REPO/target/release/dptext" assets fetch
+# The default CusText mapping (about 40 s once; a PostgreSQL backend cannot
+# write into the assets directory, so it is built here and read there).
+"$REPO/target/release/dptext" custext-map
 # The cluster user reads the assets.
 chmod -R a+rX "$DPTEXT_ASSETS"
 chmod a+rx "$STATE"

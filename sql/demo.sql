@@ -27,6 +27,9 @@ SELECT id, santext(note, 3) AS santext FROM records ORDER BY id LIMIT 5;
 \echo '--- SanText+, eps = 3, p = 0.3, w = 0.9: rare (sensitive) words always re-drawn, common ones kept with probability 0.7'
 SELECT id, santext_plus(note, 3) AS santext_plus FROM records ORDER BY id LIMIT 5;
 
+\echo '--- CusText, eps = 2, K = 20, balanced mapping, record level, stopwords kept: each word drawn from its customized output set'
+SELECT id, custext(note, 2) AS custext FROM records ORDER BY id LIMIT 5;
+
 \echo '--- what one call costs'
 SELECT jsonb_pretty(sanitize(note, 'santext_plus', '{"eps": 3}') -> 'cost') AS cost FROM records WHERE id = 1;
 

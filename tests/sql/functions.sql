@@ -16,6 +16,9 @@ SELECT santext('The patient was admitted.', 3) = santext('The patient was admitt
 SELECT (sanitize('The patient was admitted.', 'santext', '{"eps": 3}') ->> 'text')
      = santext('The patient was admitted.', 3) AS sanitize_matches_santext;
 SELECT sanitize('The patient was admitted.', 'santext', '{"eps": 2}') -> 'cost' -> 'guarantee' AS guarantee;
+SELECT custext('The doctor saw the patient and the doctor left.', 2);
+SELECT custext('The doctor saw the patient.', 2, k => 20, mapping => 'balanced', level => 'token', keep_stopwords => false);
+SELECT sanitize('The doctor saw the patient.', 'custext', '{"eps": 2}') -> 'cost' -> 'guarantee' AS custext_guarantee;
 
 -- NULL in, NULL out.
 SELECT santext(NULL, 3) IS NULL AS n1, santext('x', NULL) IS NULL AS n2,
@@ -47,6 +50,15 @@ SELECT sanitize('x', 'custext9', '{"eps": 1}');
 \echo :LAST_ERROR_SQLSTATE
 SELECT sanitize('x', 'santext', '{"eps": "three"}');
 \echo :LAST_ERROR_SQLSTATE
+SELECT custext('x', 1, k => 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT custext('x', 1, level => 'row');
+\echo :LAST_ERROR_SQLSTATE
+SELECT custext('fever', 1, level => 'dataset') AS dataset_level_with_a_seed;
+RESET dptext.seed;
+SELECT custext('fever', 1, level => 'dataset');
+\echo :LAST_ERROR_SQLSTATE
+SET dptext.seed = 11;
 SET dptext.max_input_bytes = 16;
 SELECT santext('this text is longer than sixteen bytes', 1);
 \echo :LAST_ERROR_SQLSTATE
