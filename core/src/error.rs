@@ -52,6 +52,10 @@ pub enum Error {
         limit: usize,
     },
 
+    /// The model runtime failed (loading ONNX Runtime, a session, a run).
+    #[error("model error: {0}")]
+    Model(String),
+
     /// An I/O error with the path it happened on.
     #[error("i/o error on {path}: {source}")]
     Io {
@@ -76,6 +80,7 @@ impl Error {
             Error::CorruptAsset { .. } => "XX001",
             Error::InputTooLarge { .. } => "54000",
             Error::Io { .. } => "58030",
+            Error::Model(_) => "58000",
         }
     }
 

@@ -9,6 +9,8 @@
 //! - [`rng`]: the random sources (OS, seeded, keyed);
 //! - [`mechanisms`]: SanText and SanText+ behind one [`mechanisms::Mechanism`]
 //!   trait; each call returns its text and its [`cost::Cost`];
+//! - [`detect`]: typed PII spans from the ONNX token classifier and rule
+//!   recognizers;
 //! - [`assets`]: the pinned manifest, the runtime layout and verification;
 //! - [`engine`]: what front ends call: lazy loading, parameter validation,
 //!   the right random stream per call.
@@ -21,6 +23,7 @@
 
 pub mod assets;
 pub mod cost;
+pub mod detect;
 pub mod embeddings;
 pub mod engine;
 pub mod error;

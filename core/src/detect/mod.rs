@@ -1,0 +1,163 @@
+//! Span detection: typed PII spans with byte offsets (MECHANISMS.md 6).
+//!
+//! Two sources feed one list: the Rampart token classifier
+//! ([`model::NerModel`], ONNX, when its assets are installed) and the rule
+//! recognizers ([`rules`]). Overlaps are resolved deterministically by
+//! [`resolve`]: longer spans win; at equal length a rule (whose pattern and
+//! checksum matched exactly) wins over the model; then the earlier span;
+//! then the label order of [`Label`].
+
+pub mod model;
+pub mod rules;
+
+use serde::Serialize;
+
+/// The coarse, documented label set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Label {
+    /// Given names and surnames.
+    Person,
+    /// Street addresses, building numbers, cities, states, zip codes.
+    Location,
+    /// Hospitals, clinics, universities, companies, banks.
+    Organization,
+    /// Dates and times.
+    Date,
+    /// Ages over 89 (a HIPAA identifier).
+    Age,
+    /// E-mail addresses, phone numbers, URLs, IP addresses.
+    Contact,
+    /// Identifiers: SSN, tax, passport, licence, bank, card, IBAN, medical record numbers.
+    Id,
+}
+
+impl Label {
+    /// The label as SQL shows it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Label::Person => "PERSON",
+            Label::Location => "LOCATION",
+            Label::Organization => "ORGANIZATION",
+            Label::Date => "DATE",
+            Label::Age => "AGE",
+            Label::Contact => "CONTACT",
+            Label::Id => "ID",
+        }
+    }
+}
+
+/// Where a span came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Source {
+    /// The token classifier.
+    Model,
+    /// A rule recognizer, by name.
+    Rule(&'static str),
+}
+
+/// A detected span: `&text[start..end]` is the value.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Span {
+    /// Byte offset of the first byte.
+    pub start: usize,
+    /// Byte offset one past the last byte.
+    pub end: usize,
+    /// Coarse label.
+    pub label: Label,
+    /// Confidence in [0, 1] (the model's mean probability, a rule's fixed score).
+    pub score: f32,
+    /// Which recognizer found it.
+    pub source: Source,
+}
+
+/// Resolves overlaps: keeps a set of pairwise disjoint spans, choosing
+/// longer spans first, then rules over the model, then earlier spans, then
+/// the lower label; returns them in text order.
+pub fn resolve(mut spans: Vec<Span>) -> Vec<Span> {
+    spans.retain(|s| s.end > s.start);
+    spans.sort_by(|a, b| {
+        (b.end - b.start)
+            .cmp(&(a.end - a.start))
+            .then_with(|| matches!(a.source, Source::Model).cmp(&matches!(b.source, Source::Model)))
+            .then(a.start.cmp(&b.start))
+            .then(a.label.cmp(&b.label))
+    });
+    let mut kept: Vec<Span> = Vec::new();
+    for s in spans {
+        if kept.iter().all(|k| s.end <= k.start || s.start >= k.end) {
+            kept.push(s);
+        }
+    }
+    kept.sort_by_key(|s| s.start);
+    kept
+}
+
+/// Rules and, when given, the model; overlaps resolved.
+pub fn detect(text: &str, model: Option<&model::NerModel>) -> crate::Result<Vec<Span>> {
+    let mut spans = rules::find(text);
+    if let Some(m) = model {
+        spans.extend(m.spans(text)?);
+    }
+    Ok(resolve(spans))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn span(start: usize, end: usize, label: Label, source: Source) -> Span {
+        Span {
+            start,
+            end,
+            label,
+            score: 1.0,
+            source,
+        }
+    }
+
+    #[test]
+    fn overlaps_resolve_deterministically() {
+        let r = resolve(vec![
+            span(0, 5, Label::Person, Source::Model),
+            span(3, 12, Label::Contact, Source::Rule("email")),
+            span(20, 25, Label::Person, Source::Model),
+            span(20, 25, Label::Date, Source::Rule("time")),
+            span(30, 30, Label::Id, Source::Model),
+        ]);
+        assert_eq!(r.len(), 2);
+        assert_eq!((r[0].start, r[0].label), (3, Label::Contact), "longer wins");
+        assert_eq!(
+            (r[1].start, r[1].label),
+            (20, Label::Date),
+            "rule wins a tie"
+        );
+        // Order of the input does not matter.
+        let mut shuffled = vec![
+            span(20, 25, Label::Date, Source::Rule("time")),
+            span(3, 12, Label::Contact, Source::Rule("email")),
+            span(20, 25, Label::Person, Source::Model),
+            span(0, 5, Label::Person, Source::Model),
+        ];
+        shuffled.reverse();
+        assert_eq!(resolve(shuffled), r);
+    }
+
+    #[test]
+    fn detect_without_model_uses_rules() {
+        let t = "Seen 2024-01-03, call (555) 123-4567 or mail a.b@example.org.";
+        let labels: Vec<(Label, &str)> = detect(t, None)
+            .unwrap()
+            .iter()
+            .map(|s| (s.label, &t[s.start..s.end]))
+            .collect();
+        assert_eq!(
+            labels,
+            [
+                (Label::Date, "2024-01-03"),
+                (Label::Contact, "(555) 123-4567"),
+                (Label::Contact, "a.b@example.org")
+            ]
+        );
+    }
+}

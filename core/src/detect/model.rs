@@ -1,0 +1,347 @@
+//! The Rampart token classifier on ONNX Runtime.
+//!
+//! `ort` loads the `libonnxruntime` installed by `dptext assets fetch`
+//! (load-dynamic), once per process. The text is tokenized with the
+//! model's own `tokenizer.json` (byte offsets into the original string),
+//! classified in windows of at most 510 tokens that overlap by 64, each
+//! token keeping the prediction of the window where it sits most
+//! centrally, so long texts are covered without truncation. Adjacent
+//! tokens of the same coarse label, separated by nothing or by whitespace,
+//! form one span, widened to whole words; the model's BIO prefixes are not
+//! trusted (it tags e-mails B, I, I, B ...).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+use ort::session::Session;
+use ort::value::TensorRef;
+
+use super::{Label, Source, Span};
+use crate::error::{Error, Result};
+
+/// The ONNX Runtime library inside the assets directory.
+pub const ORT_LIB: &str = "onnxruntime/libonnxruntime.so.1.31.1";
+/// The model directory inside the assets directory.
+pub const MODEL_DIR: &str = "rampart";
+
+const WINDOW: usize = 510;
+const OVERLAP: usize = 64;
+
+/// A loaded token classifier.
+pub struct NerModel {
+    session: Mutex<Session>,
+    tokenizer: tokenizers::Tokenizer,
+    /// Coarse label of each output class (`None` for `O`).
+    classes: Vec<Option<Label>>,
+    token_type_ids: bool,
+    cls: u32,
+    sep: u32,
+}
+
+impl std::fmt::Debug for NerModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NerModel")
+            .field("classes", &self.classes.len())
+            .finish()
+    }
+}
+
+fn model_err(what: impl std::fmt::Display) -> Error {
+    Error::Model(what.to_string())
+}
+
+/// The process-wide ONNX Runtime environment, loaded from `lib` on first use.
+fn environment(lib: &Path) -> Result<&'static ort::environment::Environment> {
+    static ENV: OnceLock<std::result::Result<ort::environment::Environment, String>> =
+        OnceLock::new();
+    ENV.get_or_init(|| {
+        ort::init_from(lib)
+            .map_err(|e| e.to_string())
+            .and_then(|b| b.with_name("dptext").build().map_err(|e| e.to_string()))
+    })
+    .as_ref()
+    .map_err(|e| model_err(format!("loading ONNX Runtime from {}: {e}", lib.display())))
+}
+
+/// Maps a Rampart class name (`B-GIVEN_NAME`) to a coarse label.
+pub fn coarse(class: &str) -> Option<Label> {
+    let kind = class
+        .strip_prefix("B-")
+        .or_else(|| class.strip_prefix("I-"))?;
+    Some(match kind {
+        "GIVEN_NAME" | "SURNAME" => Label::Person,
+        "EMAIL" | "PHONE" | "URL" => Label::Contact,
+        "BUILDING_NUMBER" | "STREET_NAME" | "SECONDARY_ADDRESS" | "CITY" | "STATE" | "ZIP_CODE" => {
+            Label::Location
+        }
+        _ => Label::Id,
+    })
+}
+
+impl NerModel {
+    /// Loads the model from an assets directory (`rampart/` and the ONNX
+    /// Runtime library), with `threads` intra-op threads.
+    pub fn load(assets: &Path, threads: usize) -> Result<Self> {
+        let lib = assets.join(ORT_LIB);
+        let dir = assets.join(MODEL_DIR);
+        for (asset, p) in [
+            ("onnxruntime", lib.clone()),
+            ("rampart", dir.join("model.onnx")),
+            ("rampart", dir.join("tokenizer.json")),
+            ("rampart", dir.join("config.json")),
+        ] {
+            if !p.exists() {
+                return Err(Error::MissingAsset {
+                    asset: asset.into(),
+                    path: p,
+                });
+            }
+        }
+        let config: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join("config.json"))
+                .map_err(|e| Error::io(dir.join("config.json"), e))?,
+        )?;
+        let id2label = config["id2label"]
+            .as_object()
+            .ok_or_else(|| model_err("config.json has no id2label"))?;
+        let mut classes = vec![None; id2label.len()];
+        for (k, v) in id2label {
+            let i: usize = k
+                .parse()
+                .map_err(|_| model_err(format!("bad class id {k}")))?;
+            let name = v.as_str().unwrap_or("O");
+            *classes
+                .get_mut(i)
+                .ok_or_else(|| model_err(format!("class id {i} out of range")))? = coarse(name);
+        }
+        let tokenizer =
+            tokenizers::Tokenizer::from_file(dir.join("tokenizer.json")).map_err(model_err)?;
+        let cls = tokenizer
+            .token_to_id("[CLS]")
+            .ok_or_else(|| model_err("no [CLS] token"))?;
+        let sep = tokenizer
+            .token_to_id("[SEP]")
+            .ok_or_else(|| model_err("no [SEP] token"))?;
+        let env = environment(&lib)?;
+        let session = Session::builder(env)
+            .map_err(model_err)?
+            .with_intra_threads(threads.max(1))
+            .map_err(|e| model_err(e.to_string()))?
+            .commit_from_file(dir.join("model.onnx"))
+            .map_err(model_err)?;
+        let token_type_ids = session
+            .inputs()
+            .iter()
+            .any(|i| i.name() == "token_type_ids");
+        Ok(NerModel {
+            session: Mutex::new(session),
+            tokenizer,
+            classes,
+            token_type_ids,
+            cls,
+            sep,
+        })
+    }
+
+    /// Per-token (class, probability) for one window of token ids.
+    fn classify(&self, ids: &[u32]) -> Result<Vec<(usize, f32)>> {
+        let n = ids.len() + 2;
+        let mut input: Vec<i64> = Vec::with_capacity(n);
+        input.push(i64::from(self.cls));
+        input.extend(ids.iter().map(|&i| i64::from(i)));
+        input.push(i64::from(self.sep));
+        let input = ndarray::Array2::from_shape_vec((1, n), input).map_err(model_err)?;
+        let mask = ndarray::Array2::<i64>::ones((1, n));
+        let types = ndarray::Array2::<i64>::zeros((1, n));
+        let mut session = self
+            .session
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let t = tensor;
+        let outputs = if self.token_type_ids {
+            session.run(ort::inputs!["input_ids" => t(&input)?, "attention_mask" => t(&mask)?, "token_type_ids" => t(&types)?])
+        } else {
+            session.run(ort::inputs!["input_ids" => t(&input)?, "attention_mask" => t(&mask)?])
+        }
+        .map_err(model_err)?;
+        let logits = outputs[0].try_extract_array::<f32>().map_err(model_err)?;
+        let shape = logits.shape().to_vec();
+        if shape.len() != 3 || shape[1] != n || shape[2] != self.classes.len() {
+            return Err(model_err(format!("unexpected logits shape {shape:?}")));
+        }
+        let batch = logits.index_axis(ndarray::Axis(0), 0);
+        Ok((1..n - 1)
+            .map(|t| {
+                let row = batch.index_axis(ndarray::Axis(0), t);
+                let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                let z: f32 = row.iter().map(|v| (v - max).exp()).sum();
+                let (best, v) =
+                    row.iter()
+                        .enumerate()
+                        .fold(
+                            (0, f32::NEG_INFINITY),
+                            |a, (i, &v)| if v > a.1 { (i, v) } else { a },
+                        );
+                (best, (v - max).exp() / z)
+            })
+            .collect())
+    }
+
+    /// The model's spans in `text`, word-aligned, byte offsets.
+    pub fn spans(&self, text: &str) -> Result<Vec<Span>> {
+        let enc = self.tokenizer.encode(text, false).map_err(model_err)?;
+        let ids = enc.get_ids();
+        let offsets = enc.get_offsets();
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        // For each token: (class, probability, distance from its window's edge).
+        let mut best: Vec<(usize, f32, usize)> = vec![(0, 0.0, 0); ids.len()];
+        let mut start = 0;
+        loop {
+            let end = (start + WINDOW).min(ids.len());
+            for (i, (class, p)) in self.classify(&ids[start..end])?.into_iter().enumerate() {
+                let centrality = i.min(end - start - 1 - i) + 1;
+                let slot = &mut best[start + i];
+                if centrality > slot.2 {
+                    *slot = (class, p, centrality);
+                }
+            }
+            if end == ids.len() {
+                break;
+            }
+            start = end - OVERLAP;
+        }
+        let mut spans: Vec<Span> = Vec::new();
+        let mut scores: Vec<Vec<f32>> = Vec::new();
+        for (t, &(class, p, _)) in best.iter().enumerate() {
+            let Some(label) = self.classes.get(class).copied().flatten() else {
+                continue;
+            };
+            let (s, e) = offsets[t];
+            if e <= s {
+                continue;
+            }
+            if let Some(last) = spans.last_mut() {
+                let gap = text.get(last.end..s).unwrap_or("x");
+                if last.label == label && s >= last.end && gap.chars().all(char::is_whitespace) {
+                    last.end = last.end.max(e);
+                    if let Some(sc) = scores.last_mut() {
+                        sc.push(p);
+                    }
+                    continue;
+                }
+            }
+            spans.push(Span {
+                start: s,
+                end: e,
+                label,
+                score: p,
+                source: Source::Model,
+            });
+            scores.push(vec![p]);
+        }
+        for (span, sc) in spans.iter_mut().zip(&scores) {
+            span.score = sc.iter().sum::<f32>() / sc.len() as f32;
+            widen_to_words(text, span);
+        }
+        Ok(spans)
+    }
+}
+
+fn tensor(a: &ndarray::Array2<i64>) -> Result<TensorRef<'_, i64>> {
+    TensorRef::from_array_view(a).map_err(model_err)
+}
+
+/// Extends a span to whole words (alphanumeric runs) on both sides.
+fn widen_to_words(text: &str, span: &mut Span) {
+    while let Some(c) = text[..span.start].chars().next_back() {
+        if !c.is_alphanumeric() {
+            break;
+        }
+        span.start -= c.len_utf8();
+    }
+    while let Some(c) = text[span.end..].chars().next() {
+        if !c.is_alphanumeric() {
+            break;
+        }
+        span.end += c.len_utf8();
+    }
+}
+
+/// Where the model would be loaded from (for messages).
+pub fn model_path(assets: &Path) -> PathBuf {
+    assets.join(MODEL_DIR).join("model.onnx")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model() -> Option<NerModel> {
+        let dir = crate::assets::resolve_dir(None);
+        match NerModel::load(&dir, 1) {
+            Ok(m) => Some(m),
+            Err(e) => {
+                assert!(
+                    std::env::var("DPTEXT_REQUIRE_ASSETS").as_deref() != Ok("1"),
+                    "DPTEXT_REQUIRE_ASSETS=1 but the model does not load: {e}"
+                );
+                eprintln!("skipping model test: {e}");
+                None
+            }
+        }
+    }
+
+    fn found(m: &NerModel, t: &str) -> Vec<(Label, String)> {
+        m.spans(t)
+            .unwrap()
+            .iter()
+            .map(|s| (s.label, t[s.start..s.end].to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn names_addresses_and_emails() {
+        let Some(m) = model() else { return };
+        let t = "Please contact John Smith at john.smith@example.com. He lives at 42 Oak Street, Springfield, IL 62704.";
+        let f = found(&m, t);
+        assert!(f.contains(&(Label::Person, "John Smith".into())), "{f:?}");
+        assert!(
+            f.contains(&(Label::Contact, "john.smith@example.com".into())),
+            "{f:?}"
+        );
+        assert!(
+            f.iter()
+                .any(|(l, v)| *l == Label::Location && v.contains("Oak Street")),
+            "{f:?}"
+        );
+    }
+
+    #[test]
+    fn long_texts_are_windowed_not_truncated() {
+        let Some(m) = model() else { return };
+        // About 1,500 tokens: the name at the end is past the first window.
+        let filler = "the patient reported mild pain and was given fluids. ".repeat(140);
+        let t = format!("{filler}Discharged by Maria Gonzalez.");
+        let f = found(&m, &t);
+        assert!(
+            f.iter()
+                .any(|(l, v)| *l == Label::Person && v.contains("Gonzalez")),
+            "{f:?}"
+        );
+        // Multi-byte text keeps byte offsets on character boundaries.
+        let u = "Café owner Zoë Müller lives in Zürich. 🙂";
+        for s in m.spans(u).unwrap() {
+            assert!(u.is_char_boundary(s.start) && u.is_char_boundary(s.end));
+        }
+    }
+
+    #[test]
+    fn coarse_labels() {
+        assert_eq!(coarse("B-GIVEN_NAME"), Some(Label::Person));
+        assert_eq!(coarse("I-ZIP_CODE"), Some(Label::Location));
+        assert_eq!(coarse("B-PASSPORT"), Some(Label::Id));
+        assert_eq!(coarse("O"), None);
+    }
+}
