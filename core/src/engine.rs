@@ -13,6 +13,8 @@ use crate::embeddings::{Embeddings, MapFn};
 use crate::error::{Error, Result};
 use std::collections::HashMap;
 
+use crate::detect::model::NerModel;
+use crate::detect::Span;
 use crate::mechanisms::custext::{self, Mapping};
 use crate::mechanisms::{
     CusText, EmbeddingChoice, Mechanism, MechanismSpec, SanText, SanTextPlus, Sanitized, Vocabulary,
@@ -37,6 +39,8 @@ pub struct EngineConfig {
     pub cache_bytes: u64,
     /// Largest input accepted, in bytes.
     pub max_input_bytes: usize,
+    /// Intra-op threads of ONNX Runtime sessions (1 inside PostgreSQL).
+    pub model_threads: usize,
 }
 
 impl EngineConfig {
@@ -47,6 +51,7 @@ impl EngineConfig {
             glove_words: DEFAULT_GLOVE_WORDS,
             cache_bytes: DEFAULT_CACHE_BYTES,
             max_input_bytes: DEFAULT_MAX_INPUT_BYTES,
+            model_threads: 1,
         }
     }
 }
@@ -59,6 +64,7 @@ pub struct Engine {
     glove: Mutex<Option<Arc<Vocabulary>>>,
     wordpiece: Mutex<Option<Arc<Vocabulary>>>,
     mappings: Mutex<HashMap<MappingKey, Arc<Mapping>>>,
+    detector: Mutex<Option<Arc<NerModel>>>,
 }
 
 type MappingKey = (EmbeddingChoice, usize, custext::Strategy, custext::Metric);
@@ -72,6 +78,7 @@ impl Engine {
             glove: Mutex::new(None),
             wordpiece: Mutex::new(None),
             mappings: Mutex::new(HashMap::new()),
+            detector: Mutex::new(None),
         }
     }
 
@@ -114,6 +121,41 @@ impl Engine {
         let v = Arc::new(Vocabulary::new(emb, self.config.cache_bytes));
         *guard = Some(v.clone());
         Ok(v)
+    }
+
+    /// Typed PII spans of `text` (byte offsets), from the token classifier
+    /// (loaded on first use, one intra-op thread per `model_threads`) and
+    /// the rule recognizers.
+    pub fn detect(&self, text: &str) -> Result<Vec<Span>> {
+        if text.len() > self.config.max_input_bytes {
+            return Err(Error::InputTooLarge {
+                size: text.len(),
+                limit: self.config.max_input_bytes,
+            });
+        }
+        let model = {
+            let mut slot = self
+                .detector
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match slot.as_ref() {
+                Some(m) => m.clone(),
+                None => {
+                    let started = std::time::Instant::now();
+                    let m = Arc::new(NerModel::load(
+                        &self.config.assets_dir,
+                        self.config.model_threads,
+                    )?);
+                    tracing::info!(
+                        ms = started.elapsed().as_millis() as u64,
+                        "detection model loaded"
+                    );
+                    *slot = Some(m.clone());
+                    m
+                }
+            }
+        };
+        crate::detect::detect(text, Some(&model))
     }
 
     /// The vocabulary for `which` if it is already loaded (never loads).

@@ -47,6 +47,7 @@ REVOKE EXECUTE ON FUNCTION santext_plus(text, double precision, double precision
 REVOKE EXECUTE ON FUNCTION sanitize(text, text, jsonb) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION custext(text, double precision, integer, text, text, boolean, text, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION dptext_info() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION detect_pii(text) FROM PUBLIC;
 "#,
     name = "revoke_from_public",
     finalize,
@@ -166,6 +167,57 @@ fn custext(
     )
     .or_raise("custext");
     run(spec, t, "custext").text
+}
+
+/// Typed PII spans: the Rampart token classifier (ONNX) plus rule
+/// recognizers (e-mail, URL, IP, phone, Luhn-checked cards, SSN, IBAN, MRN,
+/// dates, times, ages over 89, organisations). Positions are 1-based
+/// characters, end exclusive, so `substr(t, start_pos, end_pos - start_pos) = value`.
+/// Labels: PERSON, LOCATION, ORGANIZATION, DATE, AGE, CONTACT, ID.
+///
+/// ```sql
+/// SELECT * FROM detect_pii('Call John Smith at (555) 123-4567 before May 3, 2024.');
+/// SELECT r.id, d.label, d.value FROM records r, detect_pii(r.note) d;
+/// ```
+#[pg_extern(stable, parallel_safe)]
+fn detect_pii(
+    t: &str,
+) -> TableIterator<
+    'static,
+    (
+        name!(start_pos, i32),
+        name!(end_pos, i32),
+        name!(label, String),
+        name!(value, String),
+        name!(score, f64),
+    ),
+> {
+    let spans = engine().detect(t).or_raise("detect_pii");
+    // Byte offsets to 1-based character positions, in one pass.
+    let mut char_at = Vec::with_capacity(t.len() + 1);
+    let mut chars = 0i32;
+    for (i, _) in t.char_indices() {
+        while char_at.len() <= i {
+            char_at.push(chars);
+        }
+        chars += 1;
+    }
+    while char_at.len() <= t.len() {
+        char_at.push(chars);
+    }
+    let rows: Vec<_> = spans
+        .into_iter()
+        .map(|s| {
+            (
+                char_at[s.start] + 1,
+                char_at[s.end] + 1,
+                s.label.as_str().to_string(),
+                t[s.start..s.end].to_string(),
+                f64::from(s.score),
+            )
+        })
+        .collect();
+    TableIterator::new(rows)
 }
 
 /// Any mechanism by name, with its parameters as JSON; returns the text and

@@ -241,6 +241,58 @@ mod tests {
         assert!(caught.is_some_and(|m| m.contains("needs dptext.key")));
     }
 
+    #[pg_test]
+    fn detect_pii_finds_typed_spans_with_character_positions() {
+        let t = "Zoë Müller called (555) 123-4567 on July 19, 2022 from St. Mary's Hospital; mail zoe.muller@example.org";
+        let q = t.replace('\'', "''");
+        let rows = Spi::connect(|c| {
+            c.select(
+                &format!("SELECT start_pos, end_pos, label, value, score, substr('{q}', start_pos, end_pos - start_pos) = value FROM detect_pii('{q}')"),
+                None,
+                &[],
+            )
+            .unwrap()
+            .map(|r| {
+                (
+                    r.get::<String>(3).unwrap().unwrap(),
+                    r.get::<String>(4).unwrap().unwrap(),
+                    r.get::<f64>(5).unwrap().unwrap(),
+                    r.get::<bool>(6).unwrap().unwrap(),
+                )
+            })
+            .collect::<Vec<_>>()
+        });
+        for (label, value, score, substr_ok) in &rows {
+            assert!(
+                *substr_ok,
+                "{label} {value}: substr does not give the value"
+            );
+            assert!((0.0..=1.0).contains(score));
+        }
+        let has = |l: &str, v: &str| rows.iter().any(|r| r.0 == l && r.1 == v);
+        assert!(has("CONTACT", "(555) 123-4567"), "{rows:?}");
+        assert!(has("DATE", "July 19, 2022"), "{rows:?}");
+        assert!(has("ORGANIZATION", "St. Mary's Hospital"), "{rows:?}");
+        assert!(has("CONTACT", "zoe.muller@example.org"), "{rows:?}");
+        assert!(
+            rows.iter()
+                .any(|r| r.0 == "PERSON" && r.1.contains("Müller")),
+            "{rows:?}"
+        );
+        let none = Spi::get_one::<i64>("SELECT count(*) FROM detect_pii(NULL)").unwrap();
+        assert_eq!(none, Some(0));
+        let empty = Spi::get_one::<i64>("SELECT count(*) FROM detect_pii('')").unwrap();
+        assert_eq!(empty, Some(0));
+    }
+
+    #[pg_test(
+        error = "asset \"onnxruntime\" is missing at /nonexistent/onnxruntime/libonnxruntime.so.1.31.1: run `dptext assets fetch` (or set DPTEXT_ASSETS / dptext.assets_dir)"
+    )]
+    fn detect_pii_without_assets_names_the_fetch_command() {
+        Spi::run("SET dptext.assets_dir = '/nonexistent'").unwrap();
+        Spi::run("SELECT * FROM detect_pii('x')").unwrap();
+    }
+
     #[pg_test(error = "invalid value for parameter \"k\": must be in [1, 2000], got 0")]
     fn custext_k_is_validated() {
         Spi::run("SELECT custext('x', 1, k => 0)").unwrap();
