@@ -45,6 +45,13 @@ enum Command {
     },
     /// Sanitize lines, JSON lines or a CSV column (file or stdin) to stdout.
     Sanitize(SanitizeArgs),
+    /// Precision and recall of detection per label on a labelled JSON-lines
+    /// file ({"text": ..., "spans": [[start, end, label], ...]}, byte offsets).
+    EvalDetect {
+        /// The labelled file (default: tests/data/detection_eval.jsonl).
+        #[arg(default_value = "tests/data/detection_eval.jsonl")]
+        file: PathBuf,
+    },
     /// Build (or check) the CusText mapping of a vocabulary and cache it in
     /// the assets directory; prints the time taken and the share of tokens
     /// with adjacent tokens (the paper's Table 4).
@@ -159,6 +166,7 @@ fn real_main() -> Result<()> {
                 Ok(())
             }
         },
+        Command::EvalDetect { file } => eval_detect(&dir, &file),
         Command::CustextMap(a) => {
             let spec = MechanismSpec::custext(
                 1.0,
@@ -271,4 +279,55 @@ fn real_main() -> Result<()> {
             sanitize::run(&job, input, Box::new(io::stdout()))
         }
     }
+}
+
+fn eval_detect(dir: &std::path::Path, file: &std::path::Path) -> Result<()> {
+    use dptext_core::detect::{eval, Label};
+    let mut config = EngineConfig::new(dir.to_path_buf());
+    config.model_threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let engine = Engine::new(config);
+    let text = fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let mut totals = std::collections::BTreeMap::new();
+    let started = std::time::Instant::now();
+    let mut n = 0;
+    for (i, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let v: serde_json::Value =
+            serde_json::from_str(line).with_context(|| format!("line {}", i + 1))?;
+        let t = v["text"]
+            .as_str()
+            .with_context(|| format!("line {}: no text", i + 1))?;
+        let mut gold = Vec::new();
+        for s in v["spans"].as_array().into_iter().flatten() {
+            let (Some(a), Some(b), Some(l)) = (s[0].as_u64(), s[1].as_u64(), s[2].as_str()) else {
+                anyhow::bail!("line {}: bad span {s}", i + 1);
+            };
+            gold.push((a as usize, b as usize, l.parse::<Label>()?));
+        }
+        let pred: Vec<eval::Labelled> = engine
+            .detect(t)?
+            .iter()
+            .map(|s| (s.start, s.end, s.label))
+            .collect();
+        eval::add(&mut totals, &gold, &pred);
+        n += 1;
+    }
+    println!("{n} texts in {:.1}s", started.elapsed().as_secs_f64());
+    println!("| label | gold | recall (overlap) | precision (overlap) | recall (strict) | precision (strict) |");
+    println!("|---|---|---|---|---|---|");
+    for (label, (strict, overlap)) in &totals {
+        println!(
+            "| {} | {} | {:.3} | {:.3} | {:.3} | {:.3} |",
+            label.as_str(),
+            strict.gold,
+            overlap.recall(),
+            overlap.precision(),
+            strict.recall(),
+            strict.precision()
+        );
+    }
+    Ok(())
 }

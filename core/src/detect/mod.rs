@@ -7,6 +7,7 @@
 //! checksum matched exactly) wins over the model; then the earlier span;
 //! then the label order of [`Label`].
 
+pub mod eval;
 pub mod model;
 pub mod rules;
 
@@ -30,6 +31,27 @@ pub enum Label {
     Contact,
     /// Identifiers: SSN, tax, passport, licence, bank, card, IBAN, medical record numbers.
     Id,
+}
+
+impl std::str::FromStr for Label {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> crate::Result<Self> {
+        Ok(match s {
+            "PERSON" => Label::Person,
+            "LOCATION" => Label::Location,
+            "ORGANIZATION" => Label::Organization,
+            "DATE" => Label::Date,
+            "AGE" => Label::Age,
+            "CONTACT" => Label::Contact,
+            "ID" => Label::Id,
+            other => {
+                return Err(crate::Error::invalid(
+                    "label",
+                    format!("unknown label {other:?}"),
+                ))
+            }
+        })
+    }
 }
 
 impl Label {
@@ -159,5 +181,70 @@ mod tests {
                 (Label::Contact, "a.b@example.org")
             ]
         );
+    }
+}
+
+#[cfg(test)]
+mod quality {
+    use super::*;
+
+    /// The labelled evaluation set (scripts/gen_detection_eval.py): overlap
+    /// recall must stay at or above 0.95 for the labels the issue names.
+    #[test]
+    fn recall_on_the_evaluation_set() {
+        let dir = crate::assets::resolve_dir(None);
+        let model = match model::NerModel::load(&dir, 2) {
+            Ok(m) => m,
+            Err(e) => {
+                assert!(
+                    std::env::var("DPTEXT_REQUIRE_ASSETS").as_deref() != Ok("1"),
+                    "DPTEXT_REQUIRE_ASSETS=1 but the model does not load: {e}"
+                );
+                return;
+            }
+        };
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/data/detection_eval.jsonl"
+        );
+        let text = std::fs::read_to_string(path).expect("evaluation set");
+        let mut totals = std::collections::BTreeMap::new();
+        for line in text.lines() {
+            let v: serde_json::Value = serde_json::from_str(line).expect("json line");
+            let t = v["text"].as_str().expect("text");
+            let gold: Vec<eval::Labelled> = v["spans"]
+                .as_array()
+                .expect("spans")
+                .iter()
+                .map(|s| {
+                    let label = s[2].as_str().expect("label").parse().expect("known label");
+                    (
+                        s[0].as_u64().expect("start") as usize,
+                        s[1].as_u64().expect("end") as usize,
+                        label,
+                    )
+                })
+                .collect();
+            let pred: Vec<eval::Labelled> = detect(t, Some(&model))
+                .expect("detect")
+                .iter()
+                .map(|s| (s.start, s.end, s.label))
+                .collect();
+            eval::add(&mut totals, &gold, &pred);
+        }
+        for label in [
+            Label::Person,
+            Label::Date,
+            Label::Contact,
+            Label::Id,
+            Label::Location,
+        ] {
+            let (_, overlap) = totals[&label];
+            assert!(
+                overlap.recall() >= 0.95,
+                "{label:?}: recall {:.3}",
+                overlap.recall()
+            );
+        }
     }
 }

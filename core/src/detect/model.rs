@@ -6,8 +6,8 @@
 //! classified in windows of at most 510 tokens that overlap by 64, each
 //! token keeping the prediction of the window where it sits most
 //! centrally, so long texts are covered without truncation. Adjacent
-//! tokens of the same coarse label, separated by nothing or by whitespace,
-//! form one span, widened to whole words; the model's BIO prefixes are not
+//! tokens of the same coarse label, separated by nothing or by whitespace
+//! (or, for locations, by a comma), form one span, widened to whole words; the model's BIO prefixes are not
 //! trusted (it tags e-mails B, I, I, B ...).
 
 use std::path::{Path, PathBuf};
@@ -224,7 +224,10 @@ impl NerModel {
             }
             if let Some(last) = spans.last_mut() {
                 let gap = text.get(last.end..s).unwrap_or("x");
-                if last.label == label && s >= last.end && gap.chars().all(char::is_whitespace) {
+                // Addresses run across commas ("42 Oak Street, Springfield, IL").
+                let joins = gap.chars().all(char::is_whitespace)
+                    || (label == Label::Location && gap.trim() == "," && gap.starts_with(','));
+                if last.label == label && s >= last.end && joins {
                     last.end = last.end.max(e);
                     if let Some(sc) = scores.last_mut() {
                         sc.push(p);
