@@ -30,6 +30,9 @@ SELECT id, santext_plus(note, 3) AS santext_plus FROM records ORDER BY id LIMIT 
 \echo '--- CusText, eps = 2, K = 20, balanced mapping, record level, stopwords kept: each word drawn from its customized output set'
 SELECT id, custext(note, 2) AS custext FROM records ORDER BY id LIMIT 5;
 
+\echo '--- PII spans in note 2 (ONNX token classifier + rules)'
+SELECT d.* FROM records r, detect_pii(r.note) d WHERE r.id = 2;
+
 \echo '--- what one call costs'
 SELECT jsonb_pretty(sanitize(note, 'santext_plus', '{"eps": 3}') -> 'cost') AS cost FROM records WHERE id = 1;
 

@@ -213,7 +213,8 @@ fn detect_pii(
                 char_at[s.end] + 1,
                 s.label.as_str().to_string(),
                 t[s.start..s.end].to_string(),
-                f64::from(s.score),
+                // f32 scores shown as f64 would print noise digits (0.8500000238).
+                (f64::from(s.score) * 1e4).round() / 1e4,
             )
         })
         .collect();

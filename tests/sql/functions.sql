@@ -20,6 +20,13 @@ SELECT custext('The doctor saw the patient and the doctor left.', 2);
 SELECT custext('The doctor saw the patient.', 2, k => 20, mapping => 'balanced', level => 'token', keep_stopwords => false);
 SELECT sanitize('The doctor saw the patient.', 'custext', '{"eps": 2}') -> 'cost' -> 'guarantee' AS custext_guarantee;
 
+-- Typed PII spans with 1-based character positions.
+SELECT start_pos, end_pos, label, value, round(score::numeric, 2) AS score,
+       substr(t, start_pos, end_pos - start_pos) = value AS substr_matches
+  FROM (SELECT 'Zoë Müller (DOB 03/14/1931, MRN-580486) called (555) 123-4567 from St. Mary''s Hospital.'::text AS t) x,
+       detect_pii(t);
+SELECT count(*) AS spans_in_empty FROM detect_pii('');
+
 -- NULL in, NULL out.
 SELECT santext(NULL, 3) IS NULL AS n1, santext('x', NULL) IS NULL AS n2,
        santext_plus(NULL, 3) IS NULL AS n3, sanitize('x', 'santext', NULL) IS NULL AS n4;
