@@ -195,7 +195,7 @@ fn real_main() -> Result<()> {
             let cache = dir.join("custext");
             let file = custext::cache_file(&cache, emb, k, mapping, metric);
             let started = std::time::Instant::now();
-            let m = custext::Mapping::load_or_build(emb, &cache, k, mapping, metric)?;
+            let m = custext::Mapping::load_or_build(emb, &cache, k, mapping, metric, true)?;
             println!(
                 "{}: {} tokens, k {k}, {} mapping, {} metric: {} output sets, {:.2}% of tokens have adjacent tokens, {:.1}s ({})",
                 emb.name(),

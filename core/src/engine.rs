@@ -27,6 +27,9 @@ pub const DEFAULT_GLOVE_WORDS: usize = 50_000;
 pub const DEFAULT_CACHE_BYTES: u64 = 64 << 20;
 /// Default largest input accepted, in bytes.
 pub const DEFAULT_MAX_INPUT_BYTES: usize = 64 << 20;
+/// Default largest input `detect` accepts, in bytes (the model reads every
+/// token, so detection is far costlier per byte than the word mechanisms).
+pub const DEFAULT_MAX_DETECT_BYTES: usize = 1 << 20;
 
 /// Settings of an [`Engine`].
 #[derive(Debug, Clone, PartialEq)]
@@ -41,6 +44,12 @@ pub struct EngineConfig {
     pub max_input_bytes: usize,
     /// Intra-op threads of ONNX Runtime sessions (1 inside PostgreSQL).
     pub model_threads: usize,
+    /// Largest input `detect` accepts, in bytes.
+    pub max_detect_bytes: usize,
+    /// Whether a CusText mapping missing from the disk cache may be built
+    /// in this process (minutes of all cores); when false, a missing
+    /// mapping is an error naming the CLI command that builds it.
+    pub build_mappings: bool,
 }
 
 impl EngineConfig {
@@ -52,6 +61,8 @@ impl EngineConfig {
             cache_bytes: DEFAULT_CACHE_BYTES,
             max_input_bytes: DEFAULT_MAX_INPUT_BYTES,
             model_threads: 1,
+            max_detect_bytes: DEFAULT_MAX_DETECT_BYTES,
+            build_mappings: true,
         }
     }
 }
@@ -127,10 +138,14 @@ impl Engine {
     /// (loaded on first use, one intra-op thread per `model_threads`) and
     /// the rule recognizers.
     pub fn detect(&self, text: &str) -> Result<Vec<Span>> {
-        if text.len() > self.config.max_input_bytes {
+        let limit = self
+            .config
+            .max_input_bytes
+            .min(self.config.max_detect_bytes);
+        if text.len() > limit {
             return Err(Error::InputTooLarge {
                 size: text.len(),
-                limit: self.config.max_input_bytes,
+                limit,
             });
         }
         let model = {
@@ -210,6 +225,7 @@ impl Engine {
             key.1,
             key.2,
             key.3,
+            self.config.build_mappings,
         )?);
         maps.insert(key, m.clone());
         Ok(m)

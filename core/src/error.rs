@@ -91,7 +91,9 @@ impl Error {
                 "run `dptext assets fetch` and point dptext.assets_dir (or DPTEXT_ASSETS) at the result",
             ),
             Error::CorruptAsset { .. } => Some("run `dptext assets fetch --force`"),
-            Error::InputTooLarge { .. } => Some("raise dptext.max_input_bytes or split the text"),
+            Error::InputTooLarge { .. } => Some(
+                "raise dptext.max_input_bytes (dptext.max_detect_bytes for detect_pii) or split the text",
+            ),
             _ => None,
         }
     }

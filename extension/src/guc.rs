@@ -8,7 +8,9 @@
 //! | `dptext.key_file` | text | `''` (off) | superuser | keyed mode with the key read from this file (mode 600), read once per session; `dptext.key` wins |
 //! | `dptext.max_input_bytes` | int | 67108864 | superuser | larger inputs are refused with SQLSTATE 54000 |
 //! | `dptext.glove_words` | int | 50000 | superuser | size of the GloVe vocabulary (most frequent words) |
-//! | `dptext.cache_mb` | int | 64 | superuser | byte budget of each sampler's per-token cache |
+//! | `dptext.cache_mb` | int | 64 | superuser | byte budget of each vocabulary's per-token cache |
+//! | `dptext.max_detect_bytes` | int | 1048576 | superuser | largest text `detect_pii` accepts (54000 beyond) |
+//! | `dptext.custext_build` | bool | off | superuser | let a backend build a CusText mapping missing from the disk cache (minutes of CPU); off: an error names `dptext custext-map` |
 
 use std::cell::RefCell;
 use std::ffi::CString;
@@ -27,6 +29,8 @@ pub(crate) static KEY_FILE: GucSetting<Option<CString>> = GucSetting::<Option<CS
 pub(crate) static MAX_INPUT_BYTES: GucSetting<i32> = GucSetting::<i32>::new(64 << 20);
 pub(crate) static GLOVE_WORDS: GucSetting<i32> = GucSetting::<i32>::new(50_000);
 pub(crate) static CACHE_MB: GucSetting<i32> = GucSetting::<i32>::new(64);
+pub(crate) static MAX_DETECT_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1 << 20);
+pub(crate) static CUSTEXT_BUILD: GucSetting<bool> = GucSetting::<bool>::new(false);
 
 /// Registers the settings; called once from `_PG_init`.
 pub fn init() {
@@ -83,6 +87,24 @@ pub fn init() {
         GucFlags::default(),
     );
     GucRegistry::define_int_guc(
+        c"dptext.max_detect_bytes",
+        c"Largest text detect_pii accepts, in bytes.",
+        c"The model reads every token, so detection costs far more per byte than the word mechanisms. Larger inputs raise SQLSTATE 54000.",
+        &MAX_DETECT_BYTES,
+        1,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"dptext.custext_build",
+        c"Let a backend build a CusText mapping that is not cached on disk.",
+        c"Building takes minutes of every core for a 50,000-word vocabulary. Off: a missing mapping is an error naming the dptext custext-map command that builds it.",
+        &CUSTEXT_BUILD,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
         c"dptext.cache_mb",
         c"Memory budget of each per-token distribution cache, in MB.",
         c"",
@@ -107,6 +129,8 @@ pub fn engine_config() -> EngineConfig {
     c.glove_words = GLOVE_WORDS.get().max(1) as usize;
     c.cache_bytes = (CACHE_MB.get().max(1) as u64) << 20;
     c.max_input_bytes = MAX_INPUT_BYTES.get().max(1) as usize;
+    c.max_detect_bytes = MAX_DETECT_BYTES.get().max(1) as usize;
+    c.build_mappings = CUSTEXT_BUILD.get();
     c
 }
 

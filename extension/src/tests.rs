@@ -199,6 +199,7 @@ mod tests {
     fn custext_draws_from_output_sets_and_keeps_stopwords() {
         // A small vocabulary keeps the mapping build fast in a debug build.
         Spi::run("SET dptext.glove_words = 3000").unwrap();
+        Spi::run("SET dptext.custext_build = on").unwrap();
         Spi::run("SET dptext.seed = 4").unwrap();
         let t = "The doctor saw the patient and the doctor left.";
         let out = one(&format!("SELECT custext('{t}', 1.0)")).unwrap();
@@ -238,7 +239,7 @@ mod tests {
             _ => None,
         })
         .execute();
-        assert!(caught.is_some_and(|m| m.contains("needs dptext.key")));
+        assert!(caught.is_some_and(|m| m.contains("needs a secret key")));
     }
 
     #[pg_test]
@@ -291,6 +292,26 @@ mod tests {
     fn detect_pii_without_assets_names_the_fetch_command() {
         Spi::run("SET dptext.assets_dir = '/nonexistent'").unwrap();
         Spi::run("SELECT * FROM detect_pii('x')").unwrap();
+    }
+
+    #[pg_test]
+    fn custext_missing_mapping_names_the_cli_when_building_is_off() {
+        Spi::run("SET dptext.glove_words = 2500").unwrap();
+        let caught = PgTryBuilder::new(|| {
+            Spi::get_one::<String>("SELECT custext('fever', 1, k => 7)").ok();
+            None
+        })
+        .catch_others(|e| match e {
+            pg_sys::panic::CaughtError::PostgresError(r)
+            | pg_sys::panic::CaughtError::ErrorReport(r) => Some(r.message().to_string()),
+            _ => None,
+        })
+        .execute();
+        let msg = caught.expect("an uncached mapping is an error");
+        assert!(
+            msg.contains("dptext custext-map --k 7 --mapping balanced"),
+            "{msg}"
+        );
     }
 
     #[pg_test(error = "invalid value for parameter \"k\": must be in [1, 2000], got 0")]

@@ -35,6 +35,8 @@ SELECT santext(NULL, 3) IS NULL AS n1, santext('x', NULL) IS NULL AS n2,
 SELECT santext('', 3) AS empty, santext('?!', 3) AS punctuation;
 SELECT length(santext('Пациент жалуется на боль 🙂', 3)) > 0 AS cyrillic_and_emoji;
 SELECT length(santext(repeat('fever and cough. ', 600000), 3)) > 9000000 AS ten_megabytes;
+SELECT count(*) FROM detect_pii(repeat('call 555-123-4567 ', 100000));
+\echo :LAST_ERROR_SQLSTATE
 
 -- Errors carry SQLSTATEs: 22023 invalid parameter, 54000 too large, 58P01 missing assets.
 SELECT santext('x', 0);
@@ -61,11 +63,11 @@ SELECT custext('x', 1, k => 0);
 \echo :LAST_ERROR_SQLSTATE
 SELECT custext('x', 1, level => 'row');
 \echo :LAST_ERROR_SQLSTATE
-SELECT custext('fever', 1, level => 'dataset') AS dataset_level_with_a_seed;
-RESET dptext.seed;
+SET dptext.key = 'regression dataset-level key';
+SELECT custext('fever and fever', 1, level => 'dataset') AS dataset_level_with_a_key;
+RESET dptext.key;
 SELECT custext('fever', 1, level => 'dataset');
 \echo :LAST_ERROR_SQLSTATE
-SET dptext.seed = 11;
 SET dptext.max_input_bytes = 16;
 SELECT santext('this text is longer than sixteen bytes', 1);
 \echo :LAST_ERROR_SQLSTATE

@@ -153,8 +153,10 @@ impl Mapping {
                 // The pool shrinks, so searches are sequential; each starts
                 // from the token's precomputed 4K nearest and scans the whole
                 // remaining pool only when too few of those are left.
+                // Every row removes min(k, pool) tokens, so only the first
+                // ceil(n / k) rows ever search.
                 let wide = (4 * k).min(n);
-                let candidates = space.all_knn(wide, threads);
+                let candidates = space.knn_of_rows(n.div_ceil(k), wide, threads);
                 let mut in_pool = vec![true; n];
                 let mut pool_left = n;
                 for (x, wide_near) in candidates.iter().enumerate() {
@@ -318,6 +320,7 @@ impl Mapping {
         k: usize,
         strategy: Strategy,
         metric: Metric,
+        build: bool,
     ) -> Result<Self> {
         let file = cache_file(dir, emb, k, strategy, metric);
         if let Ok(bytes) = std::fs::read(&file) {
@@ -327,6 +330,17 @@ impl Mapping {
                     tracing::warn!(file = %file.display(), "ignoring a corrupt custext mapping cache")
                 }
             }
+        }
+        if !build {
+            return Err(Error::MissingAsset {
+                asset: format!(
+                    "custext mapping (run `dptext custext-map --k {k} --mapping {} --metric {} --embedding {}`)",
+                    strategy.name(),
+                    metric.name(),
+                    if emb.kind() == crate::embeddings::VocabKind::Word { "glove" } else { "wordpiece" },
+                ),
+                path: file,
+            });
         }
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         let started = std::time::Instant::now();
@@ -340,7 +354,7 @@ impl Mapping {
             secs = started.elapsed().as_secs_f64(),
             "built custext mapping"
         );
-        let tmp = file.with_extension("tmp");
+        let tmp = file.with_extension(format!("tmp{}", std::process::id()));
         let written = std::fs::create_dir_all(dir)
             .and_then(|()| std::fs::write(&tmp, m.to_bytes()))
             .and_then(|()| std::fs::rename(&tmp, &file));
@@ -470,7 +484,11 @@ impl<'a> Space<'a> {
 
     /// The `k` nearest of every row, on `threads` threads.
     fn all_knn(&self, k: usize, threads: usize) -> Vec<Vec<u32>> {
-        let n = self.emb.len();
+        self.knn_of_rows(self.emb.len(), k, threads)
+    }
+
+    /// The `k` nearest of rows `0..n`, on `threads` threads.
+    fn knn_of_rows(&self, n: usize, k: usize, threads: usize) -> Vec<Vec<u32>> {
         let threads = threads.clamp(1, 64);
         let chunk = n.div_ceil(threads);
         let mut out: Vec<Vec<u32>> = vec![Vec::new(); n];
@@ -574,17 +592,22 @@ impl Mechanism for CusText {
         rng: &mut dyn RngCore,
         mode: &RandomMode,
     ) -> Result<Sanitized> {
-        if self.level == Level::Dataset && !mode.is_deterministic() {
+        if self.level == Level::Dataset && !matches!(mode, RandomMode::Keyed(_)) {
+            // A public seed would let anyone recompute the whole word ->
+            // replacement table, so only a secret key will do.
             return Err(Error::invalid(
                 "level",
-                "'dataset' maps repeats across values to one output, which needs dptext.key (or a seed)",
+                "'dataset' maps repeats across values to one output, which needs a secret key (dptext.key or dptext.key_file)",
             ));
         }
         let emb = self.vocab.embeddings();
         let seg = Segmented::new(text);
         let params = self.params();
         let (mut tokens, mut oov, mut kept, mut draws) = (0usize, 0usize, 0usize, 0usize);
-        let mut record: HashMap<u32, u32> = HashMap::new();
+        // Draws shared by repeats (record and dataset levels), keyed by the
+        // token's text so that they do not depend on row numbers; an
+        // out-of-vocabulary word is keyed by its lower-cased text.
+        let mut shared: HashMap<String, u32> = HashMap::new();
         let mut replacements = Vec::with_capacity(seg.len());
         let mut xs = Vec::new();
         let mut ids = Vec::new();
@@ -598,31 +621,52 @@ impl Mechanism for CusText {
             }
             xs.clear();
             ids.clear();
-            if !self.vocab.tokens_into(word, &mut xs) {
+            // One draw: for an in-vocabulary token from its output set, for
+            // an unknown word uniformly from the vocabulary.
+            let draw = |x: Option<u32>, rng: &mut dyn RngCore| match x {
+                Some(x) => self.mapping.sample(emb, x, self.eps, rng),
+                None => rng.random_range(0..emb.len() as u32),
+            };
+            let units: Vec<(String, Option<u32>)> = if self.vocab.tokens_into(word, &mut xs) {
+                xs.iter()
+                    .map(|&x| (emb.token(x).to_string(), Some(x)))
+                    .collect()
+            } else {
                 oov += 1;
-                tokens += 1;
-                ids.push(rng.random_range(0..emb.len() as u32));
-            }
-            for &x in &xs {
+                vec![(format!("\0oov:{}", word.to_lowercase()), None)]
+            };
+            for (key, x) in units {
                 tokens += 1;
                 let y = match self.level {
                     Level::Token => {
-                        draws += 1;
-                        self.mapping.sample(emb, x, self.eps, rng)
+                        draws += usize::from(x.is_some());
+                        draw(x, rng)
                     }
-                    Level::Record => *record.entry(x).or_insert_with(|| {
-                        draws += 1;
-                        self.mapping.sample(emb, x, self.eps, rng)
-                    }),
-                    Level::Dataset => *record.entry(x).or_insert_with(|| {
-                        draws += 1;
-                        let mut r = mode.rng_for(&[
-                            b"custext dataset",
-                            params.as_bytes(),
-                            &x.to_le_bytes(),
-                        ]);
-                        self.mapping.sample(emb, x, self.eps, &mut r)
-                    }),
+                    Level::Record => {
+                        if let Some(&y) = shared.get(&key) {
+                            y
+                        } else {
+                            draws += usize::from(x.is_some());
+                            let y = draw(x, rng);
+                            shared.insert(key, y);
+                            y
+                        }
+                    }
+                    Level::Dataset => {
+                        if let Some(&y) = shared.get(&key) {
+                            y
+                        } else {
+                            draws += usize::from(x.is_some());
+                            let mut r = mode.rng_for(&[
+                                b"custext dataset",
+                                params.as_bytes(),
+                                key.as_bytes(),
+                            ]);
+                            let y = draw(x, &mut r);
+                            shared.insert(key, y);
+                            y
+                        }
+                    }
                 };
                 ids.push(y);
             }
@@ -794,6 +838,11 @@ mod tests {
         // only with a deterministic random mode.
         let ds = CusText::new(v, m, 0.5, Level::Dataset, true).unwrap();
         assert!(ds.sanitize("w5", &mut rng).is_err());
+        assert!(
+            ds.sanitize_in("w5", &mut rng, &RandomMode::Seeded(1))
+                .is_err(),
+            "a public seed is not enough"
+        );
         let key = RandomMode::from_settings(None, Some(b"dataset level test key")).unwrap();
         let a = ds.sanitize_in("w5 w9", &mut rng, &key).unwrap().text;
         let b = ds.sanitize_in("w9 and w5", &mut rng, &key).unwrap().text;
@@ -814,12 +863,28 @@ mod tests {
             Mapping::from_bytes(&bytes[..10], Strategy::Conservative, Metric::Euclidean).is_none()
         );
         let dir = std::env::temp_dir().join(format!("dptext-custext-{}", std::process::id()));
+        // Without permission to build, a missing mapping is an error naming the CLI.
+        let e = Mapping::load_or_build(
+            v.embeddings(),
+            &dir,
+            10,
+            Strategy::Conservative,
+            Metric::Euclidean,
+            false,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("dptext custext-map --k 10 --mapping conservative"),
+            "{e}"
+        );
         let built = Mapping::load_or_build(
             v.embeddings(),
             &dir,
             10,
             Strategy::Conservative,
             Metric::Euclidean,
+            true,
         )
         .unwrap();
         let file = cache_file(
@@ -830,12 +895,14 @@ mod tests {
             Metric::Euclidean,
         );
         assert!(file.exists());
+        // Cached: loads even when building is not allowed.
         let cached = Mapping::load_or_build(
             v.embeddings(),
             &dir,
             10,
             Strategy::Conservative,
             Metric::Euclidean,
+            false,
         )
         .unwrap();
         assert_eq!(built, cached);
@@ -846,6 +913,7 @@ mod tests {
             10,
             Strategy::Conservative,
             Metric::Euclidean,
+            true,
         )
         .unwrap();
         assert_eq!(built, rebuilt);
