@@ -11,6 +11,20 @@ mod tests {
         Spi::get_one::<String>(sql).expect("query runs")
     }
 
+    /// The message of the ERROR that running `sql` raises, if any.
+    fn error_of(sql: &str) -> Option<String> {
+        PgTryBuilder::new(|| {
+            Spi::run(sql).ok();
+            None
+        })
+        .catch_others(|e| match e {
+            pg_sys::panic::CaughtError::PostgresError(r)
+            | pg_sys::panic::CaughtError::ErrorReport(r) => Some(r.message().to_string()),
+            _ => None,
+        })
+        .execute()
+    }
+
     fn words(s: &str) -> usize {
         dptext_core::text::Segmented::new(s).len()
     }
@@ -180,16 +194,7 @@ mod tests {
         std::fs::write(&path, "0123456789abcdef0123").unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         Spi::run(&format!("SET dptext.key_file = '{}'", path.display())).unwrap();
-        let caught = PgTryBuilder::new(|| {
-            Spi::get_one::<String>("SELECT santext('x', 1)").ok();
-            None
-        })
-        .catch_others(|e| match e {
-            pg_sys::panic::CaughtError::PostgresError(r)
-            | pg_sys::panic::CaughtError::ErrorReport(r) => Some(r.message().to_string()),
-            _ => None,
-        })
-        .execute();
+        let caught = error_of("SELECT santext('x', 1)");
         std::fs::remove_file(&path).unwrap();
         let msg = caught.expect("a world-readable key file is an error");
         assert!(msg.contains("chmod 600"), "{msg}");
@@ -229,16 +234,7 @@ mod tests {
         assert_eq!(j["cost"]["output_set_size"], 10);
         Spi::run("RESET dptext.seed").unwrap();
         // Dataset level without a key or seed is refused.
-        let caught = PgTryBuilder::new(|| {
-            Spi::get_one::<String>("SELECT custext('fever', 1, level => 'dataset')").ok();
-            None
-        })
-        .catch_others(|e| match e {
-            pg_sys::panic::CaughtError::PostgresError(r)
-            | pg_sys::panic::CaughtError::ErrorReport(r) => Some(r.message().to_string()),
-            _ => None,
-        })
-        .execute();
+        let caught = error_of("SELECT custext('fever', 1, level => 'dataset')");
         assert!(caught.is_some_and(|m| m.contains("needs a secret key")));
     }
 
@@ -297,16 +293,7 @@ mod tests {
     #[pg_test]
     fn custext_missing_mapping_names_the_cli_when_building_is_off() {
         Spi::run("SET dptext.glove_words = 2500").unwrap();
-        let caught = PgTryBuilder::new(|| {
-            Spi::get_one::<String>("SELECT custext('fever', 1, k => 7)").ok();
-            None
-        })
-        .catch_others(|e| match e {
-            pg_sys::panic::CaughtError::PostgresError(r)
-            | pg_sys::panic::CaughtError::ErrorReport(r) => Some(r.message().to_string()),
-            _ => None,
-        })
-        .execute();
+        let caught = error_of("SELECT custext('fever', 1, k => 7)");
         let msg = caught.expect("an uncached mapping is an error");
         assert!(
             msg.contains("dptext custext-map --k 7 --mapping balanced"),

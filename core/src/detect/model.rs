@@ -282,18 +282,7 @@ mod tests {
     use super::*;
 
     fn model() -> Option<NerModel> {
-        let dir = crate::assets::resolve_dir(None);
-        match NerModel::load(&dir, 1) {
-            Ok(m) => Some(m),
-            Err(e) => {
-                assert!(
-                    std::env::var("DPTEXT_REQUIRE_ASSETS").as_deref() != Ok("1"),
-                    "DPTEXT_REQUIRE_ASSETS=1 but the model does not load: {e}"
-                );
-                eprintln!("skipping model test: {e}");
-                None
-            }
-        }
+        crate::assets::load_or_skip(|dir| NerModel::load(dir, 1))
     }
 
     fn found(m: &NerModel, t: &str) -> Vec<(Label, String)> {

@@ -353,18 +353,10 @@ fn seeded_and_keyed_modes_are_deterministic() {
 
 /// The real GloVe set, when installed.
 fn real_glove() -> Option<Arc<Vocabulary>> {
-    let dir = crate::assets::resolve_dir(None).join(crate::assets::GLOVE_DIR);
-    match Embeddings::load(&dir, Some(50_000)) {
-        Ok(e) => Some(Arc::new(Vocabulary::new(e, 64 << 20))),
-        Err(e) => {
-            assert!(
-                std::env::var("DPTEXT_REQUIRE_ASSETS").as_deref() != Ok("1"),
-                "DPTEXT_REQUIRE_ASSETS=1 but GloVe is not installed: {e}"
-            );
-            eprintln!("skipping real-GloVe test: {e}");
-            None
-        }
-    }
+    crate::assets::load_or_skip(|dir| {
+        Embeddings::load(&dir.join(crate::assets::GLOVE_DIR), Some(50_000))
+            .map(|e| Arc::new(Vocabulary::new(e, 64 << 20)))
+    })
 }
 
 #[test]
