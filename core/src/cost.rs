@@ -22,6 +22,20 @@ pub enum Guarantee {
         /// eps per replaced token.
         eps: f64,
     },
+    /// Entity replacement (Adelani et al.): each span replaced with
+    /// probability `p` by a surrogate independent of the original;
+    /// `eps = max_t log((1 - p + p pi(t)) / (p pi(t)))` per span.
+    Replacement {
+        /// The lemma's eps per span.
+        eps: f64,
+        /// Replacement probability.
+        p: f64,
+    },
+    /// No formal guarantee, with the reason.
+    None {
+        /// Why there is none.
+        reason: String,
+    },
     /// Utility-optimised metric LDP (SanText+, Theorem 2):
     /// `Pr[M(x)=y] <= exp(eps * d(x, x') + eps0) * Pr[M(x')=y]` for `y` in
     /// the protected set; non-sensitive tokens may be output unchanged.

@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use crate::detect::model::NerModel;
 use crate::detect::Span;
 use crate::mechanisms::custext::{self, Mapping};
+use crate::mechanisms::replace::Deidentify;
 use crate::mechanisms::{
     CusText, EmbeddingChoice, Mechanism, MechanismSpec, SanText, SanTextPlus, Sanitized, Vocabulary,
 };
@@ -148,29 +149,30 @@ impl Engine {
                 limit,
             });
         }
-        let model = {
-            let mut slot = self
-                .detector
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            match slot.as_ref() {
-                Some(m) => m.clone(),
-                None => {
-                    let started = std::time::Instant::now();
-                    let m = Arc::new(NerModel::load(
-                        &self.config.assets_dir,
-                        self.config.model_threads,
-                    )?);
-                    tracing::info!(
-                        ms = started.elapsed().as_millis() as u64,
-                        "detection model loaded"
-                    );
-                    *slot = Some(m.clone());
-                    m
-                }
-            }
-        };
+        let model = self.model()?;
         crate::detect::detect(text, Some(&model))
+    }
+
+    /// The detection model, loaded on first use.
+    fn model(&self) -> Result<Arc<NerModel>> {
+        let mut slot = self
+            .detector
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(m) = slot.as_ref() {
+            return Ok(m.clone());
+        }
+        let started = std::time::Instant::now();
+        let m = Arc::new(NerModel::load(
+            &self.config.assets_dir,
+            self.config.model_threads,
+        )?);
+        tracing::info!(
+            ms = started.elapsed().as_millis() as u64,
+            "detection model loaded"
+        );
+        *slot = Some(m.clone());
+        Ok(m)
     }
 
     /// The vocabulary for `which` if it is already loaded (never loads).
@@ -187,12 +189,16 @@ impl Engine {
     /// Builds the mechanism `spec` describes.
     pub fn build(&self, spec: &MechanismSpec) -> Result<Box<dyn Mechanism>> {
         spec.validate()?;
-        let vocab = self.vocabulary(spec.embedding())?;
         Ok(match *spec {
-            MechanismSpec::SanText { eps, .. } => Box::new(SanText::new(vocab, eps)?),
-            MechanismSpec::SanTextPlus { eps, p, w, .. } => {
-                Box::new(SanTextPlus::new(vocab, eps, p, w)?)
+            MechanismSpec::SanText { eps, embedding } => {
+                Box::new(SanText::new(self.vocabulary(embedding)?, eps)?)
             }
+            MechanismSpec::SanTextPlus {
+                eps,
+                p,
+                w,
+                embedding,
+            } => Box::new(SanTextPlus::new(self.vocabulary(embedding)?, eps, p, w)?),
             MechanismSpec::CusText {
                 eps,
                 k,
@@ -202,9 +208,15 @@ impl Engine {
                 keep_stopwords,
                 embedding,
             } => {
+                let vocab = self.vocabulary(embedding)?;
                 let m = self.mapping(&vocab, (embedding, k, mapping, metric))?;
                 Box::new(CusText::new(vocab, m, eps, level, keep_stopwords)?)
             }
+            MechanismSpec::Deidentify {
+                strategy,
+                p,
+                consistent,
+            } => Box::new(Deidentify::new(self.model()?, strategy, p, consistent)?),
         })
     }
 

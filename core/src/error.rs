@@ -18,7 +18,9 @@ pub enum Error {
     },
 
     /// A mechanism name that the core does not know.
-    #[error("unknown mechanism \"{0}\": expected one of santext, santext_plus, custext")]
+    #[error(
+        "unknown mechanism \"{0}\": expected one of santext, santext_plus, custext, deidentify"
+    )]
     UnknownMechanism(String),
 
     /// An asset (model, embedding, library) is not installed where it was looked for.

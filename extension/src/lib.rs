@@ -48,6 +48,7 @@ REVOKE EXECUTE ON FUNCTION sanitize(text, text, jsonb) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION custext(text, double precision, integer, text, text, boolean, text, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION dptext_info() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION detect_pii(text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION deidentify(text, text, double precision, boolean) FROM PUBLIC;
 "#,
     name = "revoke_from_public",
     finalize,
@@ -221,6 +222,33 @@ fn detect_pii(
     TableIterator::new(rows)
 }
 
+/// Entity replacement with a stated epsilon (Adelani et al.): each span
+/// `detect_pii` finds is replaced with probability `p` by a surrogate that
+/// does not depend on it. Strategies: `redact`, `typed_placeholder`,
+/// `named_placeholder`, `word_by_word`, `full_entity`. The epsilon of the
+/// lemma is in `sanitize(t, 'deidentify', params) -> 'cost'`; `consistent`
+/// (same original, same surrogate within the value) voids it.
+///
+/// ```sql
+/// SELECT deidentify('Call John Smith at (555) 123-4567.');
+/// SELECT deidentify(note, 'typed_placeholder') FROM records;
+/// SELECT sanitize(note, 'deidentify', '{"strategy": "full_entity", "p": 0.9}') -> 'cost' FROM records;
+/// ```
+#[pg_extern(volatile, parallel_safe)]
+fn deidentify(
+    t: &str,
+    strategy: default!(&str, "'full_entity'"),
+    p: default!(f64, 1.0),
+    consistent: default!(bool, false),
+) -> String {
+    let spec = MechanismSpec::Deidentify {
+        strategy: strategy.parse().or_raise("deidentify"),
+        p,
+        consistent,
+    };
+    run(spec, t, "deidentify").text
+}
+
 /// Any mechanism by name, with its parameters as JSON; returns the text and
 /// what it cost: `{"text": ..., "cost": {...}}`.
 ///
@@ -265,7 +293,7 @@ fn dptext_info() -> JsonB {
         "assets_dir": e.config().assets_dir,
         "glove_words": e.config().glove_words,
         "randomness": mode,
-        "mechanisms": ["santext", "santext_plus", "custext"],
+        "mechanisms": ["santext", "santext_plus", "custext", "deidentify"],
     }))
 }
 

@@ -301,6 +301,52 @@ mod tests {
         );
     }
 
+    #[pg_test]
+    fn deidentify_replaces_detected_spans_and_states_its_epsilon() {
+        let t = "Call Kathryn Herrera at (555) 123-4567 about MRN-580486.";
+        Spi::run("SET dptext.seed = 9").unwrap();
+        let out = one(&format!("SELECT deidentify('{t}')")).unwrap();
+        for v in ["Kathryn", "Herrera", "123-4567", "580486"] {
+            assert!(!out.contains(v), "{v} survived: {out}");
+        }
+        assert!(out.starts_with("Call ") && out.contains(" at "), "{out}");
+        let typed = one(&format!("SELECT deidentify('{t}', 'typed_placeholder')")).unwrap();
+        assert!(
+            typed.contains("<PERSON>") && typed.contains("<CONTACT>") && typed.contains("<ID>"),
+            "{typed}"
+        );
+        let j = Spi::get_one::<pgrx::JsonB>(&format!(
+            "SELECT sanitize('{t}', 'deidentify', '{{\"strategy\": \"redact\", \"p\": 0.5}}')"
+        ))
+        .unwrap()
+        .unwrap()
+        .0;
+        assert_eq!(j["cost"]["guarantee"]["kind"], "replacement");
+        // Redaction has a single surrogate (pi = 1): eps = ln(1 / p).
+        let eps = j["cost"]["guarantee"]["eps"].as_f64().unwrap();
+        assert!((eps - 2f64.ln()).abs() < 1e-9, "{eps}");
+        assert_eq!(one("SELECT deidentify(NULL)"), None);
+        let c = Spi::get_one::<pgrx::JsonB>(&format!(
+            "SELECT sanitize('{t}', 'deidentify', '{{\"consistent\": true}}')"
+        ))
+        .unwrap()
+        .unwrap()
+        .0;
+        assert_eq!(c["cost"]["guarantee"]["kind"], "none");
+    }
+
+    #[pg_test(
+        error = "invalid value for parameter \"strategy\": \"mask\" is not one of 'redact', 'typed_placeholder', 'named_placeholder', 'word_by_word', 'full_entity'"
+    )]
+    fn deidentify_strategy_is_validated() {
+        Spi::run("SELECT deidentify('x', 'mask')").unwrap();
+    }
+
+    #[pg_test(error = "invalid value for parameter \"p\": must be in [0, 1], got 1.5")]
+    fn deidentify_p_is_validated() {
+        Spi::run("SELECT deidentify('x', 'redact', 1.5)").unwrap();
+    }
+
     #[pg_test(error = "invalid value for parameter \"k\": must be in [1, 2000], got 0")]
     fn custext_k_is_validated() {
         Spi::run("SELECT custext('x', 1, k => 0)").unwrap();
@@ -351,7 +397,7 @@ mod tests {
     }
 
     #[pg_test(
-        error = "unknown mechanism \"rot13\": expected one of santext, santext_plus, custext"
+        error = "unknown mechanism \"rot13\": expected one of santext, santext_plus, custext, deidentify"
     )]
     fn unknown_mechanism_is_rejected() {
         Spi::run("SELECT sanitize('x', 'rot13', '{\"eps\": 1}')").unwrap();

@@ -7,6 +7,7 @@
 
 pub mod custext;
 mod exponential;
+pub mod replace;
 mod santext;
 mod vocabulary;
 
@@ -100,6 +101,15 @@ pub enum MechanismSpec {
         /// Embedding set.
         embedding: EmbeddingChoice,
     },
+    /// Entity replacement over detected spans (no embedding involved).
+    Deidentify {
+        /// Replacement strategy.
+        strategy: replace::Strategy,
+        /// Replacement probability, in [0, 1].
+        p: f64,
+        /// Same original, same surrogate within a value (voids the lemma).
+        consistent: bool,
+    },
     /// CusText at `eps` with output sets of `k` tokens.
     CusText {
         /// Privacy parameter (> 0).
@@ -117,6 +127,21 @@ pub enum MechanismSpec {
         /// Embedding set.
         embedding: EmbeddingChoice,
     },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DeidentifyParams {
+    #[serde(default)]
+    strategy: Option<String>,
+    #[serde(default = "default_one")]
+    p: f64,
+    #[serde(default)]
+    consistent: bool,
+}
+
+fn default_one() -> f64 {
+    1.0
 }
 
 #[derive(Deserialize)]
@@ -217,6 +242,14 @@ impl MechanismSpec {
                     p.embedding.as_deref().unwrap_or("glove"),
                 )?
             }
+            "deidentify" => {
+                let p: DeidentifyParams = serde_json::from_value(params.clone()).map_err(bad)?;
+                MechanismSpec::Deidentify {
+                    strategy: p.strategy.as_deref().unwrap_or("full_entity").parse()?,
+                    p: p.p,
+                    consistent: p.consistent,
+                }
+            }
             _ => return Err(Error::UnknownMechanism(name.to_string())),
         };
         spec.validate()?;
@@ -255,6 +288,7 @@ impl MechanismSpec {
             MechanismSpec::SanText { eps, .. } | MechanismSpec::CusText { eps, .. } => {
                 check_eps(eps)
             }
+            MechanismSpec::Deidentify { p, .. } => check_unit("p", p),
             MechanismSpec::SanTextPlus { eps, p, w, .. } => {
                 check_eps(eps)?;
                 check_unit("p", p)?;
@@ -270,12 +304,13 @@ impl MechanismSpec {
         }
     }
 
-    /// The embedding set the mechanism needs.
-    pub fn embedding(&self) -> EmbeddingChoice {
+    /// The embedding set the mechanism needs, if any.
+    pub fn embedding(&self) -> Option<EmbeddingChoice> {
         match *self {
             MechanismSpec::SanText { embedding, .. }
             | MechanismSpec::SanTextPlus { embedding, .. }
-            | MechanismSpec::CusText { embedding, .. } => embedding,
+            | MechanismSpec::CusText { embedding, .. } => Some(embedding),
+            MechanismSpec::Deidentify { .. } => None,
         }
     }
 }

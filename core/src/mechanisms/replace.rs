@@ -1,0 +1,519 @@
+//! Entity replacement with a stated epsilon (Adelani et al. 2020; MECHANISMS.md 4).
+//!
+//! Each span the detector finds is replaced with probability `p`, else
+//! kept. The replacement never depends on the original value (only on its
+//! label and, for contacts, IDs and ages, on its format: which characters
+//! are digits or letters), so the lemma gives
+//! `eps = max_t log((1 - p + p * pi(t)) / (p * pi(t)))` over the surrogates
+//! `t` of the strategy, where `pi(t)` is `t`'s probability of being drawn.
+//! It is 0 for `p = 1` and infinite for `p = 0`. Consistent replacement
+//! (the same original maps to the same surrogate within a value) makes the
+//! replacement depend on the original and voids the lemma: its cost says so.
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+use rand::{Rng, RngCore};
+
+use crate::cost::{Cost, Guarantee};
+use crate::detect::model::NerModel;
+use crate::detect::{self, Label};
+use crate::error::{Error, Result};
+use crate::mechanisms::{check_unit, Mechanism, Sanitized};
+
+/// How a span is replaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Strategy {
+    /// `[REDACTED]`.
+    Redact,
+    /// The label, e.g. `<PERSON>`.
+    TypedPlaceholder,
+    /// One fixed surrogate per label, e.g. every person becomes `Jane Doe`.
+    NamedPlaceholder,
+    /// Each word of the span replaced by a surrogate word of the label.
+    WordByWord,
+    /// The whole span replaced by a surrogate entity of the label.
+    FullEntity,
+}
+
+impl std::str::FromStr for Strategy {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Ok(match s.trim().to_ascii_lowercase().as_str() {
+            "redact" => Strategy::Redact,
+            "typed_placeholder" => Strategy::TypedPlaceholder,
+            "named_placeholder" => Strategy::NamedPlaceholder,
+            "word_by_word" => Strategy::WordByWord,
+            "full_entity" => Strategy::FullEntity,
+            other => {
+                return Err(Error::invalid(
+                    "strategy",
+                    format!("\"{other}\" is not one of 'redact', 'typed_placeholder', 'named_placeholder', 'word_by_word', 'full_entity'"),
+                ))
+            }
+        })
+    }
+}
+
+impl Strategy {
+    /// The name used in SQL.
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::Redact => "redact",
+            Strategy::TypedPlaceholder => "typed_placeholder",
+            Strategy::NamedPlaceholder => "named_placeholder",
+            Strategy::WordByWord => "word_by_word",
+            Strategy::FullEntity => "full_entity",
+        }
+    }
+}
+
+/// A surrogate list: entries and their draw probabilities (relative
+/// frequency in the list).
+struct List {
+    entries: Vec<&'static str>,
+}
+
+impl List {
+    fn parse(text: &'static str) -> List {
+        List {
+            entries: text
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .collect(),
+        }
+    }
+
+    fn draw(&self, rng: &mut dyn RngCore) -> &'static str {
+        self.entries[rng.random_range(0..self.entries.len())]
+    }
+
+    /// The smallest pi(t) of the list.
+    fn min_pi(&self) -> f64 {
+        let mut counts: HashMap<&str, usize> = HashMap::new();
+        for e in &self.entries {
+            *counts.entry(e).or_default() += 1;
+        }
+        let min = counts.values().copied().min().unwrap_or(1);
+        min as f64 / self.entries.len() as f64
+    }
+}
+
+struct Lists {
+    given: List,
+    surnames: List,
+    cities: List,
+    streets: List,
+    organizations: List,
+}
+
+fn lists() -> &'static Lists {
+    static L: OnceLock<Lists> = OnceLock::new();
+    L.get_or_init(|| Lists {
+        given: List::parse(include_str!("surrogates/given_names.txt")),
+        surnames: List::parse(include_str!("surrogates/surnames.txt")),
+        cities: List::parse(include_str!("surrogates/cities.txt")),
+        streets: List::parse(include_str!("surrogates/streets.txt")),
+        organizations: List::parse(include_str!("surrogates/organizations.txt")),
+    })
+}
+
+const MONTHS: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
+/// Surrogate dates are drawn uniformly from 1940-01-01 .. 2025-12-28 (days 1-28).
+const DATE_CHOICES: f64 = (2025 - 1940 + 1) as f64 * 12.0 * 28.0;
+
+/// Replaces every ASCII digit with a uniform digit and every ASCII letter
+/// with a uniform letter of the same case; keeps everything else (the
+/// format). Returns the text and the probability of that exact draw.
+fn redraw_format(original: &str, rng: &mut dyn RngCore) -> (String, f64) {
+    let mut pi = 1.0;
+    let s = original
+        .chars()
+        .map(|c| {
+            if c.is_ascii_digit() {
+                pi /= 10.0;
+                char::from(b'0' + rng.random_range(0..10u8))
+            } else if c.is_ascii_lowercase() {
+                pi /= 26.0;
+                char::from(b'a' + rng.random_range(0..26u8))
+            } else if c.is_ascii_uppercase() {
+                pi /= 26.0;
+                char::from(b'A' + rng.random_range(0..26u8))
+            } else {
+                c
+            }
+        })
+        .collect();
+    (s, pi)
+}
+
+/// A surrogate for a whole span of `label`; with its pi(t) (the smallest
+/// possible for the label's list, used for the lemma's max).
+fn full_entity(label: Label, original: &str, rng: &mut dyn RngCore) -> (String, f64) {
+    let l = lists();
+    match label {
+        Label::Person => (
+            format!("{} {}", l.given.draw(rng), l.surnames.draw(rng)),
+            l.given.min_pi() * l.surnames.min_pi(),
+        ),
+        Label::Location => {
+            if original.chars().next().is_some_and(|c| c.is_ascii_digit()) {
+                // Looks like a street address: number, street, city.
+                let n = rng.random_range(1..10_000u32);
+                (
+                    format!("{n} {}, {}", l.streets.draw(rng), l.cities.draw(rng)),
+                    l.streets.min_pi() * l.cities.min_pi() / 9_999.0,
+                )
+            } else {
+                (l.cities.draw(rng).to_string(), l.cities.min_pi())
+            }
+        }
+        Label::Organization => (
+            l.organizations.draw(rng).to_string(),
+            l.organizations.min_pi(),
+        ),
+        Label::Date => {
+            let (y, m, d) = (
+                rng.random_range(1940..=2025u32),
+                rng.random_range(0..12usize),
+                rng.random_range(1..=28u32),
+            );
+            (format!("{} {d}, {y}", MONTHS[m]), 1.0 / DATE_CHOICES)
+        }
+        Label::Contact if original.contains('@') => {
+            let n = rng.random_range(0..100_000u32);
+            (
+                format!(
+                    "{}.{}{n}@example.org",
+                    l.given.draw(rng).to_lowercase(),
+                    l.surnames.draw(rng).to_lowercase()
+                ),
+                l.given.min_pi() * l.surnames.min_pi() / 100_000.0,
+            )
+        }
+        Label::Contact | Label::Id | Label::Age => redraw_format(original, rng),
+    }
+}
+
+/// One surrogate word for a word of a span of `label`.
+fn surrogate_word(label: Label, word: &str, index: usize, rng: &mut dyn RngCore) -> (String, f64) {
+    let l = lists();
+    match label {
+        Label::Person if index == 0 => (l.given.draw(rng).to_string(), l.given.min_pi()),
+        Label::Person => (l.surnames.draw(rng).to_string(), l.surnames.min_pi()),
+        Label::Location if word.chars().all(|c| c.is_ascii_digit()) => redraw_format(word, rng),
+        Label::Location => (l.cities.draw(rng).to_string(), l.cities.min_pi()),
+        Label::Organization => {
+            let o = l.organizations.draw(rng);
+            let w = o.split(' ').next().unwrap_or(o);
+            (w.to_string(), l.organizations.min_pi())
+        }
+        _ => redraw_format(word, rng),
+    }
+}
+
+fn named(label: Label) -> &'static str {
+    match label {
+        Label::Person => "Jane Doe",
+        Label::Location => "Springfield",
+        Label::Organization => "General Hospital",
+        Label::Date => "January 1, 2000",
+        Label::Age => "90",
+        Label::Contact => "contact@example.org",
+        Label::Id => "000-00-0000",
+    }
+}
+
+/// The lemma's eps for replacement probability `p` and smallest pi(t).
+pub fn lemma_eps(p: f64, min_pi: f64) -> f64 {
+    if p <= 0.0 {
+        return f64::INFINITY;
+    }
+    ((1.0 - p + p * min_pi) / (p * min_pi)).ln()
+}
+
+/// Entity replacement over detected spans.
+pub struct Deidentify {
+    model: Arc<NerModel>,
+    strategy: Strategy,
+    p: f64,
+    consistent: bool,
+}
+
+impl std::fmt::Debug for Deidentify {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Deidentify")
+            .field("strategy", &self.strategy)
+            .field("p", &self.p)
+            .field("consistent", &self.consistent)
+            .finish()
+    }
+}
+
+impl Deidentify {
+    /// Replacement with `strategy`, probability `p` in [0, 1], optionally
+    /// consistent within a value.
+    pub fn new(model: Arc<NerModel>, strategy: Strategy, p: f64, consistent: bool) -> Result<Self> {
+        check_unit("p", p)?;
+        Ok(Deidentify {
+            model,
+            strategy,
+            p,
+            consistent,
+        })
+    }
+
+    /// Replaces the given spans of `text` (the mechanism minus detection).
+    pub fn replace_spans(
+        &self,
+        text: &str,
+        spans: &[detect::Span],
+        rng: &mut dyn RngCore,
+    ) -> Sanitized {
+        let mut out = String::with_capacity(text.len());
+        let mut pos = 0;
+        let mut min_pi: f64 = 1.0;
+        let (mut replaced, mut kept) = (0usize, 0usize);
+        let mut memo: HashMap<(Label, &str), String> = HashMap::new();
+        for s in spans {
+            out.push_str(&text[pos..s.start]);
+            let original = &text[s.start..s.end];
+            pos = s.end;
+            if let Some(r) = self
+                .consistent
+                .then(|| memo.get(&(s.label, original)))
+                .flatten()
+            {
+                out.push_str(r);
+                replaced += 1;
+                continue;
+            }
+            if rng.random::<f64>() >= self.p {
+                out.push_str(original);
+                kept += 1;
+                continue;
+            }
+            replaced += 1;
+            let (r, pi) = match self.strategy {
+                Strategy::Redact => ("[REDACTED]".to_string(), 1.0),
+                Strategy::TypedPlaceholder => (format!("<{}>", s.label.as_str()), 1.0),
+                Strategy::NamedPlaceholder => (named(s.label).to_string(), 1.0),
+                Strategy::FullEntity => full_entity(s.label, original, rng),
+                Strategy::WordByWord => {
+                    let seg = crate::text::Segmented::new(original);
+                    let mut pi = 1.0;
+                    let reps: Vec<Option<String>> = seg
+                        .words()
+                        .enumerate()
+                        .map(|(i, w)| {
+                            let (r, p) = surrogate_word(s.label, seg.word_str(w), i, rng);
+                            pi *= p;
+                            Some(r)
+                        })
+                        .collect();
+                    (seg.render(&reps), pi)
+                }
+            };
+            min_pi = min_pi.min(pi);
+            if self.consistent {
+                memo.insert((s.label, original), r.clone());
+            }
+            out.push_str(&r);
+        }
+        out.push_str(&text[pos..]);
+        let eps = lemma_eps(self.p, min_pi);
+        let cost = Cost {
+            mechanism: "deidentify",
+            guarantee: if self.consistent {
+                Guarantee::None {
+                    reason: "consistent replacement depends on the original value: the lemma does not apply".to_string(),
+                }
+            } else {
+                Guarantee::Replacement { eps, p: self.p }
+            },
+            tokens: spans.len(),
+            oov_tokens: 0,
+            kept_tokens: kept,
+            composition:
+                "the lemma's eps per span (max over the surrogates drawn); spans compose by sum"
+                    .to_string(),
+            worst_case_eps: if self.consistent {
+                f64::INFINITY
+            } else {
+                eps * spans.len() as f64
+            },
+            diameter_bound: 0.0,
+            embedding: String::new(),
+            output_set_size: replaced,
+        };
+        Sanitized { text: out, cost }
+    }
+}
+
+impl Mechanism for Deidentify {
+    fn name(&self) -> &'static str {
+        "deidentify"
+    }
+
+    fn params(&self) -> String {
+        format!(
+            "strategy={};p={:?};consistent={}",
+            self.strategy.name(),
+            self.p,
+            self.consistent
+        )
+    }
+
+    fn sanitize(&self, text: &str, rng: &mut dyn RngCore) -> Result<Sanitized> {
+        let spans = detect::detect(text, Some(&self.model))?;
+        Ok(self.replace_spans(text, &spans, rng))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::detect::{Source, Span};
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha20Rng;
+
+    fn model() -> Option<Arc<NerModel>> {
+        crate::assets::load_or_skip(|dir| NerModel::load(dir, 1)).map(Arc::new)
+    }
+
+    #[test]
+    fn lemma_values() {
+        assert_eq!(lemma_eps(1.0, 0.01), 0.0);
+        assert_eq!(lemma_eps(0.0, 0.5), f64::INFINITY);
+        let e = lemma_eps(0.5, 0.1);
+        assert!((e - (0.55f64 / 0.05).ln()).abs() < 1e-12);
+        // Smaller pi(t) means a larger eps.
+        assert!(lemma_eps(0.9, 0.001) > lemma_eps(0.9, 0.1));
+    }
+
+    #[test]
+    fn strategies_replace_every_span_and_keep_the_rest() {
+        let Some(m) = model() else { return };
+        let t = "Patient Kathryn Herrera (MRN-580486) was seen on July 19, 2022 at Northgate University Hospital; call (555) 123-4567.";
+        let spans = detect::detect(t, Some(&m)).unwrap();
+        assert!(spans.len() >= 5, "{spans:?}");
+        let mut rng = ChaCha20Rng::seed_from_u64(3);
+        for strategy in [
+            "redact",
+            "typed_placeholder",
+            "named_placeholder",
+            "word_by_word",
+            "full_entity",
+        ] {
+            let d = Deidentify::new(m.clone(), strategy.parse().unwrap(), 1.0, false).unwrap();
+            let out = d.replace_spans(t, &spans, &mut rng);
+            for s in &spans {
+                assert!(
+                    !out.text.contains(&t[s.start..s.end]),
+                    "{strategy}: {} survived in {}",
+                    &t[s.start..s.end],
+                    out.text
+                );
+            }
+            assert!(
+                out.text.starts_with("Patient ") && out.text.contains(" was seen on "),
+                "{}",
+                out.text
+            );
+            assert_eq!(out.cost.kept_tokens, 0);
+            assert!(
+                matches!(out.cost.guarantee, Guarantee::Replacement { eps, .. } if eps == 0.0),
+                "p = 1 gives eps 0"
+            );
+        }
+        let typed = Deidentify::new(m.clone(), Strategy::TypedPlaceholder, 1.0, false).unwrap();
+        assert!(typed
+            .replace_spans(t, &spans, &mut rng)
+            .text
+            .contains("<PERSON>"));
+    }
+
+    #[test]
+    fn keep_rate_is_one_minus_p_and_eps_follows_the_lemma() {
+        let Some(m) = model() else { return };
+        let spans: Vec<Span> = (0..1)
+            .map(|_| Span {
+                start: 0,
+                end: 4,
+                label: Label::Person,
+                score: 1.0,
+                source: Source::Model,
+            })
+            .collect();
+        let d = Deidentify::new(m, Strategy::FullEntity, 0.7, false).unwrap();
+        let mut rng = ChaCha20Rng::seed_from_u64(8);
+        let n = 20_000;
+        let kept = (0..n)
+            .filter(|_| d.replace_spans("John", &spans, &mut rng).text == "John")
+            .count();
+        let share = kept as f64 / n as f64;
+        // 4.5 standard deviations of a binomial proportion around 0.3.
+        assert!(
+            (share - 0.3).abs() < 4.5 * (0.21f64 / n as f64).sqrt(),
+            "kept {share}"
+        );
+        let out = d.replace_spans("John", &spans, &mut rng);
+        let l = lists();
+        let want = lemma_eps(0.7, l.given.min_pi() * l.surnames.min_pi());
+        assert!(
+            matches!(out.cost.guarantee, Guarantee::Replacement { eps, .. } if (eps - want).abs() < 1e-9)
+        );
+    }
+
+    #[test]
+    fn consistent_replacement_maps_repeats_alike_and_says_the_lemma_is_void() {
+        let Some(m) = model() else { return };
+        let t = "Anna Berg met Anna Berg.";
+        let spans = vec![
+            Span {
+                start: 0,
+                end: 9,
+                label: Label::Person,
+                score: 1.0,
+                source: Source::Model,
+            },
+            Span {
+                start: 14,
+                end: 23,
+                label: Label::Person,
+                score: 1.0,
+                source: Source::Model,
+            },
+        ];
+        let d = Deidentify::new(m, Strategy::FullEntity, 1.0, true).unwrap();
+        let out = d.replace_spans(t, &spans, &mut ChaCha20Rng::seed_from_u64(1));
+        let parts: Vec<&str> = out.text.trim_end_matches('.').split(" met ").collect();
+        assert_eq!(parts[0], parts[1], "{}", out.text);
+        assert!(matches!(out.cost.guarantee, Guarantee::None { .. }));
+    }
+
+    #[test]
+    fn format_redraw_keeps_the_shape_only() {
+        let mut rng = ChaCha20Rng::seed_from_u64(2);
+        let (s, pi) = redraw_format("(555) 123-4567", &mut rng);
+        assert_eq!(s.len(), 14);
+        assert_eq!(&s[0..1], "(");
+        assert_eq!(&s[9..10], "-");
+        assert!((pi - 1e-10).abs() < 1e-20);
+        assert!("word_by_word".parse::<Strategy>().is_ok() && "mask".parse::<Strategy>().is_err());
+    }
+}
