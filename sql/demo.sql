@@ -33,6 +33,9 @@ SELECT id, custext(note, 2) AS custext FROM records ORDER BY id LIMIT 5;
 \echo '--- PII spans in note 2 (ONNX token classifier + rules)'
 SELECT d.* FROM records r, detect_pii(r.note) d WHERE r.id = 2;
 
+\echo '--- entity replacement (full_entity surrogates, p = 1: eps 0 by the lemma)'
+SELECT id, deidentify(note) AS deidentified FROM records ORDER BY id LIMIT 3;
+
 \echo '--- what one call costs'
 SELECT jsonb_pretty(sanitize(note, 'santext_plus', '{"eps": 3}') -> 'cost') AS cost FROM records WHERE id = 1;
 

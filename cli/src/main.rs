@@ -99,9 +99,9 @@ struct SanitizeArgs {
     /// santext or santext_plus.
     #[arg(long, default_value = "santext")]
     mechanism: String,
-    /// Privacy parameter (> 0).
+    /// Privacy parameter (> 0); not used by deidentify.
     #[arg(long)]
-    eps: f64,
+    eps: Option<f64>,
     /// SanText+: probability of re-drawing a non-sensitive word.
     #[arg(long)]
     p: Option<f64>,
@@ -212,13 +212,18 @@ fn real_main() -> Result<()> {
         Command::Sanitize(a) => {
             // JSON cannot carry NaN or infinities, so check the numbers
             // before they become parameters.
-            dptext_core::mechanisms::check_eps(a.eps)?;
+            if let Some(eps) = a.eps {
+                dptext_core::mechanisms::check_eps(eps)?;
+            }
             for (name, v) in [("p", a.p), ("w", a.w)] {
                 if let Some(v) = v {
                     dptext_core::mechanisms::check_unit(name, v)?;
                 }
             }
-            let mut params = serde_json::json!({ "eps": a.eps });
+            let mut params = serde_json::json!({});
+            if let Some(eps) = a.eps {
+                params["eps"] = eps.into();
+            }
             if let Some(p) = a.p {
                 params["p"] = p.into();
             }

@@ -26,6 +26,11 @@ SELECT start_pos, end_pos, label, value, round(score::numeric, 2) AS score,
   FROM (SELECT 'Zoë Müller (DOB 03/14/1931, MRN-580486) called (555) 123-4567 from St. Mary''s Hospital.'::text AS t) x,
        detect_pii(t);
 SELECT count(*) AS spans_in_empty FROM detect_pii('');
+SELECT deidentify('Call Kathryn Herrera at (555) 123-4567 about MRN-580486.', 'typed_placeholder') AS typed;
+SELECT deidentify('Call Kathryn Herrera at (555) 123-4567 about MRN-580486.') AS full_entity;
+SELECT sanitize('Seen at St. Mary''s Hospital.', 'deidentify', '{"strategy": "named_placeholder", "p": 0.8}') -> 'cost' -> 'guarantee' AS named_guarantee;
+SELECT deidentify('x', 'mask');
+\echo :LAST_ERROR_SQLSTATE
 
 -- NULL in, NULL out.
 SELECT santext(NULL, 3) IS NULL AS n1, santext('x', NULL) IS NULL AS n2,
