@@ -74,5 +74,38 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+fn bench_custext(c: &mut Criterion) {
+    use dptext_core::mechanisms::custext::{Level, Mapping, Metric, Strategy};
+    use dptext_core::mechanisms::CusText;
+    let Some(vocab) = load() else { return };
+    let dir = dptext_core::assets::resolve_dir(None).join("custext");
+    // The default mapping, as setup.sh builds it (never built here).
+    let mapping = match Mapping::load_or_build(
+        vocab.embeddings(),
+        &dir,
+        20,
+        Strategy::Balanced,
+        Metric::Euclidean,
+        false,
+    ) {
+        Ok(m) => Arc::new(m),
+        Err(e) => {
+            eprintln!("skipping the CusText benchmark: {e}");
+            return;
+        }
+    };
+    let words = dptext_core::text::Segmented::new(NOTE).len() as u64;
+    let mut rng = ChaCha20Rng::seed_from_u64(2);
+    let mut g = c.benchmark_group("custext_glove50k_k20_balanced_eps2");
+    g.throughput(Throughput::Elements(words));
+    for (name, level) in [("token", Level::Token), ("record", Level::Record)] {
+        let m = CusText::new(vocab.clone(), mapping.clone(), 2.0, level, true).expect("valid");
+        g.bench_function(format!("sanitize_note_{name}"), |b| {
+            b.iter(|| black_box(m.sanitize(black_box(NOTE), &mut rng).expect("sanitize")))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench, bench_custext);
 criterion_main!(benches);

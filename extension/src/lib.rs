@@ -249,6 +249,19 @@ fn deidentify(
     run(spec, t, "deidentify").text
 }
 
+/// The lemma's epsilon of `deidentify(t, strategy, p)` over the shipped
+/// surrogate lists (format-preserving redraws counted up to 16 characters):
+/// 0 at `p = 1`, infinity at `p = 0`.
+///
+/// ```sql
+/// SELECT deidentify_epsilon('full_entity', 0.9), deidentify_epsilon('redact', 0.5);
+/// ```
+#[pg_extern(immutable, parallel_safe)]
+fn deidentify_epsilon(strategy: &str, p: f64) -> f64 {
+    let s = strategy.parse().or_raise("deidentify_epsilon");
+    dptext_core::mechanisms::replace::strategy_epsilon(s, p).or_raise("deidentify_epsilon")
+}
+
 /// Any mechanism by name, with its parameters as JSON; returns the text and
 /// what it cost: `{"text": ..., "cost": {...}}`.
 ///

@@ -29,6 +29,9 @@ SELECT count(*) AS spans_in_empty FROM detect_pii('');
 SELECT deidentify('Call Kathryn Herrera at (555) 123-4567 about MRN-580486.', 'typed_placeholder') AS typed;
 SELECT deidentify('Call Kathryn Herrera at (555) 123-4567 about MRN-580486.') AS full_entity;
 SELECT sanitize('Seen at St. Mary''s Hospital.', 'deidentify', '{"strategy": "named_placeholder", "p": 0.8}') -> 'cost' -> 'guarantee' AS named_guarantee;
+SELECT deidentify_epsilon('full_entity', 1) AS p_one, deidentify_epsilon('redact', 0.5) AS redact_half,
+       deidentify_epsilon('named_placeholder', 0) AS p_zero, round(deidentify_epsilon('full_entity', 0.9)::numeric, 3) AS full_entity_p09;
+SELECT deidentify('Call Kathryn Herrera at (555) 123-4567.', p => 0) AS p_zero_unchanged;
 SELECT deidentify('x', 'mask');
 \echo :LAST_ERROR_SQLSTATE
 

@@ -246,6 +246,52 @@ pub fn lemma_eps(p: f64, min_pi: f64) -> f64 {
     ((1.0 - p + p * min_pi) / (p * min_pi)).ln()
 }
 
+/// Longest format-preserving redraw [`strategy_epsilon`] accounts for, in
+/// redrawn characters (digits and letters).
+pub const MAX_REDRAWN_CHARS: i32 = 16;
+
+/// The smallest pi(t) over every surrogate `strategy` can produce for any
+/// label, with format-preserving redraws of up to [`MAX_REDRAWN_CHARS`]
+/// letters (26 choices each; digits have 10).
+pub fn strategy_min_pi(strategy: Strategy) -> f64 {
+    let l = lists();
+    let redraw = (1.0 / 26.0f64).powi(MAX_REDRAWN_CHARS);
+    match strategy {
+        Strategy::Redact | Strategy::TypedPlaceholder | Strategy::NamedPlaceholder => 1.0,
+        Strategy::WordByWord => {
+            // A span of up to MAX_REDRAWN_CHARS words, each from the rarest list.
+            let word = [
+                l.given.min_pi(),
+                l.surnames.min_pi(),
+                l.cities.min_pi(),
+                l.organizations.min_pi(),
+                1.0 / 26.0,
+            ]
+            .into_iter()
+            .fold(1.0, f64::min);
+            word.powi(MAX_REDRAWN_CHARS).min(redraw)
+        }
+        Strategy::FullEntity => [
+            l.given.min_pi() * l.surnames.min_pi(),
+            l.streets.min_pi() * l.cities.min_pi() / 9_999.0,
+            l.cities.min_pi(),
+            l.organizations.min_pi(),
+            1.0 / DATE_CHOICES,
+            l.given.min_pi() * l.surnames.min_pi() / 100_000.0,
+            redraw,
+        ]
+        .into_iter()
+        .fold(1.0, f64::min),
+    }
+}
+
+/// The lemma's eps for `strategy` at replacement probability `p` over the
+/// shipped surrogate lists: 0 at `p = 1`, infinite at `p = 0`.
+pub fn strategy_epsilon(strategy: Strategy, p: f64) -> Result<f64> {
+    check_unit("p", p)?;
+    Ok(lemma_eps(p, strategy_min_pi(strategy)))
+}
+
 /// Entity replacement over detected spans.
 pub struct Deidentify {
     model: Arc<NerModel>,
@@ -504,6 +550,68 @@ mod tests {
         let parts: Vec<&str> = out.text.trim_end_matches('.').split(" met ").collect();
         assert_eq!(parts[0], parts[1], "{}", out.text);
         assert!(matches!(out.cost.guarantee, Guarantee::None { .. }));
+    }
+
+    #[test]
+    fn strategy_epsilon_matches_the_lemma_on_the_lists() {
+        // Computed independently from the shipped files.
+        let count = |t: &str| {
+            t.lines()
+                .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+                .count() as f64
+        };
+        let given = count(include_str!("surrogates/given_names.txt"));
+        let surnames = count(include_str!("surrogates/surnames.txt"));
+        assert_eq!(strategy_epsilon(Strategy::FullEntity, 1.0).unwrap(), 0.0);
+        assert_eq!(
+            strategy_epsilon(Strategy::Redact, 0.0).unwrap(),
+            f64::INFINITY
+        );
+        let p = 0.8;
+        assert!((strategy_epsilon(Strategy::Redact, p).unwrap() - (1.0f64 / p).ln()).abs() < 1e-12);
+        // A person is the rarest list draw; the 16-letter redraw is rarer still.
+        let person = 1.0 / (given * surnames);
+        assert!((lemma_eps(p, person) - ((1.0 - p + p * person) / (p * person)).ln()).abs() < 1e-9);
+        let full = strategy_epsilon(Strategy::FullEntity, p).unwrap();
+        assert!(full >= lemma_eps(p, person));
+        let redraw = 26f64.powi(-16);
+        assert!((full - ((1.0 - p + p * redraw) / (p * redraw)).ln()).abs() < 1e-9);
+        assert!(strategy_epsilon(Strategy::FullEntity, 1.5).is_err());
+    }
+
+    #[test]
+    fn p_zero_changes_nothing() {
+        let Some(m) = model() else { return };
+        let t = "Call Kathryn Herrera at (555) 123-4567 on May 3, 2024.";
+        let spans = detect::detect(t, Some(&m)).unwrap();
+        assert!(!spans.is_empty());
+        let d = Deidentify::new(m, Strategy::FullEntity, 0.0, false).unwrap();
+        let out = d.replace_spans(t, &spans, &mut ChaCha20Rng::seed_from_u64(4));
+        assert_eq!(out.text, t);
+        assert_eq!(out.cost.kept_tokens, spans.len());
+    }
+
+    #[test]
+    fn surrogates_keep_the_labels_shape() {
+        let mut rng = ChaCha20Rng::seed_from_u64(6);
+        for _ in 0..50 {
+            let (person, _) = full_entity(Label::Person, "John Smith", &mut rng);
+            assert_eq!(person.split(' ').count(), 2, "{person}");
+            let (email, _) = full_entity(Label::Contact, "a@b.org", &mut rng);
+            assert!(email.contains('@') && email.ends_with(".org"), "{email}");
+            let (date, _) = full_entity(Label::Date, "May 3, 2024", &mut rng);
+            assert!(MONTHS.iter().any(|m| date.starts_with(m)), "{date}");
+            let (id, _) = full_entity(Label::Id, "123-45-6789", &mut rng);
+            assert!(
+                id.len() == 11 && &id[3..4] == "-" && &id[6..7] == "-",
+                "{id}"
+            );
+            let (addr, _) = full_entity(Label::Location, "42 Oak Street", &mut rng);
+            assert!(
+                addr.chars().next().is_some_and(|c| c.is_ascii_digit()),
+                "{addr}"
+            );
+        }
     }
 
     #[test]
