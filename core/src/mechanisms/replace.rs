@@ -7,8 +7,9 @@
 //! `eps = max_t log((1 - p + p * pi(t)) / (p * pi(t)))` over the surrogates
 //! `t` of the strategy, where `pi(t)` is `t`'s probability of being drawn.
 //! It is 0 for `p = 1` and infinite for `p = 0`. Consistent replacement
-//! (the same original maps to the same surrogate within a value) makes the
-//! replacement depend on the original and voids the lemma: its cost says so.
+//! (the same original maps to the same surrogate within a value, and across
+//! values when a secret key is set) makes the replacement depend on the
+//! original and voids the lemma: its cost says so.
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -20,6 +21,7 @@ use crate::detect::model::NerModel;
 use crate::detect::{self, Label};
 use crate::error::{Error, Result};
 use crate::mechanisms::{check_unit, Mechanism, Sanitized};
+use crate::rng::RandomMode;
 
 /// How a span is replaced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -330,6 +332,22 @@ impl Deidentify {
         spans: &[detect::Span],
         rng: &mut dyn RngCore,
     ) -> Sanitized {
+        self.replace_spans_in(text, spans, rng, &RandomMode::Os)
+    }
+
+    /// Like [`Deidentify::replace_spans`]; with consistent replacement and a
+    /// secret key, each original's decision and surrogate come from a stream
+    /// keyed by (key, label, original), so the same original maps to the
+    /// same surrogate in every value, not only within one.
+    pub fn replace_spans_in(
+        &self,
+        text: &str,
+        spans: &[detect::Span],
+        rng: &mut dyn RngCore,
+        mode: &RandomMode,
+    ) -> Sanitized {
+        let keyed = self.consistent && matches!(mode, RandomMode::Keyed(_));
+        let params = self.params();
         let mut out = String::with_capacity(text.len());
         let mut pos = 0;
         let mut min_pi: f64 = 1.0;
@@ -348,6 +366,18 @@ impl Deidentify {
                 replaced += 1;
                 continue;
             }
+            let mut own;
+            let rng: &mut dyn RngCore = if keyed {
+                own = mode.rng_for(&[
+                    b"deidentify consistent",
+                    params.as_bytes(),
+                    s.label.as_str().as_bytes(),
+                    original.as_bytes(),
+                ]);
+                &mut own
+            } else {
+                &mut *rng
+            };
             if rng.random::<f64>() >= self.p {
                 out.push_str(original);
                 kept += 1;
@@ -425,8 +455,17 @@ impl Mechanism for Deidentify {
     }
 
     fn sanitize(&self, text: &str, rng: &mut dyn RngCore) -> Result<Sanitized> {
+        self.sanitize_in(text, rng, &RandomMode::Os)
+    }
+
+    fn sanitize_in(
+        &self,
+        text: &str,
+        rng: &mut dyn RngCore,
+        mode: &RandomMode,
+    ) -> Result<Sanitized> {
         let spans = detect::detect(text, Some(&self.model))?;
-        Ok(self.replace_spans(text, &spans, rng))
+        Ok(self.replace_spans_in(text, &spans, rng, mode))
     }
 }
 
@@ -550,6 +589,34 @@ mod tests {
         let parts: Vec<&str> = out.text.trim_end_matches('.').split(" met ").collect();
         assert_eq!(parts[0], parts[1], "{}", out.text);
         assert!(matches!(out.cost.guarantee, Guarantee::None { .. }));
+        // Keyed: the same original maps alike across values, whatever the
+        // value's own random stream.
+        let key = RandomMode::from_settings(None, Some(b"consistent replacement key")).unwrap();
+        let one = &spans[..1];
+        let a = d
+            .replace_spans_in("Anna Berg", one, &mut ChaCha20Rng::seed_from_u64(1), &key)
+            .text;
+        let b = d
+            .replace_spans_in("Anna Berg", one, &mut ChaCha20Rng::seed_from_u64(2), &key)
+            .text;
+        assert_eq!(a, b);
+        let c = d
+            .replace_spans_in(
+                "Anna Berg",
+                one,
+                &mut ChaCha20Rng::seed_from_u64(1),
+                &RandomMode::Os,
+            )
+            .text;
+        let e = d
+            .replace_spans_in(
+                "Anna Berg",
+                one,
+                &mut ChaCha20Rng::seed_from_u64(2),
+                &RandomMode::Os,
+            )
+            .text;
+        assert_ne!(c, e, "without a key, consistency is per value only");
     }
 
     #[test]
