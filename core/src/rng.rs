@@ -128,11 +128,6 @@ impl RandomMode {
         })
     }
 
-    /// True when outputs are a function of the input (seeded or keyed).
-    pub fn is_deterministic(&self) -> bool {
-        !matches!(self, RandomMode::Os)
-    }
-
     /// The generator for one call. `context` names everything the output
     /// may depend on (mechanism, parameters, the value, ...); each part is
     /// length-prefixed so that no two different contexts collide.

@@ -10,7 +10,7 @@
 //! (or, for locations, by a comma), form one span, widened to whole words; the model's BIO prefixes are not
 //! trusted (it tags e-mails B, I, I, B ...).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
 use ort::session::Session;
@@ -270,11 +270,6 @@ fn widen_to_words(text: &str, span: &mut Span) {
         }
         span.end += c.len_utf8();
     }
-}
-
-/// Where the model would be loaded from (for messages).
-pub fn model_path(assets: &Path) -> PathBuf {
-    assets.join(MODEL_DIR).join("model.onnx")
 }
 
 #[cfg(test)]

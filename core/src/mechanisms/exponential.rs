@@ -214,10 +214,4 @@ impl ExpSampler {
         let t = self.table(x, eps);
         t.top_mass / t.z
     }
-
-    /// Number of cached token tables (for metrics).
-    pub fn cached_tables(&self) -> u64 {
-        self.cache.run_pending_tasks();
-        self.cache.entry_count()
-    }
 }

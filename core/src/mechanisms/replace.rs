@@ -74,17 +74,24 @@ impl Strategy {
 /// frequency in the list).
 struct List {
     entries: Vec<&'static str>,
+    /// The smallest pi(t) of the list, computed once when parsed.
+    min_pi: f64,
 }
 
 impl List {
     fn parse(text: &'static str) -> List {
-        List {
-            entries: text
-                .lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty() && !l.starts_with('#'))
-                .collect(),
+        let entries: Vec<&'static str> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .collect();
+        let mut counts: HashMap<&str, usize> = HashMap::new();
+        for e in &entries {
+            *counts.entry(e).or_default() += 1;
         }
+        let min = counts.values().copied().min().unwrap_or(1);
+        let min_pi = min as f64 / entries.len().max(1) as f64;
+        List { entries, min_pi }
     }
 
     fn draw(&self, rng: &mut dyn RngCore) -> &'static str {
@@ -93,12 +100,7 @@ impl List {
 
     /// The smallest pi(t) of the list.
     fn min_pi(&self) -> f64 {
-        let mut counts: HashMap<&str, usize> = HashMap::new();
-        for e in &self.entries {
-            *counts.entry(e).or_default() += 1;
-        }
-        let min = counts.values().copied().min().unwrap_or(1);
-        min as f64 / self.entries.len() as f64
+        self.min_pi
     }
 }
 
