@@ -261,3 +261,68 @@ fn verify_reports_what_is_missing_and_names_fetch() {
     assert_eq!(stdout(&p).trim(), a.display().to_string());
     fs::remove_dir_all(a).unwrap();
 }
+
+#[test]
+fn custext_through_params_and_custext_map() {
+    let a = assets("custext");
+    let map = dptext(
+        &a,
+        &["custext-map", "--k", "5", "--mapping", "conservative"],
+        "",
+        &[],
+    );
+    let out = stdout(&map);
+    assert!(
+        out.contains("k 5, conservative mapping")
+            && out.contains("100.00% of tokens have adjacent tokens"),
+        "{out}"
+    );
+    assert!(
+        a.join("custext").read_dir().unwrap().count() == 1,
+        "mapping cached"
+    );
+    let args = [
+        "sanitize",
+        "--mechanism",
+        "custext",
+        "--eps",
+        "1",
+        "--seed",
+        "1",
+        "--params",
+        r#"{"k": 5, "mapping": "conservative", "level": "token"}"#,
+    ];
+    let out = stdout(&dptext(&a, &args, "w1 w2 w3\n", &[]));
+    assert_eq!(out.split_whitespace().count(), 3, "{out}");
+    let bad = dptext(
+        &a,
+        &[
+            "sanitize",
+            "--mechanism",
+            "custext",
+            "--eps",
+            "1",
+            "--params",
+            "[1]",
+        ],
+        "w1\n",
+        &[],
+    );
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--params must be a JSON object"));
+    let bad = dptext(
+        &a,
+        &[
+            "sanitize",
+            "--mechanism",
+            "custext",
+            "--eps",
+            "1",
+            "--params",
+            r#"{"k": 0}"#,
+        ],
+        "w1\n",
+        &[],
+    );
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("\"k\": must be in [1, 2000]"));
+    fs::remove_dir_all(a).unwrap();
+}
