@@ -12,6 +12,7 @@
 //! - [`detect`]: typed PII spans from the ONNX token classifier and rule
 //!   recognizers;
 //! - [`assets`]: the pinned manifest, the runtime layout and verification;
+//! - [`rules`]: masking rules as written in security labels;
 //! - [`engine`]: what front ends call: lazy loading, parameter validation,
 //!   the right random stream per call.
 //!
@@ -29,6 +30,7 @@ pub mod engine;
 pub mod error;
 pub mod mechanisms;
 pub mod rng;
+pub mod rules;
 pub mod text;
 
 pub use engine::{Engine, EngineConfig};

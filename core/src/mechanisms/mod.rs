@@ -22,7 +22,7 @@ pub use vocabulary::Vocabulary;
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
 
-use crate::cost::Cost;
+use crate::cost::{Cost, Guarantee};
 use crate::error::{Error, Result};
 
 /// A sanitized text and what producing it cost.
@@ -64,6 +64,16 @@ pub enum EmbeddingChoice {
     Glove,
     /// The WordPiece vocabulary of all-MiniLM-L6-v2 (30,522 x 384).
     Wordpiece,
+}
+
+impl EmbeddingChoice {
+    /// The name used in SQL and parameters.
+    pub fn name(self) -> &'static str {
+        match self {
+            EmbeddingChoice::Glove => "glove",
+            EmbeddingChoice::Wordpiece => "wordpiece",
+        }
+    }
 }
 
 impl std::str::FromStr for EmbeddingChoice {
@@ -302,6 +312,89 @@ impl MechanismSpec {
                 Ok(())
             }
         }
+    }
+
+    /// The mechanism's name as SQL and labels spell it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            MechanismSpec::SanText { .. } => "santext",
+            MechanismSpec::SanTextPlus { .. } => "santext_plus",
+            MechanismSpec::CusText { .. } => "custext",
+            MechanismSpec::Deidentify { .. } => "deidentify",
+        }
+    }
+
+    /// Every parameter, defaults filled in, as the JSON object that
+    /// [`MechanismSpec::parse`] accepts: `parse(spec.name(), &spec.params_json())`
+    /// gives the same spec back.
+    ///
+    /// ```
+    /// use dptext_core::mechanisms::MechanismSpec;
+    /// let spec = MechanismSpec::parse("santext_plus", &serde_json::json!({"eps": 3})).unwrap();
+    /// assert_eq!(
+    ///     spec.params_json(),
+    ///     serde_json::json!({"eps": 3.0, "p": 0.3, "w": 0.9, "embedding": "glove"})
+    /// );
+    /// ```
+    pub fn params_json(&self) -> serde_json::Value {
+        use serde_json::json;
+        match *self {
+            MechanismSpec::SanText { eps, embedding } => {
+                json!({"eps": eps, "embedding": embedding.name()})
+            }
+            MechanismSpec::SanTextPlus {
+                eps,
+                p,
+                w,
+                embedding,
+            } => json!({"eps": eps, "p": p, "w": w, "embedding": embedding.name()}),
+            MechanismSpec::CusText {
+                eps,
+                k,
+                mapping,
+                metric,
+                level,
+                keep_stopwords,
+                embedding,
+            } => json!({
+                "eps": eps,
+                "k": k,
+                "mapping": mapping.name(),
+                "metric": metric.name(),
+                "level": level.name(),
+                "keep_stopwords": keep_stopwords,
+                "embedding": embedding.name(),
+            }),
+            MechanismSpec::Deidentify {
+                strategy,
+                p,
+                consistent,
+            } => json!({"strategy": strategy.name(), "p": p, "consistent": consistent}),
+        }
+    }
+
+    /// The per-token (per-span for entity replacement) guarantee of every
+    /// call, known before any text is seen: what accounting composes.
+    /// Entity replacement states the lemma's eps over the shipped surrogate
+    /// lists ([`replace::strategy_epsilon`]).
+    pub fn guarantee(&self) -> Result<Guarantee> {
+        Ok(match *self {
+            MechanismSpec::SanText { eps, .. } => Guarantee::MetricLdp { eps },
+            MechanismSpec::SanTextPlus { eps, p, .. } => Guarantee::Umldp {
+                eps,
+                eps0: if p > 0.0 { (1.0 / p).ln() } else { f64::INFINITY },
+            },
+            MechanismSpec::CusText { eps, .. } => Guarantee::Dp { eps },
+            MechanismSpec::Deidentify {
+                consistent: true, ..
+            } => Guarantee::None {
+                reason: "consistent replacement depends on the original value: the lemma does not apply".to_string(),
+            },
+            MechanismSpec::Deidentify { strategy, p, .. } => Guarantee::Replacement {
+                eps: replace::strategy_epsilon(strategy, p)?,
+                p,
+            },
+        })
     }
 
     /// The embedding set the mechanism needs, if any.

@@ -1,0 +1,328 @@
+//! Masking rules as written in security labels.
+//!
+//! A privacy officer declares rules once, in SQL, and both sanitized views
+//! and the proxy obey them:
+//!
+//! ```sql
+//! SECURITY LABEL FOR dptext ON COLUMN records.note IS 'MASKED WITH santext(eps => 3)';
+//! SECURITY LABEL FOR dptext ON ROLE analyst IS 'MASKED';
+//! ```
+//!
+//! The grammar (keywords and names are case-insensitive):
+//!
+//! ```text
+//! column label := MASKED WITH mechanism [ '(' [ arg { ',' arg } ] ')' ]
+//! arg          := name '=>' value
+//! value        := number | 'quoted string' ('' for a quote) | true | false | bare word
+//! role label   := MASKED
+//! ```
+//!
+//! Parsing validates the mechanism and every parameter with
+//! [`MechanismSpec::parse`], so a bad rule is refused when the label is
+//! set, not when a query first meets it.
+
+use crate::error::{Error, Result};
+use crate::mechanisms::MechanismSpec;
+
+/// A validated column rule.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rule {
+    /// The mechanism with its parameters, defaults filled in.
+    pub spec: MechanismSpec,
+}
+
+impl Rule {
+    /// The mechanism's name.
+    pub fn mechanism(&self) -> &'static str {
+        self.spec.name()
+    }
+
+    /// Every parameter as JSON, defaults filled in.
+    pub fn params(&self) -> serde_json::Value {
+        self.spec.params_json()
+    }
+
+    /// The label that states this rule with every parameter spelled out,
+    /// e.g. `MASKED WITH santext(eps => 3, embedding => 'glove')`.
+    pub fn to_label(&self) -> String {
+        let params = self.params();
+        let args: Vec<String> = params
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| match v {
+                serde_json::Value::String(s) => format!("{k} => '{}'", s.replace('\'', "''")),
+                other => format!("{k} => {other}"),
+            })
+            .collect();
+        format!("MASKED WITH {}({})", self.mechanism(), args.join(", "))
+    }
+}
+
+fn syntax(reason: impl Into<String>) -> Error {
+    Error::invalid(
+        "label",
+        format!(
+            "{}; expected MASKED WITH mechanism(name => value, ...), e.g. 'MASKED WITH santext(eps => 3)'",
+            reason.into()
+        ),
+    )
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Word(String),
+    Str(String),
+    Num(String),
+    Arrow,
+    Open,
+    Close,
+    Comma,
+}
+
+fn lex(s: &str) -> Result<Vec<Tok>> {
+    let mut out = Vec::new();
+    let mut it = s.char_indices().peekable();
+    while let Some(&(i, c)) = it.peek() {
+        if c.is_whitespace() {
+            it.next();
+        } else if c == '(' || c == ')' || c == ',' {
+            it.next();
+            out.push(match c {
+                '(' => Tok::Open,
+                ')' => Tok::Close,
+                _ => Tok::Comma,
+            });
+        } else if c == '=' {
+            it.next();
+            match it.next() {
+                Some((_, '>')) => out.push(Tok::Arrow),
+                _ => return Err(syntax(format!("'=' at byte {i} is not part of '=>'"))),
+            }
+        } else if c == '\'' {
+            it.next();
+            let mut v = String::new();
+            loop {
+                match it.next() {
+                    Some((_, '\'')) => {
+                        if matches!(it.peek(), Some((_, '\''))) {
+                            it.next();
+                            v.push('\'');
+                        } else {
+                            break;
+                        }
+                    }
+                    Some((_, ch)) => v.push(ch),
+                    None => return Err(syntax(format!("unterminated string at byte {i}"))),
+                }
+            }
+            out.push(Tok::Str(v));
+        } else if c.is_ascii_digit() || c == '-' || c == '+' || c == '.' {
+            let mut v = String::new();
+            while let Some(&(_, ch)) = it.peek() {
+                if ch.is_ascii_alphanumeric() || matches!(ch, '.' | '-' | '+') {
+                    v.push(ch);
+                    it.next();
+                } else {
+                    break;
+                }
+            }
+            out.push(Tok::Num(v));
+        } else if c.is_alphabetic() || c == '_' {
+            let mut v = String::new();
+            while let Some(&(_, ch)) = it.peek() {
+                if ch.is_alphanumeric() || ch == '_' || ch == '+' {
+                    v.push(ch);
+                    it.next();
+                } else {
+                    break;
+                }
+            }
+            out.push(Tok::Word(v));
+        } else {
+            return Err(syntax(format!("unexpected character {c:?} at byte {i}")));
+        }
+    }
+    Ok(out)
+}
+
+fn value_of(tok: Tok, name: &str) -> Result<serde_json::Value> {
+    Ok(match tok {
+        Tok::Str(s) => serde_json::Value::String(s),
+        Tok::Num(n) => {
+            let x: f64 = n
+                .parse()
+                .map_err(|_| syntax(format!("\"{n}\" (the value of {name}) is not a number")))?;
+            // Integers stay integers so that integer parameters (k) accept them.
+            match n.parse::<i64>() {
+                Ok(i) => serde_json::Value::from(i),
+                Err(_) => serde_json::Number::from_f64(x)
+                    .map(serde_json::Value::Number)
+                    .ok_or_else(|| syntax(format!("{name} must be a finite number")))?,
+            }
+        }
+        Tok::Word(w) if w.eq_ignore_ascii_case("true") => serde_json::Value::Bool(true),
+        Tok::Word(w) if w.eq_ignore_ascii_case("false") => serde_json::Value::Bool(false),
+        Tok::Word(w) => serde_json::Value::String(w),
+        other => return Err(syntax(format!("expected a value for {name}, found {other:?}"))),
+    })
+}
+
+fn keyword(toks: &mut std::iter::Peekable<std::vec::IntoIter<Tok>>, kw: &str) -> Result<()> {
+    match toks.next() {
+        Some(Tok::Word(w)) if w.eq_ignore_ascii_case(kw) => Ok(()),
+        Some(other) => Err(syntax(format!("expected {kw}, found {other:?}"))),
+        None => Err(syntax(format!("expected {kw}, found the end of the label"))),
+    }
+}
+
+/// Parses and validates a column label.
+///
+/// ```
+/// use dptext_core::rules::parse_column_label;
+/// let rule = parse_column_label("MASKED WITH santext_plus(eps => 3, p => 0.2)").unwrap();
+/// assert_eq!(rule.mechanism(), "santext_plus");
+/// assert_eq!(rule.params()["w"], 0.9);
+/// assert!(parse_column_label("MASKED WITH santext(eps => -1)").is_err());
+/// ```
+pub fn parse_column_label(label: &str) -> Result<Rule> {
+    let mut toks = lex(label)?.into_iter().peekable();
+    keyword(&mut toks, "masked")?;
+    keyword(&mut toks, "with")?;
+    let mechanism = match toks.next() {
+        Some(Tok::Word(w)) => w,
+        Some(other) => return Err(syntax(format!("expected a mechanism name, found {other:?}"))),
+        None => return Err(syntax("expected a mechanism name after MASKED WITH")),
+    };
+    let mut params = serde_json::Map::new();
+    if toks.peek().is_some() {
+        if toks.next() != Some(Tok::Open) {
+            return Err(syntax(format!("expected '(' after {mechanism}")));
+        }
+        if toks.peek() == Some(&Tok::Close) {
+            toks.next();
+        } else {
+            loop {
+                let name = match toks.next() {
+                    Some(Tok::Word(w)) => w.to_ascii_lowercase(),
+                    Some(other) => {
+                        return Err(syntax(format!("expected a parameter name, found {other:?}")))
+                    }
+                    None => return Err(syntax("unterminated parameter list")),
+                };
+                if toks.next() != Some(Tok::Arrow) {
+                    return Err(syntax(format!("expected '=>' after {name}")));
+                }
+                let value = value_of(
+                    toks.next()
+                        .ok_or_else(|| syntax(format!("missing value for {name}")))?,
+                    &name,
+                )?;
+                if params.insert(name.clone(), value).is_some() {
+                    return Err(syntax(format!("{name} is given twice")));
+                }
+                match toks.next() {
+                    Some(Tok::Comma) => continue,
+                    Some(Tok::Close) => break,
+                    _ => return Err(syntax("expected ',' or ')' in the parameter list")),
+                }
+            }
+        }
+        if let Some(extra) = toks.next() {
+            return Err(syntax(format!("unexpected {extra:?} after the parameter list")));
+        }
+    }
+    let spec = MechanismSpec::parse(&mechanism, &serde_json::Value::Object(params))?;
+    Ok(Rule { spec })
+}
+
+/// Checks a role label: the only one is `MASKED`.
+///
+/// ```
+/// use dptext_core::rules::check_role_label;
+/// assert!(check_role_label(" masked ").is_ok());
+/// assert!(check_role_label("MASKED WITH santext(eps => 3)").is_err());
+/// ```
+pub fn check_role_label(label: &str) -> Result<()> {
+    if label.trim().eq_ignore_ascii_case("masked") {
+        Ok(())
+    } else {
+        Err(Error::invalid(
+            "label",
+            format!("a role label must be 'MASKED', got '{label}'"),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mechanisms::custext;
+
+    #[test]
+    fn every_mechanism_and_value_kind_parses() {
+        let r = parse_column_label("masked with SANTEXT( eps=>3 )").unwrap();
+        assert_eq!(r.params(), serde_json::json!({"eps": 3.0, "embedding": "glove"}));
+        let r = parse_column_label(
+            "MASKED WITH custext(eps => 1.5, k => 50, mapping => 'conservative', level => token, keep_stopwords => false)",
+        )
+        .unwrap();
+        match r.spec {
+            MechanismSpec::CusText {
+                eps,
+                k,
+                mapping,
+                level,
+                keep_stopwords,
+                ..
+            } => {
+                assert_eq!((eps, k, keep_stopwords), (1.5, 50, false));
+                assert_eq!(mapping, custext::Strategy::Conservative);
+                assert_eq!(level, custext::Level::Token);
+            }
+            other => panic!("{other:?}"),
+        }
+        let r = parse_column_label("MASKED WITH deidentify").unwrap();
+        assert_eq!(r.params()["strategy"], "full_entity");
+        let r = parse_column_label("MASKED WITH deidentify(strategy => 'it''s', p => 1)");
+        assert!(r.unwrap_err().to_string().contains("it's"));
+    }
+
+    #[test]
+    fn bad_labels_say_what_is_wrong() {
+        for (label, want) in [
+            ("", "expected masked"),
+            ("MASKED", "expected with"),
+            ("MASKED WITH", "mechanism name"),
+            ("MASKED WITH nope(eps => 1)", "unknown mechanism \"nope\""),
+            ("MASKED WITH santext(eps => 0)", "must be > 0"),
+            ("MASKED WITH santext(eps => nan)", "invalid type"),
+            ("MASKED WITH santext", "missing field `eps`"),
+            ("MASKED WITH santext(eps => 3, eps => 4)", "eps is given twice"),
+            ("MASKED WITH santext(eps = 3)", "not part of '=>'"),
+            ("MASKED WITH santext(eps => 3", "expected ',' or ')'"),
+            ("MASKED WITH santext(eps => 3) extra", "unexpected"),
+            ("MASKED WITH santext(epsilon => 3)", "unknown field `epsilon`"),
+            ("MASKED WITH santext(eps => 'x", "unterminated string"),
+            ("MASKED WITH santext(eps => 1e999)", "finite"),
+            ("MASKED WITH santext(eps => 3; DROP TABLE t)", "unexpected character"),
+        ] {
+            let err = parse_column_label(label).expect_err(label).to_string();
+            assert!(err.contains(want), "{label}: {err}");
+        }
+    }
+
+    #[test]
+    fn to_label_round_trips() {
+        for label in [
+            "MASKED WITH santext(eps => 3)",
+            "MASKED WITH santext_plus(eps => 2, p => 0.25, w => 0.5, embedding => wordpiece)",
+            "MASKED WITH custext(eps => 1, k => 20, metric => cosine)",
+            "MASKED WITH deidentify(strategy => typed_placeholder, p => 0.9)",
+        ] {
+            let rule = parse_column_label(label).unwrap();
+            let again = parse_column_label(&rule.to_label()).unwrap();
+            assert_eq!(rule, again, "{}", rule.to_label());
+        }
+    }
+}
