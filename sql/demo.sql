@@ -39,10 +39,17 @@ SELECT id, deidentify(note) AS deidentified FROM records ORDER BY id LIMIT 3;
 \echo '--- what one call costs'
 SELECT jsonb_pretty(sanitize(note, 'santext_plus', '{"eps": 3}') -> 'cost') AS cost FROM records WHERE id = 1;
 
-\echo '--- a materialized view of sanitized notes'
-CREATE MATERIALIZED VIEW records_sanitized AS
-  SELECT id, santext_plus(note, 3) AS note FROM records;
+\echo '--- rules declared once, in SQL, as security labels'
+SECURITY LABEL FOR dptext ON COLUMN records.note IS 'MASKED WITH santext_plus(eps => 3)';
+SECURITY LABEL FOR dptext ON COLUMN records.patient IS 'MASKED WITH deidentify(strategy => full_entity)';
+SELECT table_name, column_name, mechanism, params, guarantee FROM dptext.rules;
+
+\echo '--- a sanitized materialized view built from the rules, with provenance and a budget'
+SELECT dptext.create_sanitized_view('records', 'records_sanitized');
 SELECT count(*) AS rows,
-       count(*) FILTER (WHERE s.note <> r.note) AS changed
+       count(*) FILTER (WHERE s.note <> r.note) AS changed,
+       count(*) FILTER (WHERE s.id = r.id) AS ids_equal
   FROM records_sanitized s JOIN records r USING (id);
-SELECT id, note FROM records_sanitized ORDER BY id LIMIT 3;
+SELECT id, patient, note FROM records_sanitized ORDER BY id LIMIT 3;
+SELECT column_name, mechanism, randomness, random_id, event FROM dptext.provenance;
+SELECT source_table, column_name, guarantee, releases, eps_total, eps0_total FROM dptext.budget;

@@ -164,7 +164,11 @@ fn value_of(tok: Tok, name: &str) -> Result<serde_json::Value> {
         Tok::Word(w) if w.eq_ignore_ascii_case("true") => serde_json::Value::Bool(true),
         Tok::Word(w) if w.eq_ignore_ascii_case("false") => serde_json::Value::Bool(false),
         Tok::Word(w) => serde_json::Value::String(w),
-        other => return Err(syntax(format!("expected a value for {name}, found {other:?}"))),
+        other => {
+            return Err(syntax(format!(
+                "expected a value for {name}, found {other:?}"
+            )))
+        }
     })
 }
 
@@ -191,7 +195,11 @@ pub fn parse_column_label(label: &str) -> Result<Rule> {
     keyword(&mut toks, "with")?;
     let mechanism = match toks.next() {
         Some(Tok::Word(w)) => w,
-        Some(other) => return Err(syntax(format!("expected a mechanism name, found {other:?}"))),
+        Some(other) => {
+            return Err(syntax(format!(
+                "expected a mechanism name, found {other:?}"
+            )))
+        }
         None => return Err(syntax("expected a mechanism name after MASKED WITH")),
     };
     let mut params = serde_json::Map::new();
@@ -206,7 +214,9 @@ pub fn parse_column_label(label: &str) -> Result<Rule> {
                 let name = match toks.next() {
                     Some(Tok::Word(w)) => w.to_ascii_lowercase(),
                     Some(other) => {
-                        return Err(syntax(format!("expected a parameter name, found {other:?}")))
+                        return Err(syntax(format!(
+                            "expected a parameter name, found {other:?}"
+                        )))
                     }
                     None => return Err(syntax("unterminated parameter list")),
                 };
@@ -229,7 +239,9 @@ pub fn parse_column_label(label: &str) -> Result<Rule> {
             }
         }
         if let Some(extra) = toks.next() {
-            return Err(syntax(format!("unexpected {extra:?} after the parameter list")));
+            return Err(syntax(format!(
+                "unexpected {extra:?} after the parameter list"
+            )));
         }
     }
     let spec = MechanismSpec::parse(&mechanism, &serde_json::Value::Object(params))?;
@@ -262,7 +274,10 @@ mod tests {
     #[test]
     fn every_mechanism_and_value_kind_parses() {
         let r = parse_column_label("masked with SANTEXT( eps=>3 )").unwrap();
-        assert_eq!(r.params(), serde_json::json!({"eps": 3.0, "embedding": "glove"}));
+        assert_eq!(
+            r.params(),
+            serde_json::json!({"eps": 3.0, "embedding": "glove"})
+        );
         let r = parse_column_label(
             "MASKED WITH custext(eps => 1.5, k => 50, mapping => 'conservative', level => token, keep_stopwords => false)",
         )
@@ -298,14 +313,23 @@ mod tests {
             ("MASKED WITH santext(eps => 0)", "must be > 0"),
             ("MASKED WITH santext(eps => nan)", "invalid type"),
             ("MASKED WITH santext", "missing field `eps`"),
-            ("MASKED WITH santext(eps => 3, eps => 4)", "eps is given twice"),
+            (
+                "MASKED WITH santext(eps => 3, eps => 4)",
+                "eps is given twice",
+            ),
             ("MASKED WITH santext(eps = 3)", "not part of '=>'"),
             ("MASKED WITH santext(eps => 3", "expected ',' or ')'"),
             ("MASKED WITH santext(eps => 3) extra", "unexpected"),
-            ("MASKED WITH santext(epsilon => 3)", "unknown field `epsilon`"),
+            (
+                "MASKED WITH santext(epsilon => 3)",
+                "unknown field `epsilon`",
+            ),
             ("MASKED WITH santext(eps => 'x", "unterminated string"),
             ("MASKED WITH santext(eps => 1e999)", "finite"),
-            ("MASKED WITH santext(eps => 3; DROP TABLE t)", "unexpected character"),
+            (
+                "MASKED WITH santext(eps => 3; DROP TABLE t)",
+                "unexpected character",
+            ),
         ] {
             let err = parse_column_label(label).expect_err(label).to_string();
             assert!(err.contains(want), "{label}: {err}");

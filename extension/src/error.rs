@@ -3,7 +3,8 @@
 //! Every error leaves through [`raise`], which reports it with the SQLSTATE
 //! the architecture fixes: 22023 for invalid parameter values, 58P01 for
 //! missing assets (with a hint naming the fetch command), 54000 for inputs
-//! over the size limit.
+//! over the size limit, 0A000 for security labels on objects that cannot
+//! carry a rule.
 
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
@@ -14,6 +15,10 @@ pub enum ExtError {
     /// An error from the core, carrying its own SQLSTATE.
     #[error(transparent)]
     Core(#[from] dptext_core::Error),
+    /// A request the extension does not support (a security label on an
+    /// object that cannot carry a rule).
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 impl ExtError {
@@ -27,12 +32,14 @@ impl ExtError {
                 "58030" => PgSqlErrorCode::ERRCODE_IO_ERROR,
                 _ => PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
             },
+            ExtError::Unsupported(_) => PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
         }
     }
 
     fn hint(&self) -> Option<&'static str> {
         match self {
             ExtError::Core(e) => e.hint(),
+            ExtError::Unsupported(_) => None,
         }
     }
 }

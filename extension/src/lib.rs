@@ -20,6 +20,7 @@ use pgrx::JsonB;
 mod error;
 mod ffi;
 pub mod guc;
+pub mod rules;
 
 use error::OrRaise;
 
@@ -28,6 +29,7 @@ use error::OrRaise;
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     guc::init();
+    ffi::register_label_provider();
     if guc::key_is_set() && !ffi::loading_at_server_start() {
         // Until this library was loaded, dptext.key was an ordinary
         // placeholder setting that SHOW displays to anyone.
@@ -37,22 +39,12 @@ pub extern "C-unwind" fn _PG_init() {
     }
 }
 
-// Keyed or seeded outputs are a function of the value, so whoever may call
-// the functions while a key is set can test guesses against a sanitized
-// view. Nobody may call them until granted (see README, "Privileges").
-extension_sql!(
-    r#"
-REVOKE EXECUTE ON FUNCTION santext(text, double precision, text) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION santext_plus(text, double precision, double precision, double precision, text) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION sanitize(text, text, jsonb) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION custext(text, double precision, integer, text, text, boolean, text, text) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION dptext_info() FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION detect_pii(text) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION deidentify(text, text, double precision, boolean) FROM PUBLIC;
-"#,
-    name = "revoke_from_public",
-    finalize,
-);
+// The catalog (rules, provenance, budget, the view builder) and the
+// privileges: keyed or seeded outputs are a function of the value, so
+// whoever may call the functions while a key is set can test guesses
+// against a sanitized view. Nobody may call them until granted (see
+// README, "Privileges").
+extension_sql_file!("../../sql/catalog.sql", name = "catalog", finalize);
 
 thread_local! {
     /// One engine per backend; rebuilt when a setting it depends on changes,
@@ -276,6 +268,17 @@ fn sanitize(t: &str, mechanism: &str, params: JsonB) -> JsonB {
     JsonB(serde_json::json!({ "text": out.text, "cost": out.cost }))
 }
 
+/// The random mode as JSON, with the key's public id, never the key.
+fn randomness_json(mode: &dptext_core::RandomMode) -> serde_json::Value {
+    match mode {
+        dptext_core::RandomMode::Os => serde_json::json!({"mode": "os"}),
+        dptext_core::RandomMode::Seeded(s) => serde_json::json!({"mode": "seeded", "seed": s}),
+        dptext_core::RandomMode::Keyed(k) => {
+            serde_json::json!({"mode": "keyed", "key_id": k.key_id()})
+        }
+    }
+}
+
 /// What this backend uses: assets directory, random mode (with the key's
 /// public id, never the key) and the mechanisms available.
 ///
@@ -285,13 +288,7 @@ fn sanitize(t: &str, mechanism: &str, params: JsonB) -> JsonB {
 #[pg_extern(stable, parallel_safe)]
 fn dptext_info() -> JsonB {
     let e = engine();
-    let mode = match guc::random_mode().or_raise("dptext_info") {
-        dptext_core::RandomMode::Os => serde_json::json!({"mode": "os"}),
-        dptext_core::RandomMode::Seeded(s) => serde_json::json!({"mode": "seeded", "seed": s}),
-        dptext_core::RandomMode::Keyed(k) => {
-            serde_json::json!({"mode": "keyed", "key_id": k.key_id()})
-        }
-    };
+    let mode = randomness_json(&guc::random_mode().or_raise("dptext_info"));
     let loaded: Vec<serde_json::Value> = [EmbeddingChoice::Glove, EmbeddingChoice::Wordpiece]
         .into_iter()
         .filter_map(|c| e.loaded(c))

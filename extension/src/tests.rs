@@ -423,4 +423,207 @@ mod tests {
         Spi::run("SET dptext.assets_dir = '/nonexistent'").unwrap();
         Spi::run("SELECT santext('x', 1)").unwrap();
     }
+
+    fn count(sql: &str) -> i64 {
+        Spi::get_one::<i64>(sql).expect("query runs").unwrap_or(-1)
+    }
+
+    fn records_with_rules() {
+        Spi::run(
+            "CREATE TABLE records (id int PRIMARY KEY, name varchar(40), note text, visits int);
+             INSERT INTO records SELECT g, (ARRAY['Kathryn Herrera', 'John Smith', 'Maria Garcia'])[1 + g % 3],
+                    'The patient was admitted with chest pain and a mild fever, visit ' || g || '.', g
+               FROM generate_series(1, 50) g;
+             SECURITY LABEL FOR dptext ON COLUMN records.note IS 'MASKED WITH santext(eps => 3)';
+             SECURITY LABEL FOR dptext ON COLUMN records.name IS 'MASKED WITH deidentify(strategy => typed_placeholder)';",
+        )
+        .unwrap();
+    }
+
+    #[pg_test]
+    fn labels_are_validated_when_set() {
+        Spi::run("CREATE TABLE t (a text, b int, c char(5)); CREATE ROLE dptext_label_role")
+            .unwrap();
+        for (sql, want) in [
+            ("SECURITY LABEL FOR dptext ON COLUMN t.a IS 'MASKED WITH santext(eps => 0)'", "must be > 0, got 0"),
+            ("SECURITY LABEL FOR dptext ON COLUMN t.a IS 'MASKED WITH sandtext(eps => 3)'", "unknown mechanism \"sandtext\""),
+            ("SECURITY LABEL FOR dptext ON COLUMN t.a IS 'MASKED WITH santext(eps => 3, p => 0.5)'", "unknown field `p`"),
+            ("SECURITY LABEL FOR dptext ON COLUMN t.a IS 'HIDDEN'", "expected masked"),
+            ("SECURITY LABEL FOR dptext ON COLUMN t.b IS 'MASKED WITH santext(eps => 3)'", "text, varchar and char columns"),
+            ("SECURITY LABEL FOR dptext ON TABLE t IS 'MASKED WITH santext(eps => 3)'", "not the whole relation"),
+            ("SECURITY LABEL FOR dptext ON SCHEMA public IS 'MASKED'", "columns and roles only"),
+            ("SECURITY LABEL FOR dptext ON ROLE dptext_label_role IS 'MASKED WITH santext(eps => 3)'", "must be 'MASKED'"),
+        ] {
+            let err = error_of(sql).unwrap_or_else(|| panic!("accepted: {sql}"));
+            assert!(err.contains(want), "{sql}: {err}");
+        }
+        assert_eq!(
+            count("SELECT count(*) FROM pg_seclabel WHERE provider = 'dptext'"),
+            0
+        );
+        for sql in [
+            "SECURITY LABEL FOR dptext ON COLUMN t.a IS 'masked with CUSTEXT(eps => 1.5, k => 30, mapping => conservative)'",
+            "SECURITY LABEL FOR dptext ON COLUMN t.c IS 'MASKED WITH deidentify'",
+            "SECURITY LABEL FOR dptext ON ROLE dptext_label_role IS 'MASKED'",
+        ] {
+            Spi::run(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+        }
+        assert_eq!(
+            one(
+                "SELECT mechanism || ' ' || params::text FROM dptext.rules WHERE column_name = 'a'"
+            )
+            .unwrap(),
+            r#"custext {"k": 30, "eps": 1.5, "level": "record", "metric": "euclidean", "mapping": "conservative", "embedding": "glove", "keep_stopwords": true}"#
+        );
+        assert_eq!(
+            one("SELECT string_agg(role_name, ',') FROM dptext.masked_roles").unwrap(),
+            "dptext_label_role"
+        );
+        // Removing a label is always allowed.
+        Spi::run("SECURITY LABEL FOR dptext ON COLUMN t.a IS NULL").unwrap();
+        assert_eq!(count("SELECT count(*) FROM dptext.rules"), 1);
+    }
+
+    #[pg_test]
+    fn dropping_labelled_objects_leaves_no_dangling_rule() {
+        records_with_rules();
+        Spi::run(
+            "CREATE ROLE dptext_gone; SECURITY LABEL FOR dptext ON ROLE dptext_gone IS 'MASKED'",
+        )
+        .unwrap();
+        assert_eq!(count("SELECT count(*) FROM dptext.rules"), 2);
+        Spi::run("ALTER TABLE records DROP COLUMN name").unwrap();
+        assert_eq!(count("SELECT count(*) FROM dptext.rules"), 1);
+        assert_eq!(
+            count("SELECT count(*) FROM pg_seclabel WHERE provider = 'dptext'"),
+            1
+        );
+        Spi::run("DROP TABLE records").unwrap();
+        assert_eq!(
+            count("SELECT count(*) FROM pg_seclabel WHERE provider = 'dptext'"),
+            0
+        );
+        Spi::run("DROP ROLE dptext_gone").unwrap();
+        assert_eq!(count("SELECT count(*) FROM dptext.masked_roles"), 0);
+    }
+
+    #[pg_test]
+    fn sanitized_view_applies_rules_and_records_provenance() {
+        records_with_rules();
+        Spi::run("SET dptext.key = 'a key for the sanitized view test'").unwrap();
+        assert_eq!(
+            one("SELECT dptext.create_sanitized_view('records', 'records_safe')::text").unwrap(),
+            "records_safe"
+        );
+        assert_eq!(
+            one("SELECT relkind::text FROM pg_class WHERE relname = 'records_safe'").unwrap(),
+            "m"
+        );
+        // Protected columns differ, the others are equal, nothing is lost.
+        assert_eq!(count("SELECT count(*) FROM records_safe"), 50);
+        assert_eq!(count("SELECT count(*) FROM records r JOIN records_safe s USING (id) WHERE s.note = r.note"), 0);
+        assert_eq!(
+            count("SELECT count(*) FROM records_safe WHERE name <> '<PERSON>'"),
+            0
+        );
+        assert_eq!(count("SELECT count(*) FROM records r JOIN records_safe s USING (id) WHERE s.visits = r.visits"), 50);
+        assert_eq!(
+            one("SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 'records_safe'::regclass AND attname = 'name'").unwrap(),
+            "character varying(40)"
+        );
+        // The same rule as the function: keyed outputs match.
+        assert_eq!(
+            count("SELECT count(*) FROM records r JOIN records_safe s USING (id) WHERE s.note = santext(r.note, 3)"),
+            50
+        );
+        // Provenance: one row per rule, with the key's id, never the key.
+        assert_eq!(
+            one("SELECT string_agg(column_name || ':' || mechanism || ':' || randomness || ':' || event, ',' ORDER BY column_name) FROM dptext.provenance").unwrap(),
+            "name:deidentify:keyed:create,note:santext:keyed:create"
+        );
+        let key_id = one("SELECT dptext.randomness() ->> 'key_id'").unwrap();
+        assert_eq!(
+            count(&format!(
+                "SELECT count(*) FROM dptext.provenance WHERE random_id = '{key_id}'"
+            )),
+            2
+        );
+        assert_eq!(
+            count("SELECT count(*) FROM dptext.provenance WHERE assets ? 'glove-6b-50d'"),
+            2
+        );
+        let all = one("SELECT string_agg(p::text, ' ') FROM dptext.provenance p").unwrap();
+        assert!(!all.contains("sanitized view test"), "{all}");
+        let comment = one("SELECT obj_description('records_safe'::regclass)").unwrap();
+        assert!(
+            comment.contains("note: MASKED WITH santext(") && comment.contains(&key_id),
+            "{comment}"
+        );
+        // REFRESH re-runs the rules: keyed, unchanged rows stay unchanged; recorded.
+        Spi::run("CREATE TABLE before AS SELECT * FROM records_safe; UPDATE records SET note = 'A new note.' WHERE id = 1; REFRESH MATERIALIZED VIEW records_safe").unwrap();
+        assert_eq!(count("SELECT count(*) FROM before b JOIN records_safe s USING (id) WHERE s.note = b.note"), 49);
+        assert_eq!(
+            count("SELECT count(*) FROM dptext.provenance WHERE event = 'refresh'"),
+            2
+        );
+        // Same key, same rule: still one release per column.
+        assert_eq!(
+            one("SELECT string_agg(column_name || '=' || releases || '/' || eps_total, ',' ORDER BY column_name) FROM dptext.budget").unwrap(),
+            "name=1/0,note=1/3"
+        );
+        // A rebuild without a key is a new release; a plain view without one is unbounded.
+        Spi::run("RESET dptext.key").unwrap();
+        Spi::run("SELECT dptext.create_sanitized_view('records', 'records_safe2')").unwrap();
+        assert_eq!(
+            one("SELECT eps_total::text FROM dptext.budget WHERE column_name = 'note'").unwrap(),
+            "6"
+        );
+        Spi::run("SET client_min_messages = error; SELECT dptext.create_sanitized_view('records', 'public.records_v', materialized => false)").unwrap();
+        assert_eq!(
+            one("SELECT relkind::text FROM pg_class WHERE relname = 'records_v'").unwrap(),
+            "v"
+        );
+        assert_eq!(one("SELECT unbounded::text || ' ' || eps_total FROM dptext.budget WHERE column_name = 'note'").unwrap(), "true Infinity");
+    }
+
+    #[pg_test]
+    fn sanitized_view_needs_a_rule_and_a_free_name() {
+        Spi::run("CREATE TABLE plain (a text)").unwrap();
+        let err = error_of("SELECT dptext.create_sanitized_view('plain', 'plain_safe')").unwrap();
+        assert!(
+            err.contains("no dptext rule on any column of plain"),
+            "{err}"
+        );
+        records_with_rules();
+        let err = error_of("SELECT dptext.create_sanitized_view('records', 'a.b.c')").unwrap();
+        assert!(err.contains("too many dots"), "{err}");
+        let err = error_of("SELECT dptext.create_sanitized_view('records', 'records')").unwrap();
+        assert!(err.contains("already exists"), "{err}");
+        assert_eq!(count("SELECT count(*) FROM dptext.provenance"), 0);
+    }
+
+    #[pg_test]
+    fn the_key_is_hidden_from_other_roles() {
+        Spi::run("SET dptext.key = 'correct horse battery staple'; CREATE ROLE dptext_nosuper; GRANT EXECUTE ON FUNCTION dptext.randomness() TO dptext_nosuper; SET ROLE dptext_nosuper").unwrap();
+        for sql in ["SHOW dptext.key", "SELECT current_setting('dptext.key')"] {
+            match error_of(sql) {
+                Some(err) => assert!(!err.contains("horse"), "{err}"),
+                None => assert_eq!(one(sql).unwrap(), "********"),
+            }
+        }
+        let settings = one("SELECT coalesce(string_agg(name || '=' || coalesce(setting, ''), ','), '') FROM pg_settings WHERE name LIKE 'dptext.%'").unwrap();
+        assert!(!settings.contains("horse"), "{settings}");
+        let err = error_of("SET dptext.key = 'another key of sixteen bytes'").unwrap();
+        assert!(err.contains("permission denied"), "{err}");
+        // Non-superusers may not call the functions until granted.
+        let err = error_of("SELECT santext('x', 3)").unwrap();
+        assert!(
+            err.contains("permission denied for function santext"),
+            "{err}"
+        );
+        assert!(one("SELECT dptext.randomness()::text")
+            .unwrap()
+            .contains("key_id"));
+        Spi::run("RESET ROLE").unwrap();
+    }
 }

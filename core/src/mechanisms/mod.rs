@@ -382,13 +382,19 @@ impl MechanismSpec {
             MechanismSpec::SanText { eps, .. } => Guarantee::MetricLdp { eps },
             MechanismSpec::SanTextPlus { eps, p, .. } => Guarantee::Umldp {
                 eps,
-                eps0: if p > 0.0 { (1.0 / p).ln() } else { f64::INFINITY },
+                eps0: if p > 0.0 {
+                    (1.0 / p).ln()
+                } else {
+                    f64::INFINITY
+                },
             },
             MechanismSpec::CusText { eps, .. } => Guarantee::Dp { eps },
             MechanismSpec::Deidentify {
                 consistent: true, ..
             } => Guarantee::None {
-                reason: "consistent replacement depends on the original value: the lemma does not apply".to_string(),
+                reason:
+                    "consistent replacement depends on the original value: the lemma does not apply"
+                        .to_string(),
             },
             MechanismSpec::Deidentify { strategy, p, .. } => Guarantee::Replacement {
                 eps: replace::strategy_epsilon(strategy, p)?,

@@ -1,0 +1,172 @@
+//! Masking rules declared in SQL, and the functions sanitized views use.
+//!
+//! ```sql
+//! SECURITY LABEL FOR dptext ON COLUMN records.note IS 'MASKED WITH santext(eps => 3)';
+//! SECURITY LABEL FOR dptext ON ROLE analyst IS 'MASKED';
+//! SELECT * FROM dptext.rules;
+//! SELECT dptext.create_sanitized_view('records', 'records_safe');
+//! SELECT * FROM dptext.budget;
+//! ```
+//!
+//! The label provider `dptext` checks every label when it is set
+//! ([`check_label`]): a bad mechanism or parameter is an error then, not
+//! at query time. The catalog objects (`dptext.rules`,
+//! `dptext.masked_roles`, `dptext.provenance`, `dptext.budget`,
+//! `dptext.create_sanitized_view`) are SQL, in `sql/catalog.sql`.
+
+use pgrx::pg_sys::Oid;
+use pgrx::prelude::*;
+
+use crate::error::{raise, ExtError, OrRaise};
+
+/// What a security label was put on, as far as the rules care.
+pub(crate) enum LabelTarget {
+    /// A column of a relation.
+    Column {
+        /// The relation's kind (`pg_class.relkind`).
+        relkind: u8,
+        /// The column's type.
+        type_oid: Oid,
+    },
+    /// A role.
+    Role,
+    /// A relation as a whole.
+    Relation,
+    /// Anything else (schemas, functions, ...).
+    Other,
+}
+
+/// Column types a rule can apply to: the text types whose values are
+/// passed to the mechanism as text and cast back.
+const TEXT_TYPES: [Oid; 3] = [pg_sys::TEXTOID, pg_sys::VARCHAROID, pg_sys::BPCHAROID];
+
+/// Relation kinds whose columns hold or show data.
+const RELKINDS: [u8; 5] = [
+    pg_sys::RELKIND_RELATION,
+    pg_sys::RELKIND_PARTITIONED_TABLE,
+    pg_sys::RELKIND_VIEW,
+    pg_sys::RELKIND_MATVIEW,
+    pg_sys::RELKIND_FOREIGN_TABLE,
+];
+
+/// The label provider's check: raises an ERROR for a label that is not a
+/// valid rule for its object. `None` (removing the label) is always fine.
+pub(crate) fn check_label(target: LabelTarget, label: Option<&str>) {
+    const F: &str = "SECURITY LABEL FOR dptext";
+    let Some(label) = label else { return };
+    match target {
+        LabelTarget::Role => dptext_core::rules::check_role_label(label).or_raise(F),
+        LabelTarget::Column { relkind, type_oid } => {
+            if !RELKINDS.contains(&relkind) {
+                raise(
+                    ExtError::Unsupported(
+                        "dptext rules apply to columns of tables, views, materialized views and foreign tables".into(),
+                    ),
+                    F,
+                );
+            }
+            if !TEXT_TYPES.contains(&type_oid) {
+                raise(
+                    ExtError::Unsupported(format!(
+                        "dptext rules apply to text, varchar and char columns, not to type oid {}",
+                        type_oid.to_u32()
+                    )),
+                    F,
+                );
+            }
+            dptext_core::rules::parse_column_label(label).or_raise(F);
+        }
+        LabelTarget::Relation => raise(
+            ExtError::Unsupported("label a column (ON COLUMN t.c), not the whole relation".into()),
+            F,
+        ),
+        LabelTarget::Other => raise(
+            ExtError::Unsupported("dptext labels apply to columns and roles only".into()),
+            F,
+        ),
+    }
+}
+
+/// The SQL-callable side of rules, in schema `dptext`.
+#[pg_schema]
+pub mod dptext {
+    use pgrx::prelude::*;
+    use pgrx::JsonB;
+
+    use crate::error::OrRaise;
+
+    /// Parses and validates a column rule, returning its mechanism, every
+    /// parameter (defaults filled in), its per-token guarantee and the
+    /// label spelled out in full. `dptext.rules` is built on it.
+    ///
+    /// ```sql
+    /// SELECT dptext.parse_rule('MASKED WITH santext_plus(eps => 3)');
+    /// -- {"label": "MASKED WITH santext_plus(eps => 3.0, p => 0.3, w => 0.9, embedding => 'glove')",
+    /// --  "params": {"p": 0.3, "w": 0.9, "eps": 3.0, "embedding": "glove"},
+    /// --  "guarantee": {"eps": 3.0, "eps0": 1.2039728043259361, "kind": "umldp"}, "mechanism": "santext_plus"}
+    /// ```
+    #[pg_extern(immutable, parallel_safe)]
+    fn parse_rule(label: &str) -> JsonB {
+        const F: &str = "dptext.parse_rule";
+        let rule = dptext_core::rules::parse_column_label(label).or_raise(F);
+        let guarantee = rule.spec.guarantee().or_raise(F);
+        JsonB(serde_json::json!({
+            "mechanism": rule.mechanism(),
+            "params": rule.params(),
+            "guarantee": guarantee,
+            "label": rule.to_label(),
+        }))
+    }
+
+    /// Applies one rule to one value: what sanitized views call for every
+    /// labelled column. Same randomness as the mechanism's own function.
+    ///
+    /// ```sql
+    /// SELECT dptext.apply_rule('Seen by Dr. Smith', 'santext', '{"eps": 3}');
+    /// ```
+    #[pg_extern(volatile, parallel_safe)]
+    fn apply_rule(t: &str, mechanism: &str, params: JsonB) -> String {
+        const F: &str = "dptext.apply_rule";
+        let spec = dptext_core::mechanisms::MechanismSpec::parse(mechanism, &params.0).or_raise(F);
+        crate::run(spec, t, F).text
+    }
+
+    /// The random mode in force: `{"mode": "os"}`, `{"mode": "seeded",
+    /// "seed": 7}` or `{"mode": "keyed", "key_id": "3f2a..."}` (a short
+    /// hash of the key, never the key). Provenance records it.
+    ///
+    /// ```sql
+    /// SELECT dptext.randomness();
+    /// ```
+    #[pg_extern(stable, parallel_safe)]
+    fn randomness() -> JsonB {
+        JsonB(crate::randomness_json(
+            &crate::guc::random_mode().or_raise("dptext.randomness"),
+        ))
+    }
+
+    /// The installed assets (package and version of each), as recorded by
+    /// `dptext assets fetch`; `{}` when none are installed.
+    ///
+    /// ```sql
+    /// SELECT dptext.asset_versions();
+    /// ```
+    #[pg_extern(stable, parallel_safe)]
+    fn asset_versions() -> JsonB {
+        let dir = crate::engine().config().assets_dir.clone();
+        let packages = dptext_core::assets::Installed::read(&dir)
+            .map(|i| {
+                i.packages
+                    .into_iter()
+                    .map(|(id, p)| {
+                        (
+                            id,
+                            serde_json::json!({"package": p.package, "version": p.version}),
+                        )
+                    })
+                    .collect::<serde_json::Map<_, _>>()
+            })
+            .unwrap_or_default();
+        JsonB(serde_json::Value::Object(packages))
+    }
+}

@@ -1,0 +1,249 @@
+-- dptext's catalog: rules declared with SECURITY LABEL, sanitized views
+-- with provenance, and the epsilon budget. Installed by CREATE EXTENSION
+-- (extension_sql_file! in extension/src/lib.rs), after every function.
+
+-- Every column rule: SECURITY LABEL FOR dptext ON COLUMN t.c IS 'MASKED WITH ...'.
+-- The proxy and dptext.create_sanitized_view read this view. Labels are
+-- validated when set, so parse_rule never fails here; dropped columns and
+-- tables take their labels with them.
+CREATE VIEW dptext.rules AS
+SELECT n.nspname AS schema_name,
+       c.relname AS table_name,
+       a.attname AS column_name,
+       c.oid AS table_oid,
+       a.attnum AS attnum,
+       r.rule ->> 'mechanism' AS mechanism,
+       r.rule -> 'params' AS params,
+       r.rule -> 'guarantee' AS guarantee,
+       l.label
+  FROM pg_catalog.pg_seclabel l
+  JOIN pg_catalog.pg_class c ON c.oid = l.objoid
+  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+  JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum = l.objsubid
+ CROSS JOIN LATERAL (SELECT dptext.parse_rule(l.label) AS rule) r
+ WHERE l.provider = 'dptext'
+   AND l.classoid = 'pg_catalog.pg_class'::regclass
+   AND l.objsubid > 0
+   AND NOT a.attisdropped;
+COMMENT ON VIEW dptext.rules IS
+  'dptext masking rules: one row per column labelled with SECURITY LABEL FOR dptext ... IS ''MASKED WITH mechanism(...)''';
+
+-- Roles whose sessions are masked: SECURITY LABEL FOR dptext ON ROLE r IS 'MASKED'.
+CREATE VIEW dptext.masked_roles AS
+SELECT r.rolname AS role_name, r.oid AS role_oid
+  FROM pg_catalog.pg_shseclabel l
+  JOIN pg_catalog.pg_roles r ON r.oid = l.objoid
+ WHERE l.provider = 'dptext'
+   AND l.classoid = 'pg_catalog.pg_authid'::regclass;
+COMMENT ON VIEW dptext.masked_roles IS
+  'Roles labelled SECURITY LABEL FOR dptext ON ROLE r IS ''MASKED''';
+
+-- One row per sanitized column per build (create_sanitized_view) or
+-- refresh (REFRESH MATERIALIZED VIEW, recorded by an event trigger).
+-- Rows outlive the views: a release stays spent after its view is dropped.
+CREATE TABLE dptext.provenance (
+    id bigserial PRIMARY KEY,
+    -- rows written by one build or refresh share this number
+    build bigint NOT NULL,
+    built_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    built_by name NOT NULL DEFAULT session_user,
+    event text NOT NULL CHECK (event IN ('create', 'refresh')),
+    source_oid oid NOT NULL,
+    source_schema name NOT NULL,
+    source_table name NOT NULL,
+    target_oid oid NOT NULL,
+    target_name text NOT NULL,
+    materialized boolean NOT NULL,
+    column_name name NOT NULL,
+    mechanism text NOT NULL,
+    params jsonb NOT NULL,
+    guarantee jsonb NOT NULL,
+    randomness text NOT NULL CHECK (randomness IN ('os', 'seeded', 'keyed')),
+    -- the key's public id (a short hash, never the key) or the seed
+    random_id text,
+    assets jsonb NOT NULL
+);
+COMMENT ON TABLE dptext.provenance IS
+  'How each sanitized view column was produced: source, rule, guarantee, randomness (key id, never the key), asset versions, time';
+SELECT pg_catalog.pg_extension_config_dump('dptext.provenance', '');
+SELECT pg_catalog.pg_extension_config_dump('dptext.provenance_id_seq', '');
+CREATE SEQUENCE dptext.build_seq;
+SELECT pg_catalog.pg_extension_config_dump('dptext.build_seq', '');
+
+-- Epsilon spent per source column, by kind of guarantee (MECHANISMS.md 8):
+-- independent releases compose by sum. Builds that reuse the same key (or
+-- seed) with the same mechanism and parameters give the same output for
+-- the same value, so they count once; every build or refresh in OS mode
+-- is a new release, and a plain (not materialized) view in OS mode draws
+-- anew on every query: unbounded.
+CREATE VIEW dptext.budget AS
+WITH releases AS (
+    SELECT DISTINCT ON (p.source_oid, p.column_name, release)
+           p.*,
+           CASE WHEN p.random_id IS NULL THEN p.id::text
+                ELSE pg_catalog.jsonb_build_array(p.randomness, p.random_id, p.mechanism, p.params)::text
+           END AS release
+      FROM dptext.provenance p
+     ORDER BY p.source_oid, p.column_name, release, p.id
+)
+SELECT source_schema,
+       source_table,
+       column_name,
+       guarantee ->> 'kind' AS guarantee,
+       count(*) AS releases,
+       CASE WHEN bool_or(NOT materialized AND random_id IS NULL) THEN 'infinity'::float8
+            ELSE sum((guarantee ->> 'eps')::float8) END AS eps_total,
+       CASE WHEN guarantee ->> 'kind' <> 'umldp' THEN NULL
+            WHEN bool_or(NOT materialized AND random_id IS NULL) THEN 'infinity'::float8
+            ELSE sum((guarantee ->> 'eps0')::float8) END AS eps0_total,
+       bool_or(NOT materialized AND random_id IS NULL) AS unbounded,
+       min(built_at) AS first_release,
+       max(built_at) AS last_release
+  FROM releases
+ GROUP BY source_oid, source_schema, source_table, column_name, guarantee ->> 'kind';
+COMMENT ON VIEW dptext.budget IS
+  'Epsilon spent per source column and kind of guarantee: per-token (per-span for deidentify) eps summed over independent releases';
+
+-- Records one provenance row per rule of the source, as the view was
+-- just built from them. SECURITY DEFINER so that builders need no INSERT
+-- on the table; it copies rules from the catalog, never from its caller.
+CREATE FUNCTION dptext._record_build(src regclass, tgt regclass, mat boolean)
+RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    rnd jsonb := dptext.randomness();
+    b bigint := nextval('dptext.build_seq');
+BEGIN
+    INSERT INTO dptext.provenance (build, event, source_oid, source_schema, source_table,
+                                   target_oid, target_name, materialized, column_name,
+                                   mechanism, params, guarantee, randomness, random_id, assets)
+    SELECT b, 'create', src, r.schema_name, r.table_name, tgt, tgt::text, mat, r.column_name,
+           r.mechanism, r.params, r.guarantee, rnd ->> 'mode',
+           coalesce(rnd ->> 'key_id', 'seed ' || (rnd ->> 'seed')), dptext.asset_versions()
+      FROM dptext.rules r
+     WHERE r.table_oid = src
+     ORDER BY r.attnum;
+    RETURN b;
+END $$;
+REVOKE EXECUTE ON FUNCTION dptext._record_build(regclass, regclass, boolean) FROM PUBLIC;
+
+-- Builds a view (or materialized view) of `source` with every labelled
+-- column passed through its rule and every other column unchanged, records
+-- provenance, and comments the view with what was applied.
+CREATE FUNCTION dptext.create_sanitized_view(source regclass, target text, materialized boolean DEFAULT true)
+RETURNS regclass
+LANGUAGE plpgsql AS $$
+DECLARE
+    parts text[] := pg_catalog.parse_ident(target);
+    qualified text;
+    select_list text[] := '{}';
+    col record;
+    rules_applied text[] := '{}';
+    rnd jsonb := dptext.randomness();
+    created regclass;
+    summary text;
+BEGIN
+    IF pg_catalog.array_length(parts, 1) > 2 THEN
+        RAISE EXCEPTION 'target "%" has too many dots: give name or schema.name', target
+            USING ERRCODE = '22023';
+    END IF;
+    qualified := CASE WHEN pg_catalog.array_length(parts, 1) = 2
+                      THEN pg_catalog.format('%I.%I', parts[1], parts[2])
+                      ELSE pg_catalog.format('%I', parts[1]) END;
+    FOR col IN
+        SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod) AS typ, r.mechanism, r.params, r.label
+          FROM pg_catalog.pg_attribute a
+          LEFT JOIN dptext.rules r ON r.table_oid = a.attrelid AND r.attnum = a.attnum
+         WHERE a.attrelid = source AND a.attnum > 0 AND NOT a.attisdropped
+         ORDER BY a.attnum
+    LOOP
+        IF col.mechanism IS NULL THEN
+            select_list := select_list || pg_catalog.format('%I', col.attname);
+        ELSE
+            select_list := select_list || pg_catalog.format(
+                'dptext.apply_rule(%I::text, %L, %L::jsonb)::%s AS %I',
+                col.attname, col.mechanism, col.params::text, col.typ, col.attname);
+            rules_applied := rules_applied || pg_catalog.format('%s: %s',
+                col.attname, (dptext.parse_rule(col.label)) ->> 'label');
+        END IF;
+    END LOOP;
+    IF pg_catalog.cardinality(rules_applied) = 0 THEN
+        RAISE EXCEPTION 'no dptext rule on any column of %', source
+            USING ERRCODE = '22023',
+                  HINT = pg_catalog.format('declare one first: SECURITY LABEL FOR dptext ON COLUMN %s.<column> IS ''MASKED WITH santext(eps => 3)''', source);
+    END IF;
+    IF NOT materialized AND rnd ->> 'mode' = 'os' THEN
+        RAISE WARNING 'the plain view % draws fresh randomness on every query, so every query spends the budget again', qualified
+            USING HINT = 'use a materialized view, or set dptext.key so that repeated queries return the same output';
+    END IF;
+    EXECUTE pg_catalog.format('CREATE %s VIEW %s AS SELECT %s FROM %s',
+        CASE WHEN materialized THEN 'MATERIALIZED' ELSE '' END,
+        qualified, pg_catalog.array_to_string(select_list, ', '), source);
+    created := qualified::regclass;
+    PERFORM dptext._record_build(source, created, materialized);
+    summary := pg_catalog.format('dptext: sanitized from %s at %s; %s; randomness %s; see dptext.provenance',
+        source, pg_catalog.now(), pg_catalog.array_to_string(rules_applied, '; '),
+        CASE rnd ->> 'mode' WHEN 'keyed' THEN 'keyed (key id ' || (rnd ->> 'key_id') || ')'
+                            WHEN 'seeded' THEN 'seeded (seed ' || (rnd ->> 'seed') || ')'
+                            ELSE 'os' END);
+    EXECUTE pg_catalog.format('COMMENT ON %s VIEW %s IS %L',
+        CASE WHEN materialized THEN 'MATERIALIZED' ELSE '' END, qualified, summary);
+    RETURN created;
+END $$;
+COMMENT ON FUNCTION dptext.create_sanitized_view(regclass, text, boolean) IS
+  'Creates a (materialized) view of source with every labelled column sanitized by its rule; records provenance';
+
+-- REFRESH MATERIALIZED VIEW of a sanitized view re-runs the rules it was
+-- built with (they are part of its definition): record them again with
+-- the randomness of the refresh, since in OS mode every refresh is a new
+-- release.
+CREATE FUNCTION dptext._on_refresh() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    cmd record;
+    last_build bigint;
+    rnd jsonb;
+    b bigint;
+BEGIN
+    FOR cmd IN SELECT objid FROM pg_catalog.pg_event_trigger_ddl_commands()
+                WHERE command_tag = 'REFRESH MATERIALIZED VIEW'
+    LOOP
+        SELECT max(p.build) INTO last_build FROM dptext.provenance p
+         WHERE p.target_oid = cmd.objid AND p.event = 'create'
+           AND p.target_name = cmd.objid::regclass::text;
+        CONTINUE WHEN last_build IS NULL;
+        rnd := dptext.randomness();
+        b := nextval('dptext.build_seq');
+        INSERT INTO dptext.provenance (build, event, source_oid, source_schema, source_table,
+                                       target_oid, target_name, materialized, column_name,
+                                       mechanism, params, guarantee, randomness, random_id, assets)
+        SELECT b, 'refresh', p.source_oid, p.source_schema, p.source_table, p.target_oid,
+               p.target_name, true, p.column_name, p.mechanism, p.params, p.guarantee,
+               rnd ->> 'mode', coalesce(rnd ->> 'key_id', 'seed ' || (rnd ->> 'seed')),
+               dptext.asset_versions()
+          FROM dptext.provenance p
+         WHERE p.build = last_build
+         ORDER BY p.id;
+    END LOOP;
+END $$;
+REVOKE EXECUTE ON FUNCTION dptext._on_refresh() FROM PUBLIC;
+CREATE EVENT TRIGGER dptext_record_refresh ON ddl_command_end
+    WHEN TAG IN ('REFRESH MATERIALIZED VIEW')
+    EXECUTE FUNCTION dptext._on_refresh();
+
+GRANT USAGE ON SCHEMA dptext TO PUBLIC;
+GRANT SELECT ON dptext.rules, dptext.masked_roles, dptext.provenance, dptext.budget TO PUBLIC;
+
+-- Privileges: keyed or seeded outputs are a function of the value, so
+-- whoever may call the functions while a key is set can test guesses
+-- against a sanitized view. Nobody may call them until granted (README,
+-- "Privileges").
+REVOKE EXECUTE ON FUNCTION santext(text, double precision, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION santext_plus(text, double precision, double precision, double precision, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION sanitize(text, text, jsonb) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION custext(text, double precision, integer, text, text, boolean, text, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION dptext_info() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION detect_pii(text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION deidentify(text, text, double precision, boolean) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION dptext.apply_rule(text, text, jsonb) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION dptext.create_sanitized_view(regclass, text, boolean) FROM PUBLIC;
