@@ -20,7 +20,10 @@ use crate::mechanisms::replace::Deidentify;
 use crate::mechanisms::{
     CusText, EmbeddingChoice, Mechanism, MechanismSpec, SanText, SanTextPlus, Sanitized, Vocabulary,
 };
+use crate::mechanisms::ndd::NddDistort;
+use crate::mlm::MaskedLm;
 use crate::rng::RandomMode;
+use crate::runtime::Device;
 
 /// Default number of GloVe words loaded (the most frequent ones).
 pub const DEFAULT_GLOVE_WORDS: usize = 50_000;
@@ -31,6 +34,9 @@ pub const DEFAULT_MAX_INPUT_BYTES: usize = 64 << 20;
 /// Default largest input `detect` accepts, in bytes (the model reads every
 /// token, so detection is far costlier per byte than the word mechanisms).
 pub const DEFAULT_MAX_DETECT_BYTES: usize = 1 << 20;
+
+/// Default rows per masked-LM call.
+pub const DEFAULT_MLM_BATCH: usize = 64;
 
 /// Settings of an [`Engine`].
 #[derive(Debug, Clone, PartialEq)]
@@ -51,6 +57,12 @@ pub struct EngineConfig {
     /// in this process (minutes of all cores); when false, a missing
     /// mapping is an error naming the CLI command that builds it.
     pub build_mappings: bool,
+    /// The masked LM's directory (`None`: `<assets>/mlm`, the default model).
+    pub mlm_dir: Option<PathBuf>,
+    /// Where models run (CUDA falls back to the CPU with one warning).
+    pub device: Device,
+    /// Rows per masked-LM call.
+    pub mlm_batch: usize,
 }
 
 impl EngineConfig {
@@ -64,6 +76,9 @@ impl EngineConfig {
             model_threads: 1,
             max_detect_bytes: DEFAULT_MAX_DETECT_BYTES,
             build_mappings: true,
+            mlm_dir: None,
+            device: Device::Cpu,
+            mlm_batch: DEFAULT_MLM_BATCH,
         }
     }
 }
@@ -77,6 +92,8 @@ pub struct Engine {
     wordpiece: Mutex<Option<Arc<Vocabulary>>>,
     mappings: Mutex<HashMap<MappingKey, Arc<Mapping>>>,
     detector: Mutex<Option<Arc<NerModel>>>,
+    /// Masked LMs keyed by (model directory, requested device).
+    mlms: moka::sync::Cache<(PathBuf, Device), Arc<MaskedLm>>,
 }
 
 type MappingKey = (EmbeddingChoice, usize, custext::Strategy, custext::Metric);
@@ -91,6 +108,7 @@ impl Engine {
             wordpiece: Mutex::new(None),
             mappings: Mutex::new(HashMap::new()),
             detector: Mutex::new(None),
+            mlms: moka::sync::Cache::new(4),
         }
     }
 
@@ -175,6 +193,45 @@ impl Engine {
         Ok(m)
     }
 
+    /// The masked LM of the settings (`mlm_dir`, `device`), loaded once per
+    /// (directory, device) and cached.
+    pub fn mlm(&self) -> Result<Arc<MaskedLm>> {
+        let dir = self
+            .config
+            .mlm_dir
+            .clone()
+            .unwrap_or_else(|| self.config.assets_dir.join(crate::mlm::MODEL_DIR));
+        let key = (dir.clone(), self.config.device);
+        self.mlms
+            .try_get_with(key, || {
+                let started = std::time::Instant::now();
+                let m = MaskedLm::load(
+                    &self.config.assets_dir.join(crate::detect::model::ORT_LIB),
+                    &dir,
+                    self.config.model_threads,
+                    self.config.device,
+                    self.config.mlm_batch,
+                )?;
+                tracing::info!(
+                    ms = started.elapsed().as_millis() as u64,
+                    dir = %dir.display(),
+                    device = m.device().name(),
+                    "masked LM loaded"
+                );
+                Ok::<_, Error>(Arc::new(m))
+            })
+            .map_err(|e: Arc<Error>| match Arc::try_unwrap(e) {
+                Ok(e) => e,
+                Err(e) => match &*e {
+                    Error::MissingAsset { asset, path } => Error::MissingAsset {
+                        asset: asset.clone(),
+                        path: path.clone(),
+                    },
+                    other => Error::Model(other.to_string()),
+                },
+            })
+    }
+
     /// The vocabulary for `which` if it is already loaded (never loads).
     pub fn loaded(&self, which: EmbeddingChoice) -> Option<Arc<Vocabulary>> {
         let slot = match which {
@@ -217,6 +274,19 @@ impl Engine {
                 p,
                 consistent,
             } => Box::new(Deidentify::new(self.model()?, strategy, p, consistent)?),
+            MechanismSpec::Ndd {
+                mode,
+                candidates,
+                mu,
+                divergence,
+            } => Box::new(NddDistort::new(
+                self.model()?,
+                self.mlm()?,
+                mode,
+                candidates,
+                mu,
+                divergence,
+            )?),
         })
     }
 

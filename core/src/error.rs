@@ -19,7 +19,7 @@ pub enum Error {
 
     /// A mechanism name that the core does not know.
     #[error(
-        "unknown mechanism \"{0}\": expected one of santext, santext_plus, custext, deidentify"
+        "unknown mechanism \"{0}\": expected one of santext, santext_plus, custext, deidentify, ndd"
     )]
     UnknownMechanism(String),
 

@@ -29,7 +29,9 @@ pub mod embeddings;
 pub mod engine;
 pub mod error;
 pub mod mechanisms;
+pub mod mlm;
 pub mod rng;
+pub mod runtime;
 pub mod rules;
 pub mod text;
 

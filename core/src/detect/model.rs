@@ -11,7 +11,7 @@
 //! trusted (it tags e-mails B, I, I, B ...).
 
 use std::path::Path;
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
 use ort::session::Session;
 use ort::value::TensorRef;
@@ -46,22 +46,7 @@ impl std::fmt::Debug for NerModel {
     }
 }
 
-fn model_err(what: impl std::fmt::Display) -> Error {
-    Error::Model(what.to_string())
-}
-
-/// The process-wide ONNX Runtime environment, loaded from `lib` on first use.
-fn environment(lib: &Path) -> Result<&'static ort::environment::Environment> {
-    static ENV: OnceLock<std::result::Result<ort::environment::Environment, String>> =
-        OnceLock::new();
-    ENV.get_or_init(|| {
-        ort::init_from(lib)
-            .map_err(|e| e.to_string())
-            .and_then(|b| b.with_name("dptext").build().map_err(|e| e.to_string()))
-    })
-    .as_ref()
-    .map_err(|e| model_err(format!("loading ONNX Runtime from {}: {e}", lib.display())))
-}
+use crate::runtime::{environment, model_err};
 
 /// Maps a Rampart class name (`B-GIVEN_NAME`) to a coarse label.
 pub fn coarse(class: &str) -> Option<Label> {

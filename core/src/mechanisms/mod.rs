@@ -7,6 +7,7 @@
 
 pub mod custext;
 mod exponential;
+pub mod ndd;
 pub mod replace;
 mod santext;
 mod vocabulary;
@@ -120,6 +121,17 @@ pub enum MechanismSpec {
         /// Same original, same surrogate within a value (voids the lemma).
         consistent: bool,
     },
+    /// NDD distortion of detected spans (no formal guarantee).
+    Ndd {
+        /// How candidates are made.
+        mode: ndd::Mode,
+        /// Candidates per span.
+        candidates: usize,
+        /// Distance weight base, in (0, 1].
+        mu: f64,
+        /// Divergence between distributions.
+        divergence: ndd::Divergence,
+    },
     /// CusText at `eps` with output sets of `k` tokens.
     CusText {
         /// Privacy parameter (> 0).
@@ -148,6 +160,26 @@ struct DeidentifyParams {
     p: f64,
     #[serde(default)]
     consistent: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NddParams {
+    #[serde(default)]
+    mode: Option<String>,
+    #[serde(default = "default_candidates")]
+    candidates: i64,
+    #[serde(default = "default_mu")]
+    mu: f64,
+    #[serde(default)]
+    divergence: Option<String>,
+}
+
+fn default_candidates() -> i64 {
+    8
+}
+fn default_mu() -> f64 {
+    0.9
 }
 
 fn default_one() -> f64 {
@@ -260,6 +292,15 @@ impl MechanismSpec {
                     consistent: p.consistent,
                 }
             }
+            "ndd" => {
+                let p: NddParams = serde_json::from_value(params.clone()).map_err(bad)?;
+                MechanismSpec::ndd(
+                    p.mode.as_deref().unwrap_or("substitutive"),
+                    p.candidates,
+                    p.mu,
+                    p.divergence.as_deref().unwrap_or("kl"),
+                )?
+            }
             _ => return Err(Error::UnknownMechanism(name.to_string())),
         };
         spec.validate()?;
@@ -292,6 +333,24 @@ impl MechanismSpec {
         Ok(spec)
     }
 
+    /// An NDD distortion spec from its SQL-level parameters, validated.
+    pub fn ndd(mode: &str, candidates: i64, mu: f64, divergence: &str) -> Result<Self> {
+        let spec = MechanismSpec::Ndd {
+            mode: mode.parse()?,
+            candidates: usize::try_from(candidates).unwrap_or(0),
+            mu,
+            divergence: divergence.parse()?,
+        };
+        if candidates < 1 {
+            return Err(Error::invalid(
+                "candidates",
+                format!("must be in [1, {}], got {candidates}", ndd::MAX_CANDIDATES),
+            ));
+        }
+        spec.validate()?;
+        Ok(spec)
+    }
+
     /// Checks every parameter's domain.
     pub fn validate(&self) -> Result<()> {
         match *self {
@@ -299,6 +358,10 @@ impl MechanismSpec {
                 check_eps(eps)
             }
             MechanismSpec::Deidentify { p, .. } => check_unit("p", p),
+            MechanismSpec::Ndd { candidates, mu, .. } => {
+                ndd::check_candidates(candidates)?;
+                ndd::check_mu(mu)
+            }
             MechanismSpec::SanTextPlus { eps, p, w, .. } => {
                 check_eps(eps)?;
                 check_unit("p", p)?;
@@ -321,6 +384,7 @@ impl MechanismSpec {
             MechanismSpec::SanTextPlus { .. } => "santext_plus",
             MechanismSpec::CusText { .. } => "custext",
             MechanismSpec::Deidentify { .. } => "deidentify",
+            MechanismSpec::Ndd { .. } => "ndd",
         }
     }
 
@@ -370,6 +434,17 @@ impl MechanismSpec {
                 p,
                 consistent,
             } => json!({"strategy": strategy.name(), "p": p, "consistent": consistent}),
+            MechanismSpec::Ndd {
+                mode,
+                candidates,
+                mu,
+                divergence,
+            } => json!({
+                "mode": mode.name(),
+                "candidates": candidates,
+                "mu": mu,
+                "divergence": divergence.name(),
+            }),
         }
     }
 
@@ -396,6 +471,9 @@ impl MechanismSpec {
                     "consistent replacement depends on the original value: the lemma does not apply"
                         .to_string(),
             },
+            MechanismSpec::Ndd { .. } => Guarantee::None {
+                reason: "NDD distortion picks the candidate closest to the original's context: it carries no formal differential privacy guarantee".to_string(),
+            },
             MechanismSpec::Deidentify { strategy, p, .. } => Guarantee::Replacement {
                 eps: replace::strategy_epsilon(strategy, p)?,
                 p,
@@ -409,7 +487,7 @@ impl MechanismSpec {
             MechanismSpec::SanText { embedding, .. }
             | MechanismSpec::SanTextPlus { embedding, .. }
             | MechanismSpec::CusText { embedding, .. } => Some(embedding),
-            MechanismSpec::Deidentify { .. } => None,
+            MechanismSpec::Deidentify { .. } | MechanismSpec::Ndd { .. } => None,
         }
     }
 }

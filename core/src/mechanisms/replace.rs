@@ -167,7 +167,7 @@ fn redraw_format(original: &str, rng: &mut dyn RngCore) -> (String, f64) {
 
 /// A surrogate for a whole span of `label`; with its pi(t) (the smallest
 /// possible for the label's list, used for the lemma's max).
-fn full_entity(label: Label, original: &str, rng: &mut dyn RngCore) -> (String, f64) {
+pub(crate) fn full_entity(label: Label, original: &str, rng: &mut dyn RngCore) -> (String, f64) {
     let l = lists();
     match label {
         Label::Person => (

@@ -1,0 +1,188 @@
+//! NDD against the papers' case pairs and the build script's reference
+//! numbers; batched = naive; distortion; the CUDA fallback.
+//!
+//! The model is the committed `models/mlm` (or `DPTEXT_MLM_DIR`); the ONNX
+//! Runtime library comes from the assets (tests skip without them unless
+//! `DPTEXT_REQUIRE_ASSETS=1`, as the project's test command sets).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+
+use super::*;
+use crate::detect::model::ORT_LIB;
+use crate::runtime::Device;
+
+fn mlm_dir() -> PathBuf {
+    std::env::var_os("DPTEXT_MLM_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../models/mlm")))
+}
+
+fn load(device: Device) -> Option<MaskedLm> {
+    crate::assets::load_or_skip(|dir| MaskedLm::load(&dir.join(ORT_LIB), &mlm_dir(), 2, device, 64))
+}
+
+#[derive(serde::Deserialize)]
+struct Pair {
+    label: String,
+    original: String,
+    fitting: String,
+    unfitting: String,
+    span_original_chars: (usize, usize),
+    span_fitting_chars: (usize, usize),
+    span_unfitting_chars: (usize, usize),
+    ndd_reference: Reference,
+}
+
+#[derive(serde::Deserialize)]
+struct Reference {
+    fitting: f64,
+    unfitting: f64,
+}
+
+fn bytes(s: &str, (a, b): (usize, usize)) -> (usize, usize) {
+    let at = |c: usize| s.char_indices().nth(c).map_or(s.len(), |(i, _)| i);
+    (at(a), at(b))
+}
+
+/// The quality bar of issue 4: NDD ranks at least 7 of the papers' 8 case
+/// pairs as the papers do (the fitting replacement scores lower), and our
+/// implementation reproduces the build script's numbers (tolerance 1e-3
+/// relative, from float32 logits summed in a different order).
+#[test]
+fn paper_pairs_are_ranked_and_match_the_reference() {
+    let Some(mlm) = load(Device::Cpu) else { return };
+    let pairs: Vec<Pair> = serde_json::from_str(
+        &std::fs::read_to_string(mlm_dir().join("paper_pairs.json")).expect("paper_pairs.json"),
+    )
+    .expect("pairs parse");
+    assert_eq!(pairs.len(), 8);
+    let scorer = Scorer::new(&mlm, 0.9, Divergence::Kl).unwrap();
+    let mut right = 0;
+    for p in &pairs {
+        let so = bytes(&p.original, p.span_original_chars);
+        let fit = scorer
+            .ndd_spans(&p.original, so, &p.fitting, bytes(&p.fitting, p.span_fitting_chars))
+            .unwrap();
+        let unfit = scorer
+            .ndd_spans(&p.original, so, &p.unfitting, bytes(&p.unfitting, p.span_unfitting_chars))
+            .unwrap();
+        for (ours, reference) in [(fit, p.ndd_reference.fitting), (unfit, p.ndd_reference.unfitting)] {
+            assert!(
+                (ours - reference).abs() <= 1e-3 * reference.abs().max(1.0),
+                "{}: ours {ours}, reference {reference}",
+                p.label
+            );
+        }
+        eprintln!("{:5} fitting {fit:.4} unfitting {unfit:.4}", p.label);
+        right += usize::from(fit < unfit);
+    }
+    assert!(right >= 7, "NDD ranks {right} of 8 case pairs as the papers do");
+}
+
+#[test]
+fn batched_scores_equal_naive_ones_and_identical_texts_score_zero() {
+    let Some(mlm) = load(Device::Cpu) else { return };
+    let scorer = Scorer::new(&mlm, 0.9, Divergence::Kl).unwrap();
+    let ids = mlm.encode("Masao Yoshikawa was defeated in the match in Hokkaido .").unwrap().ids;
+    let cands: Vec<Vec<u32>> = ["Moscow", "1926", "the city of Paris"]
+        .iter()
+        .map(|c| mlm.encode(c).unwrap().ids)
+        .collect();
+    let n = ids.len();
+    let spans = vec![
+        SpanCandidates { start: n - 2, end: n - 1, candidates: cands.clone() },
+        SpanCandidates { start: 0, end: 2, candidates: cands },
+    ];
+    let originals = scorer.originals(&ids).unwrap();
+    let fast = scorer.score(&ids, &originals, &spans).unwrap();
+    let slow = scorer.score_naive(&ids, &spans).unwrap();
+    for (a, b) in fast.iter().flatten().zip(slow.iter().flatten()) {
+        assert!((a - b).abs() < 1e-6 * a.abs().max(1.0), "{a} vs {b}");
+        assert!(*a > 0.0);
+    }
+    let t = "The patient was seen on Monday.";
+    assert_eq!(scorer.ndd(t, t).unwrap(), 0.0);
+    assert!(scorer.ndd(t, "The patient was seen on Friday.").unwrap() > 0.0);
+    let err = scorer.ndd("alpha beta", "gamma delta").unwrap_err().to_string();
+    assert!(err.contains("shares no unedited token"), "{err}");
+    let h = Scorer::new(&mlm, 0.9, Divergence::Hellinger).unwrap();
+    let v = h.ndd(t, "The patient was seen on 1926.").unwrap();
+    let bound: f64 = (1..=8).map(|d| 0.9f64.powi(d)).sum::<f64>() * 2.0;
+    assert!(v > 0.0 && v <= bound, "{v}");
+    assert!(Scorer::new(&mlm, 0.0, Divergence::Kl).is_err());
+    assert!(Scorer::new(&mlm, 1.5, Divergence::Kl).is_err());
+}
+
+#[test]
+fn long_texts_are_scored_in_a_window_not_truncated() {
+    let Some(mlm) = load(Device::Cpu) else { return };
+    let scorer = Scorer::new(&mlm, 0.9, Divergence::Kl).unwrap();
+    let filler = "the weather was mild and the roads were quiet . ".repeat(80);
+    let a = format!("{filler}Masao Yoshikawa was defeated in Hokkaido . {filler}");
+    let b = a.replace("Hokkaido", "Moscow");
+    assert!(mlm.encode(&a).unwrap().ids.len() > mlm.max_tokens());
+    let long = scorer.ndd(&a, &b).unwrap();
+    let short = scorer
+        .ndd("Masao Yoshikawa was defeated in Hokkaido .", "Masao Yoshikawa was defeated in Moscow .")
+        .unwrap();
+    assert!(long.is_finite() && long > 0.0 && short > 0.0, "{long} {short}");
+}
+
+fn distorter(mlm: MaskedLm, mode: Mode) -> Option<NddDistort> {
+    let ner = crate::assets::load_or_skip(|dir| NerModel::load(dir, 1))?;
+    NddDistort::new(Arc::new(ner), Arc::new(mlm), mode, 8, 0.9, Divergence::Kl).ok()
+}
+
+#[test]
+fn distortion_replaces_every_span_and_keeps_the_rest() {
+    let Some(mlm) = load(Device::Cpu) else { return };
+    let Some(d) = distorter(mlm, Mode::Substitutive) else { return };
+    let text = "Kathryn Herrera was admitted to St. Mary's Hospital in Springfield on May 3, 2024. She went home.";
+    let spans = detect::detect(text, Some(&d.ner)).unwrap();
+    assert!(spans.len() >= 3, "{spans:?}");
+    let mut rng = ChaCha20Rng::seed_from_u64(7);
+    let out = d.sanitize(text, &mut rng).unwrap();
+    for s in &spans {
+        assert!(!out.text.contains(&text[s.start..s.end]), "{} survived: {}", &text[s.start..s.end], out.text);
+    }
+    assert!(out.text.ends_with("She went home."), "{}", out.text);
+    assert!(matches!(out.cost.guarantee, Guarantee::None { .. }));
+    let again = d.sanitize(text, &mut ChaCha20Rng::seed_from_u64(7)).unwrap();
+    assert_eq!(out.text, again.text, "seeded runs repeat");
+    assert_eq!(d.sanitize("No names here.", &mut rng).unwrap().text, "No names here.");
+}
+
+#[test]
+fn generative_distortion_fills_spans_from_the_model() {
+    let Some(mlm) = load(Device::Cpu) else { return };
+    let Some(d) = distorter(mlm, Mode::Generative) else { return };
+    let text = "Kathryn Herrera was admitted on Monday.";
+    let mut rng = ChaCha20Rng::seed_from_u64(3);
+    let out = d.sanitize(text, &mut rng).unwrap().text;
+    assert!(!out.contains("Kathryn Herrera"), "{out}");
+    assert!(out.ends_with("was admitted on Monday."), "{out}");
+}
+
+/// Asking for CUDA where it cannot start runs on the CPU, warns once per
+/// loaded model, and gives the CPU's numbers.
+#[test]
+fn cuda_request_falls_back_to_cpu_with_one_warning() {
+    let Some(cpu) = load(Device::Cpu) else { return };
+    let before = crate::runtime::fallback_count();
+    let Some(gpu) = load(Device::Cuda) else { return };
+    if gpu.fallback().is_none() {
+        // A machine with a working CUDA provider: nothing to fall back from.
+        assert_eq!(gpu.device(), Device::Cuda);
+        return;
+    }
+    assert_eq!(gpu.device(), Device::Cpu);
+    assert_eq!(crate::runtime::fallback_count(), before + 1);
+    let (a, b) = ("The patient was seen on Monday.", "The patient was seen on Friday.");
+    let x = Scorer::new(&cpu, 0.9, Divergence::Kl).unwrap().ndd(a, b).unwrap();
+    let y = Scorer::new(&gpu, 0.9, Divergence::Kl).unwrap().ndd(a, b).unwrap();
+    assert!((x - y).abs() < 1e-9 * x.max(1.0), "{x} vs {y}");
+}
