@@ -70,6 +70,75 @@ pub fn fetch(dir: &Path, force: bool, only: &[String]) -> Result<()> {
         );
     }
     let _ = fs::remove_dir(dir.join("wheels"));
+    if only.is_empty() || only.iter().any(|o| o == MLM_ID) {
+        install_mlm(dir, &mut installed, force)?;
+    }
+    Ok(())
+}
+
+/// The id of the project's own masked LM in `installed.json`.
+const MLM_ID: &str = "mlm";
+/// The committed default model (trained by `scripts/build-mlm`).
+const MLM_SOURCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../models/mlm");
+const MLM_FILES: [&str; 5] = [
+    "model.onnx",
+    "tokenizer.json",
+    "config.json",
+    "paper_pairs.json",
+    "MODEL_CARD.md",
+];
+
+/// Installs the committed default masked LM into `<dir>/mlm/` (it is not a
+/// registry package: the project trains it, see models/mlm/MODEL_CARD.md).
+fn install_mlm(dir: &Path, installed: &mut Installed, force: bool) -> Result<()> {
+    let src = Path::new(MLM_SOURCE);
+    let model = src.join("model.onnx");
+    if !model.exists() {
+        bail!(
+            "the default masked LM is missing at {} (it is committed in the repository under models/mlm)",
+            model.display()
+        );
+    }
+    let version = sha256_file(&model)?[..16].to_string();
+    let up_to_date = installed
+        .packages
+        .get(MLM_ID)
+        .is_some_and(|p| p.version == version)
+        && files_intact(dir, installed, MLM_ID)?;
+    if !force && up_to_date {
+        eprintln!("{MLM_ID:<22} models/mlm {version} up to date");
+        return Ok(());
+    }
+    let started = Instant::now();
+    let dest = dir.join(MLM_ID);
+    let _ = fs::remove_dir_all(&dest);
+    fs::create_dir_all(&dest).with_context(|| format!("creating {}", dest.display()))?;
+    installed
+        .files
+        .retain(|k, _| !k.starts_with(&format!("{MLM_ID}/")));
+    for f in MLM_FILES {
+        let from = src.join(f);
+        let to = dest.join(f);
+        fs::copy(&from, &to)
+            .with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
+        installed
+            .files
+            .insert(format!("{MLM_ID}/{f}"), sha256_file(&to)?);
+    }
+    installed.packages.insert(
+        MLM_ID.to_string(),
+        InstalledPackage {
+            package: "models/mlm".to_string(),
+            version: version.clone(),
+            wheel_sha256: sha256_file(&model)?,
+        },
+    );
+    installed.write(dir)?;
+    eprintln!(
+        "{MLM_ID:<22} models/mlm {version} installed into {}/ ({:.1}s)",
+        dest.display(),
+        started.elapsed().as_secs_f64()
+    );
     Ok(())
 }
 

@@ -44,7 +44,7 @@ enum Command {
         action: AssetsAction,
     },
     /// Sanitize lines, JSON lines or a CSV column (file or stdin) to stdout.
-    Sanitize(SanitizeArgs),
+    Sanitize(Box<SanitizeArgs>),
     /// Precision and recall of detection per label on a labelled JSON-lines
     /// file ({"text": ..., "spans": [[start, end, label], ...]}, byte offsets).
     EvalDetect {
@@ -96,9 +96,18 @@ enum AssetsAction {
 
 #[derive(clap::Args)]
 struct SanitizeArgs {
-    /// santext or santext_plus.
+    /// santext, santext_plus, custext, deidentify or ndd.
     #[arg(long, default_value = "santext")]
     mechanism: String,
+    /// ndd: directory of the masked LM (default: <assets>/mlm).
+    #[arg(long)]
+    mlm_model: Option<PathBuf>,
+    /// Where models run: cpu or cuda (falls back to the CPU with one warning).
+    #[arg(long, default_value = "cpu")]
+    device: String,
+    /// ONNX Runtime intra-op threads (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
     /// Privacy parameter (> 0); not used by deidentify.
     #[arg(long)]
     eps: Option<f64>,
@@ -266,6 +275,11 @@ fn real_main() -> Result<()> {
             }
             let mut config = EngineConfig::new(dir);
             config.glove_words = a.glove_words;
+            config.mlm_dir = a.mlm_model.clone();
+            config.device = a.device.parse()?;
+            config.model_threads = a
+                .threads
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
             let engine = Engine::new(config);
             let input: Box<dyn BufRead> = match &a.input {
                 Some(p) => Box::new(BufReader::new(

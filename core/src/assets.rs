@@ -11,6 +11,7 @@
 //! | `wordpiece-minilm-l6/` | the same for the 30,522-token WordPiece vocabulary, plus `tokenizer.json` |
 //! | `onnxruntime/libonnxruntime.so.1.31.1` | ONNX Runtime for `ort` (load-dynamic) |
 //! | `rampart/` | `model.onnx`, `tokenizer.json`, `config.json`, `LICENSE` (CC-BY-4.0) |
+//! | `mlm/` | the project's masked LM (`model.onnx`, `tokenizer.json`, `config.json`, card), copied from the repository's `models/mlm` |
 //! | `installed.json` | what was installed: package versions, wheel hashes, SHA-256 of every file |
 //!
 //! The directory is `$DPTEXT_ASSETS`, else `$XDG_CACHE_HOME/dptext`, else

@@ -16,11 +16,11 @@ use std::collections::HashMap;
 use crate::detect::model::NerModel;
 use crate::detect::Span;
 use crate::mechanisms::custext::{self, Mapping};
+use crate::mechanisms::ndd::NddDistort;
 use crate::mechanisms::replace::Deidentify;
 use crate::mechanisms::{
     CusText, EmbeddingChoice, Mechanism, MechanismSpec, SanText, SanTextPlus, Sanitized, Vocabulary,
 };
-use crate::mechanisms::ndd::NddDistort;
 use crate::mlm::MaskedLm;
 use crate::rng::RandomMode;
 use crate::runtime::Device;

@@ -31,8 +31,8 @@ pub mod error;
 pub mod mechanisms;
 pub mod mlm;
 pub mod rng;
-pub mod runtime;
 pub mod rules;
+pub mod runtime;
 pub mod text;
 
 pub use engine::{Engine, EngineConfig};

@@ -93,7 +93,13 @@ impl MaskedLm {
     /// Loads the model in `dir` with the ONNX Runtime library `lib`,
     /// `threads` intra-op threads, on `device` (CPU when it cannot start),
     /// running at most `batch` rows per model call.
-    pub fn load(lib: &Path, dir: &Path, threads: usize, device: Device, batch: usize) -> Result<Self> {
+    pub fn load(
+        lib: &Path,
+        dir: &Path,
+        threads: usize,
+        device: Device,
+        batch: usize,
+    ) -> Result<Self> {
         for p in [
             lib.to_path_buf(),
             dir.join("model.onnx"),
@@ -102,7 +108,11 @@ impl MaskedLm {
         ] {
             if !p.exists() {
                 return Err(Error::MissingAsset {
-                    asset: if p == lib { "onnxruntime".into() } else { "mlm".into() },
+                    asset: if p == lib {
+                        "onnxruntime".into()
+                    } else {
+                        "mlm".into()
+                    },
                     path: p,
                 });
             }
@@ -235,7 +245,8 @@ impl MaskedLm {
                 self.config.max_position_embeddings
             )));
         }
-        let mut ids = ndarray::Array2::<i64>::from_elem((b, s), i64::from(self.config.pad_token_id));
+        let mut ids =
+            ndarray::Array2::<i64>::from_elem((b, s), i64::from(self.config.pad_token_id));
         let mut mask = ndarray::Array2::<i64>::zeros((b, s));
         for (r, row) in rows.iter().enumerate() {
             if row.position >= row.ids.len() {

@@ -104,7 +104,11 @@ pub(crate) fn build_session(
     let session = builder.commit_from_file(model).map_err(model_err)?;
     Ok(Built {
         session,
-        device: if fallback.is_some() { Device::Cpu } else { device },
+        device: if fallback.is_some() {
+            Device::Cpu
+        } else {
+            device
+        },
         fallback,
     })
 }
@@ -118,11 +122,17 @@ fn with_cuda(
     match CUDA::is_available() {
         Ok(true) => match ep.register(&mut builder) {
             Ok(()) => (builder, None),
-            Err(e) => (builder, Some(format!("the CUDA provider did not start: {e}"))),
+            Err(e) => (
+                builder,
+                Some(format!("the CUDA provider did not start: {e}")),
+            ),
         },
         Ok(false) => (
             builder,
-            Some("this ONNX Runtime library has no CUDA provider (use onnxruntime-gpu's library)".into()),
+            Some(
+                "this ONNX Runtime library has no CUDA provider (use onnxruntime-gpu's library)"
+                    .into(),
+            ),
         ),
         Err(e) => (builder, Some(format!("cannot list the providers: {e}"))),
     }
@@ -132,5 +142,8 @@ fn with_cuda(
 fn with_cuda(
     builder: ort::session::builder::SessionBuilder,
 ) -> (ort::session::builder::SessionBuilder, Option<String>) {
-    (builder, Some("dptext was built without the `cuda` feature".into()))
+    (
+        builder,
+        Some("dptext was built without the `cuda` feature".into()),
+    )
 }

@@ -10,6 +10,9 @@
 //! | `dptext.glove_words` | int | 50000 | superuser | size of the GloVe vocabulary (most frequent words) |
 //! | `dptext.cache_mb` | int | 64 | superuser | byte budget of each vocabulary's per-token cache |
 //! | `dptext.max_detect_bytes` | int | 1048576 | superuser | largest text `detect_pii` accepts (54000 beyond) |
+//! | `dptext.mlm_model` | text | `''` (the default model in `<assets>/mlm`) | superuser | directory of the masked LM for NDD: `model.onnx`, `tokenizer.json`, `config.json` (README, "Bring your own model") |
+//! | `dptext.device` | text | `'cpu'` | superuser | where models run: `cpu` or `cuda` (needs the `cuda` build and a GPU ONNX Runtime; falls back to the CPU with one warning) |
+//! | `dptext.mlm_batch` | int | 64 | superuser | masked copies per model call |
 //! | `dptext.custext_build` | bool | off | superuser | let a backend build a CusText mapping missing from the disk cache (minutes of CPU); off: an error names `dptext custext-map` |
 
 use std::cell::RefCell;
@@ -31,6 +34,10 @@ pub(crate) static GLOVE_WORDS: GucSetting<i32> = GucSetting::<i32>::new(50_000);
 pub(crate) static CACHE_MB: GucSetting<i32> = GucSetting::<i32>::new(64);
 pub(crate) static MAX_DETECT_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1 << 20);
 pub(crate) static CUSTEXT_BUILD: GucSetting<bool> = GucSetting::<bool>::new(false);
+pub(crate) static MLM_MODEL: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+pub(crate) static DEVICE: GucSetting<Option<CString>> =
+    GucSetting::<Option<CString>>::new(Some(c"cpu"));
+pub(crate) static MLM_BATCH: GucSetting<i32> = GucSetting::<i32>::new(64);
 
 /// Registers the settings; called once from `_PG_init`.
 pub fn init() {
@@ -104,6 +111,32 @@ pub fn init() {
         GucContext::Suset,
         GucFlags::default(),
     );
+    GucRegistry::define_string_guc(
+        c"dptext.mlm_model",
+        c"Directory of the masked language model used by NDD.",
+        c"Holds model.onnx, tokenizer.json and config.json. Empty: the project's default model in <assets>/mlm.",
+        &MLM_MODEL,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        c"dptext.device",
+        c"Where models run: cpu or cuda.",
+        c"cuda needs dptext built with the cuda feature and a GPU build of ONNX Runtime; otherwise the model runs on the CPU after one warning.",
+        &DEVICE,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"dptext.mlm_batch",
+        c"Masked copies per masked-LM call.",
+        c"Larger batches use more memory (vocabulary size x 4 bytes per row) and fewer calls.",
+        &MLM_BATCH,
+        1,
+        4096,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
     GucRegistry::define_int_guc(
         c"dptext.cache_mb",
         c"Memory budget of each per-token distribution cache, in MB.",
@@ -131,7 +164,16 @@ pub fn engine_config() -> EngineConfig {
     c.max_input_bytes = MAX_INPUT_BYTES.get().max(1) as usize;
     c.max_detect_bytes = MAX_DETECT_BYTES.get().max(1) as usize;
     c.build_mappings = CUSTEXT_BUILD.get();
+    c.mlm_dir = string(&MLM_MODEL).map(PathBuf::from);
+    // An unknown device is reported when a model is used (device()).
+    c.device = device().unwrap_or_default();
+    c.mlm_batch = MLM_BATCH.get().max(1) as usize;
     c
+}
+
+/// The `dptext.device` setting, validated.
+pub fn device() -> dptext_core::Result<dptext_core::runtime::Device> {
+    string(&DEVICE).unwrap_or_default().parse()
 }
 
 thread_local! {

@@ -254,6 +254,79 @@ fn deidentify_epsilon(strategy: &str, p: f64) -> f64 {
     dptext_core::mechanisms::replace::strategy_epsilon(s, p).or_raise("deidentify_epsilon")
 }
 
+/// The masked LM for NDD, with one WARNING per backend when the
+/// requested device fell back to the CPU.
+fn mlm(funcname: &'static str) -> Arc<dptext_core::mlm::MaskedLm> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    guc::device().or_raise(funcname);
+    let m = engine().mlm().or_raise(funcname);
+    if let Some(reason) = m.fallback() {
+        if !WARNED.swap(true, Ordering::Relaxed) {
+            pgrx::warning!(
+                "dptext.device = 'cuda' is not available ({reason}); running on the CPU"
+            );
+        }
+    }
+    m
+}
+
+/// NDD (neighbouring distribution divergence, Peng, Li, Zhao): how much
+/// an edit disturbs the masked LM's predictions at the unedited
+/// neighbours, each weighted `mu^distance`. `b` is an edit of `a`: the
+/// edited span lies between their common prefix and suffix. 0 for equal
+/// texts; `divergence` is `'kl'` (default) or `'hellinger'`. Smaller means
+/// the edit fits its context better.
+///
+/// ```sql
+/// SELECT ndd('Masao Yoshikawa was defeated in the match in Hokkaido .',
+///            'Masao Yoshikawa was defeated in the match in Moscow .');
+/// SELECT ndd(a, b, mu => 0.8, divergence => 'hellinger') FROM pairs;
+/// ```
+#[pg_extern(stable, parallel_safe)]
+fn ndd(a: &str, b: &str, mu: default!(f64, 0.9), divergence: default!(&str, "'kl'")) -> f64 {
+    const F: &str = "ndd";
+    let d = divergence.parse().or_raise(F);
+    let m = mlm(F);
+    let scorer = dptext_core::mechanisms::ndd::Scorer::new(&m, mu, d).or_raise(F);
+    for t in [a, b] {
+        if t.len() > engine().config().max_detect_bytes {
+            raise_too_large(t.len(), engine().config().max_detect_bytes, F);
+        }
+    }
+    scorer.ndd(a, b).or_raise(F)
+}
+
+fn raise_too_large(size: usize, limit: usize, f: &'static str) -> ! {
+    error::raise(dptext_core::Error::InputTooLarge { size, limit }.into(), f)
+}
+
+/// Semantics-preserved distortion (Peng, Li, Zhao): every span
+/// `detect_pii` finds is replaced by the one of `candidates` candidates
+/// with the smallest NDD. `mode` `'substitutive'` (default) draws
+/// candidates from the entity replacement surrogate lists of the span's
+/// label; `'generative'` fills the masked span by sampling the masked LM.
+/// No formal DP guarantee: `sanitize(t, 'ndd', ...) -> 'cost'` says so.
+///
+/// ```sql
+/// SELECT ndd_distort('Kathryn Herrera was admitted to St. Mary''s Hospital on May 3, 2024.');
+/// SELECT ndd_distort(note, 'generative', candidates => 4) FROM records;
+/// ```
+#[pg_extern(volatile, parallel_safe)]
+fn ndd_distort(
+    t: &str,
+    mode: default!(&str, "'substitutive'"),
+    candidates: default!(i32, 8),
+) -> String {
+    const F: &str = "ndd_distort";
+    let spec = MechanismSpec::ndd(mode, i64::from(candidates), 0.9, "kl").or_raise(F);
+    if t.len() > engine().config().max_detect_bytes {
+        raise_too_large(t.len(), engine().config().max_detect_bytes, F);
+    }
+    mlm(F);
+    run(spec, t, F).text
+}
+
 /// Any mechanism by name, with its parameters as JSON; returns the text and
 /// what it cost: `{"text": ..., "cost": {...}}`.
 ///
@@ -303,7 +376,7 @@ fn dptext_info() -> JsonB {
         "assets_dir": e.config().assets_dir,
         "glove_words": e.config().glove_words,
         "randomness": mode,
-        "mechanisms": ["santext", "santext_plus", "custext", "deidentify"],
+        "mechanisms": ["santext", "santext_plus", "custext", "deidentify", "ndd"],
     }))
 }
 

@@ -397,7 +397,7 @@ mod tests {
     }
 
     #[pg_test(
-        error = "unknown mechanism \"rot13\": expected one of santext, santext_plus, custext, deidentify"
+        error = "unknown mechanism \"rot13\": expected one of santext, santext_plus, custext, deidentify, ndd"
     )]
     fn unknown_mechanism_is_rejected() {
         Spi::run("SELECT sanitize('x', 'rot13', '{\"eps\": 1}')").unwrap();
@@ -625,5 +625,76 @@ mod tests {
             .unwrap()
             .contains("key_id"));
         Spi::run("RESET ROLE").unwrap();
+    }
+
+    #[pg_test]
+    fn ndd_scores_edits_and_distortion_replaces_spans() {
+        let same = "Masao Yoshikawa was defeated in the match in Hokkaido .";
+        assert_eq!(
+            one(&format!("SELECT ndd('{same}', '{same}')::text")).unwrap(),
+            "0"
+        );
+        let fit = Spi::get_one::<f64>(&format!(
+            "SELECT ndd('{same}', replace('{same}', 'Hokkaido', 'Moscow'))"
+        ))
+        .unwrap()
+        .unwrap();
+        let hel = Spi::get_one::<f64>(&format!("SELECT ndd('{same}', replace('{same}', 'Hokkaido', 'Moscow'), mu => 0.5, divergence => 'hellinger')")).unwrap().unwrap();
+        assert!(fit > 0.0 && hel > 0.0 && hel < fit, "{fit} {hel}");
+        let err = error_of("SELECT ndd('a b', 'a c', divergence => 'js')").unwrap();
+        assert!(
+            err.contains("\"js\" is not one of 'kl', 'hellinger'"),
+            "{err}"
+        );
+        let err = error_of("SELECT ndd('a b', 'a c', mu => 0)").unwrap();
+        assert!(err.contains("must be in (0, 1]"), "{err}");
+
+        Spi::run("SET dptext.seed = 5").unwrap();
+        let t =
+            "Kathryn Herrera was admitted to St. Mary''s Hospital on May 3, 2024. She went home.";
+        let out = one(&format!("SELECT ndd_distort('{t}')")).unwrap();
+        assert!(
+            !out.contains("Kathryn") && !out.contains("Herrera") && !out.contains("May 3, 2024"),
+            "{out}"
+        );
+        assert!(out.ends_with("She went home."), "{out}");
+        assert_eq!(
+            Some(out),
+            one(&format!("SELECT ndd_distort('{t}')")),
+            "seeded runs repeat"
+        );
+        let gen = one(&format!(
+            "SELECT ndd_distort('{t}', 'generative', candidates => 2)"
+        ))
+        .unwrap();
+        assert!(!gen.contains("Kathryn Herrera"), "{gen}");
+        let cost = one(&format!("SELECT sanitize('{t}', 'ndd', '{{\"candidates\": 2}}') -> 'cost' -> 'guarantee' ->> 'kind'")).unwrap();
+        assert_eq!(cost, "none");
+        let err = error_of("SELECT ndd_distort('x', candidates => 0)").unwrap();
+        assert!(err.contains("must be in [1, 64], got 0"), "{err}");
+        let err = error_of("SELECT ndd_distort('x', 'creative')").unwrap();
+        assert!(
+            err.contains("is not one of 'substitutive', 'generative'"),
+            "{err}"
+        );
+    }
+
+    #[pg_test]
+    fn ndd_on_cuda_without_a_gpu_runs_on_the_cpu() {
+        let q = "SELECT ndd('The patient was seen on Monday.', 'The patient was seen on Friday.')";
+        let cpu = Spi::get_one::<f64>(q).unwrap().unwrap();
+        Spi::run("SET dptext.device = 'cuda'").unwrap();
+        let gpu = Spi::get_one::<f64>(q).unwrap().unwrap();
+        assert!((cpu - gpu).abs() < 1e-9 * cpu.max(1.0), "{cpu} vs {gpu}");
+        Spi::run("SET dptext.device = 'tpu'").unwrap();
+        let err = error_of(q).unwrap();
+        assert!(err.contains("\"tpu\" is not one of 'cpu', 'cuda'"), "{err}");
+    }
+
+    #[pg_test]
+    fn missing_model_names_its_directory() {
+        Spi::run("SET dptext.mlm_model = '/nonexistent/model'").unwrap();
+        let err = error_of("SELECT ndd('a b', 'a c')").unwrap();
+        assert!(err.contains("/nonexistent/model/model.onnx"), "{err}");
     }
 }

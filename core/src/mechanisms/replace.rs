@@ -166,8 +166,9 @@ fn redraw_format(original: &str, rng: &mut dyn RngCore) -> (String, f64) {
 }
 
 /// A surrogate for a whole span of `label`; with its pi(t) (the smallest
-/// possible for the label's list, used for the lemma's max).
-pub(crate) fn full_entity(label: Label, original: &str, rng: &mut dyn RngCore) -> (String, f64) {
+/// possible for the label's list, used for the lemma's max). Also the
+/// phrase bank of substitutive NDD distortion.
+pub fn full_entity(label: Label, original: &str, rng: &mut dyn RngCore) -> (String, f64) {
     let l = lists();
     match label {
         Label::Person => (

@@ -23,7 +23,7 @@
 //! once per sentence and every masked copy of every candidate of every span
 //! goes to the model in batches.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use rand::{Rng, RngCore};
 
@@ -192,7 +192,10 @@ impl<'a> Scorer<'a> {
                 }
             }
         }
-        let mut out: Vec<Vec<f64>> = spans.iter().map(|s| vec![0.0; s.candidates.len()]).collect();
+        let mut out: Vec<Vec<f64>> = spans
+            .iter()
+            .map(|s| vec![0.0; s.candidates.len()])
+            .collect();
         self.mlm.log_probs_each(&rows, |r, dist| {
             let (s, c, k, w) = jobs[r];
             out[s][c] += w * divergence(dist, &originals[k], self.divergence);
@@ -315,7 +318,10 @@ fn window(n: usize, i: usize, j: usize, cand_len: usize, max: usize) -> Result<(
         .ok_or_else(|| {
             Error::invalid(
                 "t",
-                format!("an edited span of {} tokens does not fit the model's window of {max}", span.max(cand_len)),
+                format!(
+                    "an edited span of {} tokens does not fit the model's window of {max}",
+                    span.max(cand_len)
+                ),
             )
         })?;
     let left = (budget / 2).min(i);
@@ -324,8 +330,9 @@ fn window(n: usize, i: usize, j: usize, cand_len: usize, max: usize) -> Result<(
     Ok((i - left, j + right))
 }
 
-/// Sentence boundaries of `text` (byte ranges), never inside a span.
-fn sentences(text: &str, spans: &[Span]) -> Vec<(usize, usize)> {
+/// Sentence boundaries of `text` (byte ranges): after `.`, `!` or `?`
+/// followed by whitespace, and at newlines; never inside a span.
+pub fn sentences(text: &str, spans: &[Span]) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
     let mut start = 0;
     let bytes = text.as_bytes();
@@ -356,6 +363,8 @@ pub struct NddDistort {
     candidates: usize,
     mu: f64,
     divergence: Divergence,
+    /// Tokens generation may draw (all, and at a span's first position).
+    allowed: OnceLock<(Vec<u32>, Vec<u32>)>,
 }
 
 impl std::fmt::Debug for NddDistort {
@@ -411,6 +420,7 @@ impl NddDistort {
             candidates,
             mu,
             divergence,
+            allowed: OnceLock::new(),
         })
     }
 
@@ -425,10 +435,7 @@ impl NddDistort {
     ) -> Result<Vec<String>> {
         let mut out: Vec<String> = Vec::new();
         let push = |c: String, out: &mut Vec<String>| {
-            if !c.trim().is_empty()
-                && !c.eq_ignore_ascii_case(original)
-                && !out.contains(&c)
-            {
+            if !c.trim().is_empty() && !c.eq_ignore_ascii_case(original) && !out.contains(&c) {
                 out.push(c);
             }
         };
@@ -455,7 +462,12 @@ impl NddDistort {
 
     /// `n` fillings of `ids[i..j)` (masked), left to right, all candidates
     /// of a step in one batch.
-    fn generate(&self, ids: &[u32], (i, j): (usize, usize), rng: &mut dyn RngCore) -> Result<Vec<String>> {
+    fn generate(
+        &self,
+        ids: &[u32],
+        (i, j): (usize, usize),
+        rng: &mut dyn RngCore,
+    ) -> Result<Vec<String>> {
         let cfg = self.mlm.config();
         let mut rows: Vec<Vec<u32>> = (0..self.candidates)
             .map(|_| {
@@ -477,20 +489,37 @@ impl NddDistort {
                 r[t] = self.sample(dist, t == i, rng);
             }
         }
-        rows.iter()
-            .map(|r| self.mlm.decode(&r[i..j]))
-            .collect()
+        rows.iter().map(|r| self.mlm.decode(&r[i..j])).collect()
+    }
+
+    /// Tokens generation may draw: no special tokens (`[CLS]`, `[UNK]`,
+    /// ...), and at a span's first position no `##` continuation; computed
+    /// once per mechanism.
+    fn allowed(&self, first: bool) -> &[u32] {
+        let (all, firsts) = self.allowed.get_or_init(|| {
+            let v = self.mlm.config().vocab_size as u32;
+            let ok: Vec<(u32, bool)> = (0..v)
+                .filter_map(|t| {
+                    let tok = self.mlm.token(t)?;
+                    let special = tok.starts_with('[') && tok.ends_with(']');
+                    (!special).then_some((t, tok.starts_with("##")))
+                })
+                .collect();
+            (
+                ok.iter().map(|p| p.0).collect(),
+                ok.iter().filter(|p| !p.1).map(|p| p.0).collect(),
+            )
+        });
+        if first {
+            firsts
+        } else {
+            all
+        }
     }
 
     /// A token drawn from the `TOP_K` most likely allowed tokens.
     fn sample(&self, dist: &[f32], first: bool, rng: &mut dyn RngCore) -> u32 {
-        let mut idx: Vec<u32> = (0..dist.len() as u32)
-            .filter(|&t| {
-                let Some(tok) = self.mlm.token(t) else { return false };
-                !(tok.starts_with('[') && tok.ends_with(']'))
-                    && !(first && tok.starts_with("##"))
-            })
-            .collect();
+        let mut idx: Vec<u32> = self.allowed(first).to_vec();
         let k = TOP_K.min(idx.len());
         if k == 0 {
             return self.mlm.config().mask_token_id;
@@ -500,7 +529,10 @@ impl NddDistort {
         });
         idx.truncate(k);
         idx.sort_unstable();
-        let weights: Vec<f64> = idx.iter().map(|&t| f64::from(dist[t as usize]).exp()).collect();
+        let weights: Vec<f64> = idx
+            .iter()
+            .map(|&t| f64::from(dist[t as usize]).exp())
+            .collect();
         let total: f64 = weights.iter().sum();
         let mut u = rng.random::<f64>() * total;
         for (t, w) in idx.iter().zip(&weights) {
@@ -513,18 +545,26 @@ impl NddDistort {
     }
 
     /// Distorts the given spans of `text`.
-    pub fn distort_spans(&self, text: &str, spans: &[Span], rng: &mut dyn RngCore) -> Result<String> {
+    pub fn distort_spans(
+        &self,
+        text: &str,
+        spans: &[Span],
+        rng: &mut dyn RngCore,
+    ) -> Result<String> {
         let scorer = Scorer::new(&self.mlm, self.mu, self.divergence)?;
         let mut chosen: Vec<(usize, usize, String)> = Vec::new();
         for (s0, s1) in sentences(text, spans) {
             let sentence = &text[s0..s1];
-            let inside: Vec<&Span> = spans.iter().filter(|s| s.start >= s0 && s.end <= s1).collect();
+            let inside: Vec<&Span> = spans
+                .iter()
+                .filter(|s| s.start >= s0 && s.end <= s1)
+                .collect();
             if inside.is_empty() {
                 continue;
             }
             let enc = self.mlm.encode(sentence)?;
             // Token range of each span, and its candidates.
-            let mut work: Vec<(&Span, usize, usize, Vec<String>, Vec<Vec<u32>>)> = Vec::new();
+            let mut work: Vec<Planned> = Vec::new();
             for s in inside {
                 let (a, b) = (s.start - s0, s.end - s0);
                 let toks: Vec<usize> = (0..enc.ids.len())
@@ -546,7 +586,13 @@ impl NddDistort {
             }
             let longest = work
                 .iter()
-                .map(|w| w.4.iter().map(Vec::len).max().unwrap_or(0).saturating_sub(w.2 - w.1))
+                .map(|w| {
+                    w.4.iter()
+                        .map(Vec::len)
+                        .max()
+                        .unwrap_or(0)
+                        .saturating_sub(w.2 - w.1)
+                })
                 .max()
                 .unwrap_or(0);
             let max = self.mlm.max_tokens();
@@ -597,6 +643,10 @@ impl NddDistort {
         Ok(out)
     }
 }
+
+/// A span to distort: the span, its token range in the sentence, and its
+/// candidates as texts and as tokens.
+type Planned<'a> = (&'a Span, usize, usize, Vec<String>, Vec<Vec<u32>>);
 
 fn best(texts: &[String], scores: &[f64]) -> String {
     scores

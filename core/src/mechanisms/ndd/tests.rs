@@ -65,12 +65,25 @@ fn paper_pairs_are_ranked_and_match_the_reference() {
     for p in &pairs {
         let so = bytes(&p.original, p.span_original_chars);
         let fit = scorer
-            .ndd_spans(&p.original, so, &p.fitting, bytes(&p.fitting, p.span_fitting_chars))
+            .ndd_spans(
+                &p.original,
+                so,
+                &p.fitting,
+                bytes(&p.fitting, p.span_fitting_chars),
+            )
             .unwrap();
         let unfit = scorer
-            .ndd_spans(&p.original, so, &p.unfitting, bytes(&p.unfitting, p.span_unfitting_chars))
+            .ndd_spans(
+                &p.original,
+                so,
+                &p.unfitting,
+                bytes(&p.unfitting, p.span_unfitting_chars),
+            )
             .unwrap();
-        for (ours, reference) in [(fit, p.ndd_reference.fitting), (unfit, p.ndd_reference.unfitting)] {
+        for (ours, reference) in [
+            (fit, p.ndd_reference.fitting),
+            (unfit, p.ndd_reference.unfitting),
+        ] {
             assert!(
                 (ours - reference).abs() <= 1e-3 * reference.abs().max(1.0),
                 "{}: ours {ours}, reference {reference}",
@@ -80,22 +93,36 @@ fn paper_pairs_are_ranked_and_match_the_reference() {
         eprintln!("{:5} fitting {fit:.4} unfitting {unfit:.4}", p.label);
         right += usize::from(fit < unfit);
     }
-    assert!(right >= 7, "NDD ranks {right} of 8 case pairs as the papers do");
+    assert!(
+        right >= 7,
+        "NDD ranks {right} of 8 case pairs as the papers do"
+    );
 }
 
 #[test]
 fn batched_scores_equal_naive_ones_and_identical_texts_score_zero() {
     let Some(mlm) = load(Device::Cpu) else { return };
     let scorer = Scorer::new(&mlm, 0.9, Divergence::Kl).unwrap();
-    let ids = mlm.encode("Masao Yoshikawa was defeated in the match in Hokkaido .").unwrap().ids;
+    let ids = mlm
+        .encode("Masao Yoshikawa was defeated in the match in Hokkaido .")
+        .unwrap()
+        .ids;
     let cands: Vec<Vec<u32>> = ["Moscow", "1926", "the city of Paris"]
         .iter()
         .map(|c| mlm.encode(c).unwrap().ids)
         .collect();
     let n = ids.len();
     let spans = vec![
-        SpanCandidates { start: n - 2, end: n - 1, candidates: cands.clone() },
-        SpanCandidates { start: 0, end: 2, candidates: cands },
+        SpanCandidates {
+            start: n - 2,
+            end: n - 1,
+            candidates: cands.clone(),
+        },
+        SpanCandidates {
+            start: 0,
+            end: 2,
+            candidates: cands,
+        },
     ];
     let originals = scorer.originals(&ids).unwrap();
     let fast = scorer.score(&ids, &originals, &spans).unwrap();
@@ -107,7 +134,10 @@ fn batched_scores_equal_naive_ones_and_identical_texts_score_zero() {
     let t = "The patient was seen on Monday.";
     assert_eq!(scorer.ndd(t, t).unwrap(), 0.0);
     assert!(scorer.ndd(t, "The patient was seen on Friday.").unwrap() > 0.0);
-    let err = scorer.ndd("alpha beta", "gamma delta").unwrap_err().to_string();
+    let err = scorer
+        .ndd("alpha beta", "gamma delta")
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("shares no unedited token"), "{err}");
     let h = Scorer::new(&mlm, 0.9, Divergence::Hellinger).unwrap();
     let v = h.ndd(t, "The patient was seen on 1926.").unwrap();
@@ -127,9 +157,15 @@ fn long_texts_are_scored_in_a_window_not_truncated() {
     assert!(mlm.encode(&a).unwrap().ids.len() > mlm.max_tokens());
     let long = scorer.ndd(&a, &b).unwrap();
     let short = scorer
-        .ndd("Masao Yoshikawa was defeated in Hokkaido .", "Masao Yoshikawa was defeated in Moscow .")
+        .ndd(
+            "Masao Yoshikawa was defeated in Hokkaido .",
+            "Masao Yoshikawa was defeated in Moscow .",
+        )
         .unwrap();
-    assert!(long.is_finite() && long > 0.0 && short > 0.0, "{long} {short}");
+    assert!(
+        long.is_finite() && long > 0.0 && short > 0.0,
+        "{long} {short}"
+    );
 }
 
 fn distorter(mlm: MaskedLm, mode: Mode) -> Option<NddDistort> {
@@ -140,26 +176,40 @@ fn distorter(mlm: MaskedLm, mode: Mode) -> Option<NddDistort> {
 #[test]
 fn distortion_replaces_every_span_and_keeps_the_rest() {
     let Some(mlm) = load(Device::Cpu) else { return };
-    let Some(d) = distorter(mlm, Mode::Substitutive) else { return };
+    let Some(d) = distorter(mlm, Mode::Substitutive) else {
+        return;
+    };
     let text = "Kathryn Herrera was admitted to St. Mary's Hospital in Springfield on May 3, 2024. She went home.";
     let spans = detect::detect(text, Some(&d.ner)).unwrap();
     assert!(spans.len() >= 3, "{spans:?}");
     let mut rng = ChaCha20Rng::seed_from_u64(7);
     let out = d.sanitize(text, &mut rng).unwrap();
     for s in &spans {
-        assert!(!out.text.contains(&text[s.start..s.end]), "{} survived: {}", &text[s.start..s.end], out.text);
+        assert!(
+            !out.text.contains(&text[s.start..s.end]),
+            "{} survived: {}",
+            &text[s.start..s.end],
+            out.text
+        );
     }
     assert!(out.text.ends_with("She went home."), "{}", out.text);
     assert!(matches!(out.cost.guarantee, Guarantee::None { .. }));
-    let again = d.sanitize(text, &mut ChaCha20Rng::seed_from_u64(7)).unwrap();
+    let again = d
+        .sanitize(text, &mut ChaCha20Rng::seed_from_u64(7))
+        .unwrap();
     assert_eq!(out.text, again.text, "seeded runs repeat");
-    assert_eq!(d.sanitize("No names here.", &mut rng).unwrap().text, "No names here.");
+    assert_eq!(
+        d.sanitize("No names here.", &mut rng).unwrap().text,
+        "No names here."
+    );
 }
 
 #[test]
 fn generative_distortion_fills_spans_from_the_model() {
     let Some(mlm) = load(Device::Cpu) else { return };
-    let Some(d) = distorter(mlm, Mode::Generative) else { return };
+    let Some(d) = distorter(mlm, Mode::Generative) else {
+        return;
+    };
     let text = "Kathryn Herrera was admitted on Monday.";
     let mut rng = ChaCha20Rng::seed_from_u64(3);
     let out = d.sanitize(text, &mut rng).unwrap().text;
@@ -173,7 +223,9 @@ fn generative_distortion_fills_spans_from_the_model() {
 fn cuda_request_falls_back_to_cpu_with_one_warning() {
     let Some(cpu) = load(Device::Cpu) else { return };
     let before = crate::runtime::fallback_count();
-    let Some(gpu) = load(Device::Cuda) else { return };
+    let Some(gpu) = load(Device::Cuda) else {
+        return;
+    };
     if gpu.fallback().is_none() {
         // A machine with a working CUDA provider: nothing to fall back from.
         assert_eq!(gpu.device(), Device::Cuda);
@@ -181,8 +233,17 @@ fn cuda_request_falls_back_to_cpu_with_one_warning() {
     }
     assert_eq!(gpu.device(), Device::Cpu);
     assert_eq!(crate::runtime::fallback_count(), before + 1);
-    let (a, b) = ("The patient was seen on Monday.", "The patient was seen on Friday.");
-    let x = Scorer::new(&cpu, 0.9, Divergence::Kl).unwrap().ndd(a, b).unwrap();
-    let y = Scorer::new(&gpu, 0.9, Divergence::Kl).unwrap().ndd(a, b).unwrap();
+    let (a, b) = (
+        "The patient was seen on Monday.",
+        "The patient was seen on Friday.",
+    );
+    let x = Scorer::new(&cpu, 0.9, Divergence::Kl)
+        .unwrap()
+        .ndd(a, b)
+        .unwrap();
+    let y = Scorer::new(&gpu, 0.9, Divergence::Kl)
+        .unwrap()
+        .ndd(a, b)
+        .unwrap();
     assert!((x - y).abs() < 1e-9 * x.max(1.0), "{x} vs {y}");
 }
