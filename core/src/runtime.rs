@@ -51,11 +51,17 @@ pub(crate) fn model_err(what: impl std::fmt::Display) -> Error {
     Error::Model(what.to_string())
 }
 
-/// The process-wide ONNX Runtime environment, loaded from `lib` on first
-/// use (later calls get the first library, whatever they pass).
+/// Environment variable naming another ONNX Runtime library (e.g. the GPU
+/// build from `onnxruntime-gpu`), used instead of the assets' one.
+pub const ORT_LIB_ENV: &str = "DPTEXT_ORT_LIB";
+
+/// The process-wide ONNX Runtime environment, loaded from `lib` (or
+/// `$DPTEXT_ORT_LIB`) on first use; later calls get the first library.
 pub(crate) fn environment(lib: &Path) -> Result<&'static ort::environment::Environment> {
     static ENV: OnceLock<std::result::Result<ort::environment::Environment, String>> =
         OnceLock::new();
+    let from_env = std::env::var_os(ORT_LIB_ENV).map(std::path::PathBuf::from);
+    let lib = from_env.as_deref().unwrap_or(lib);
     ENV.get_or_init(|| {
         ort::init_from(lib)
             .map_err(|e| e.to_string())
