@@ -247,6 +247,8 @@ def build(work, repo_root, seed=1234):
         f.write("\n".join(train) + "\n")
     with open(os.path.join(odir, "heldout.txt"), "w") as f:
         f.write("\n".join(heldout) + "\n")
+    with open(os.path.join(odir, "heldout_sources.txt"), "w") as f:
+        f.write("\n".join(name for name, _ in all_s[:HELDOUT]) + "\n")
     manifest = {
         "seed": seed,
         "sources": {name: {"package": name, "version": pkg_version(name),

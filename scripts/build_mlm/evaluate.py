@@ -147,7 +147,7 @@ def heldout_items(tok, sentences, seed=4321, max_len=48):
         ids = enc.ids[: max_len - 1] + [enc.ids[-1]] if len(enc.ids) > max_len else enc.ids
         cand = list(range(1, len(ids) - 1))
         if not cand:
-            continue
+            raise SystemExit(f"held-out sentence without a subword: {s!r}")
         items.append((np.array(ids, dtype=np.int64), rng.choice(cand)))
     return items
 

@@ -152,28 +152,34 @@ def config_json(model, tok, lowercase, quantized):
     }
 
 
-def score(path, tok, mask_id, items, log=print, name=""):
+def score(path, tok, mask_id, items, log=print, name="", natural=None):
     from . import evaluate as ev
     fn = ev.ort_logits_fn(path)
     t0 = time.time()
     right, res = ev.paper_pairs(fn, tok, mask_id)
     out = {"file": os.path.basename(path), "bytes": os.path.getsize(path),
            "pairs_right": right, "pairs": res}
+    msg = ""
     if items:
         out["fill_top1"], out["fill_top10"] = ev.fill_mask(fn, items, mask_id)
-    log(f"[eval] {name}: paper pairs {right}/8 ranked right"
-        + (f"; held-out fill-mask top-1 {out['fill_top1']:.4f} top-10 {out['fill_top10']:.4f}"
-           f" ({len(items)} sentences)" if items else "")
-        + f" ({time.time() - t0:.1f}s)")
+        msg += (f"; held-out fill-mask top-1 {out['fill_top1']:.4f} top-10 "
+                f"{out['fill_top10']:.4f} ({len(items)} sentences)")
+    if natural:
+        out["fill_natural_top1"], out["fill_natural_top10"] = ev.fill_mask(fn, natural, mask_id)
+        out["fill_natural_n"] = len(natural)
+        msg += (f"; without template sentences top-1 {out['fill_natural_top1']:.4f} top-10 "
+                f"{out['fill_natural_top10']:.4f} ({len(natural)} sentences)")
+    log(f"[eval] {name}: paper pairs {right}/8 ranked right{msg} ({time.time() - t0:.1f}s)")
     return out
 
 
-def export_dir(ckpt_dir, out_dir, quant="no", heldout=None, log=print):
+def export_dir(ckpt_dir, out_dir, quant="no", heldout=None, log=print, heldout_sources=None):
     """The `export` subcommand and the last stage of the build: checkpoint directory ->
     model.onnx, tokenizer.json, config.json, paper_pairs.json in out_dir.
     quant: "no" (fp32), "yes" (int8) or "auto" (int8 if it ranks at least as many paper
     pairs right as fp32 and loses at most 1.0 point of held-out top-1 and top-10).
-    heldout: sentences for the fill-mask check (optional)."""
+    heldout: sentences for the fill-mask check (optional); heldout_sources: the source of
+    each, to score the sentences that are not from templates separately (optional)."""
     from . import evaluate as ev
     torch.set_num_threads(2)
     os.makedirs(out_dir, exist_ok=True)
@@ -186,19 +192,22 @@ def export_dir(ckpt_dir, out_dir, quant="no", heldout=None, log=print):
     tok = write_tokenizer(tok, os.path.join(out_dir, "tokenizer.json"),
                           model.config.max_position_embeddings)
     items = ev.heldout_items(tok, heldout) if heldout else None
+    natural = None
+    if heldout and heldout_sources:
+        natural = [it for it, src in zip(items, heldout_sources) if src != "templates"]
     fp32 = os.path.join(out_dir, "model.fp32.onnx")
     export_onnx(model, fp32, log)
     sentences = [p[w] for p in ev.PAIRS for w in ("original", "fitting", "unfitting")]
     sentences += list(heldout[:64]) if heldout else []
     worst, pad_diff = verify(ckpt_dir, fp32, tok, mask_id, sentences, log)
     report = {"max_abs_diff": worst, "pad_diff": pad_diff, "tolerance": TOLERANCE,
-              "fp32": score(fp32, tok, mask_id, items, log, "fp32 ONNX")}
+              "fp32": score(fp32, tok, mask_id, items, log, "fp32 ONNX", natural)}
     final = os.path.join(out_dir, "model.onnx")
     use_int8 = quant == "yes"
     if quant in ("yes", "auto"):
         int8 = os.path.join(out_dir, "model.int8.onnx")
         quantize(fp32, int8, log)
-        report["int8"] = score(int8, tok, mask_id, items, log, "int8 ONNX")
+        report["int8"] = score(int8, tok, mask_id, items, log, "int8 ONNX", natural)
         if quant == "auto":
             f, q = report["fp32"], report["int8"]
             use_int8 = q["pairs_right"] >= f["pairs_right"] and (
