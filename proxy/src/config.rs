@@ -1,0 +1,376 @@
+//! The TOML configuration: unknown keys are rejected, secrets may come
+//! from the environment, rules are validated when the file is loaded.
+//!
+//! ```toml
+//! listen = "127.0.0.1:6432"
+//! key = "..."                 # or env DPTEXT_PROXY_KEY
+//! assets_dir = "/var/lib/dptext/assets"   # optional
+//!
+//! [upstream]                  # host may be a unix-socket directory
+//! host = "127.0.0.1"
+//! port = 5432
+//! user = "postgres"
+//! password = "..."            # or env DPTEXT_PROXY_UPSTREAM_PASSWORD
+//! dbname = "clinic"
+//!
+//! [[user]]
+//! name = "analyst"
+//! password = "..."
+//! masked = true
+//!
+//! [[rule]]
+//! table = "public.records"
+//! column = "note"
+//! mechanism = "santext"
+//! params = { eps = 3.0 }
+//!
+//! [masking]
+//! expressions = "sanitize"    # or "refuse"
+//! default_mechanism = "santext"
+//! default_params = { eps = 3.0 }
+//! ```
+
+use std::path::Path;
+
+use dptext_core::mechanisms::MechanismSpec;
+use serde::Deserialize;
+
+use crate::error::{ProxyError, Result};
+
+/// Environment variable holding the key (wins over the file).
+pub const KEY_ENV: &str = "DPTEXT_PROXY_KEY";
+/// Environment variable holding the upstream password (wins over the file).
+pub const UPSTREAM_PASSWORD_ENV: &str = "DPTEXT_PROXY_UPSTREAM_PASSWORD";
+
+/// The whole file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Address the proxy listens on.
+    #[serde(default = "default_listen")]
+    pub listen: String,
+    /// Secret for keyed sanitization (at least 16 bytes).
+    #[serde(default)]
+    pub key: Option<String>,
+    /// Assets directory (default: as `dptext assets path`).
+    #[serde(default)]
+    pub assets_dir: Option<String>,
+    /// Sanitization worker threads (default: the number of cores).
+    #[serde(default)]
+    pub workers: Option<usize>,
+    /// The real server.
+    pub upstream: Upstream,
+    /// Client users.
+    #[serde(default, rename = "user")]
+    pub users: Vec<User>,
+    /// Column rules.
+    #[serde(default, rename = "rule")]
+    pub rules: Vec<RuleConfig>,
+    /// What masked sessions do with unruled text.
+    #[serde(default)]
+    pub masking: Masking,
+    /// Limits.
+    #[serde(default)]
+    pub limits: Limits,
+}
+
+fn default_listen() -> String {
+    "127.0.0.1:6432".into()
+}
+
+/// Where and how the proxy connects upstream.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Upstream {
+    /// Host name, address, or unix-socket directory (starts with `/`).
+    pub host: String,
+    /// Port (also names the unix socket file).
+    #[serde(default = "default_port")]
+    pub port: u16,
+    /// The proxy's own user.
+    pub user: String,
+    /// Its password, if the server asks for one.
+    #[serde(default)]
+    pub password: Option<String>,
+    /// Database.
+    pub dbname: String,
+}
+
+fn default_port() -> u16 {
+    5432
+}
+
+/// A client user.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct User {
+    /// Login name.
+    pub name: String,
+    /// Password (SCRAM-SHA-256).
+    pub password: String,
+    /// Whether this user's results are sanitized.
+    #[serde(default = "default_true")]
+    pub masked: bool,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// One column rule.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleConfig {
+    /// `schema.table` (schema defaults to `public`).
+    pub table: String,
+    /// Column name.
+    pub column: String,
+    /// Mechanism name.
+    pub mechanism: String,
+    /// Its parameters.
+    #[serde(default = "empty_table")]
+    pub params: toml::Value,
+}
+
+fn empty_table() -> toml::Value {
+    toml::Value::Table(toml::map::Map::new())
+}
+
+/// Text columns without a source table in masked sessions.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Expressions {
+    /// Sanitize them with the default mechanism (default).
+    #[default]
+    Sanitize,
+    /// Refuse the query.
+    Refuse,
+}
+
+/// What masked sessions do with text that no rule covers.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Masking {
+    /// Sanitize or refuse expressions.
+    #[serde(default)]
+    pub expressions: Expressions,
+    /// Mechanism for expressions and notification payloads.
+    #[serde(default = "default_mechanism")]
+    pub default_mechanism: String,
+    /// Its parameters.
+    #[serde(default = "default_params")]
+    pub default_params: toml::Value,
+    /// Read rules from the upstream's `dptext.rules` view too.
+    #[serde(default = "default_true")]
+    pub upstream_rules: bool,
+}
+
+impl Default for Masking {
+    fn default() -> Self {
+        Masking {
+            expressions: Expressions::Sanitize,
+            default_mechanism: default_mechanism(),
+            default_params: default_params(),
+            upstream_rules: true,
+        }
+    }
+}
+
+fn default_mechanism() -> String {
+    "santext".into()
+}
+
+fn default_params() -> toml::Value {
+    let mut m = toml::map::Map::new();
+    m.insert("eps".into(), toml::Value::Float(3.0));
+    toml::Value::Table(m)
+}
+
+/// Limits protecting the proxy.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// Largest message accepted from a client, in bytes.
+    #[serde(default = "default_max_message")]
+    pub max_message_bytes: usize,
+    /// Concurrent client sessions.
+    #[serde(default = "default_max_sessions")]
+    pub max_sessions: usize,
+    /// Seconds a session may stay idle (0: no limit).
+    #[serde(default)]
+    pub idle_timeout_secs: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_message_bytes: default_max_message(),
+            max_sessions: default_max_sessions(),
+            idle_timeout_secs: 0,
+        }
+    }
+}
+
+fn default_max_message() -> usize {
+    64 << 20
+}
+fn default_max_sessions() -> usize {
+    256
+}
+
+fn json_of(v: &toml::Value) -> Result<serde_json::Value> {
+    serde_json::to_value(v).map_err(|e| ProxyError::Config(e.to_string()))
+}
+
+impl RuleConfig {
+    /// `(schema, table)`.
+    pub fn qualified(&self) -> (String, String) {
+        match self.table.split_once('.') {
+            Some((s, t)) => (s.to_string(), t.to_string()),
+            None => ("public".to_string(), self.table.clone()),
+        }
+    }
+
+    /// The validated mechanism.
+    pub fn spec(&self) -> Result<MechanismSpec> {
+        MechanismSpec::parse(&self.mechanism, &json_of(&self.params)?)
+            .map_err(|e| ProxyError::Config(format!("rule {}.{}: {e}", self.table, self.column)))
+    }
+}
+
+impl Masking {
+    /// The validated default mechanism.
+    pub fn spec(&self) -> Result<MechanismSpec> {
+        MechanismSpec::parse(&self.default_mechanism, &json_of(&self.default_params)?)
+            .map_err(|e| ProxyError::Config(format!("masking.default_mechanism: {e}")))
+    }
+}
+
+impl Config {
+    /// Reads, applies environment overrides, and validates.
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ProxyError::Config(format!("{}: {e}", path.display())))?;
+        let mut c = Self::parse(&text)?;
+        if let Ok(k) = std::env::var(KEY_ENV) {
+            c.key = Some(k);
+        }
+        if let Ok(p) = std::env::var(UPSTREAM_PASSWORD_ENV) {
+            c.upstream.password = Some(p);
+        }
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Parses TOML text (no environment, no validation).
+    pub fn parse(text: &str) -> Result<Self> {
+        toml::from_str(text).map_err(|e| ProxyError::Config(e.to_string()))
+    }
+
+    /// Checks everything that can be checked without connecting.
+    pub fn validate(&self) -> Result<()> {
+        self.listen
+            .parse::<std::net::SocketAddr>()
+            .map_err(|e| ProxyError::Config(format!("listen = \"{}\": {e}", self.listen)))?;
+        if self.users.is_empty() {
+            return Err(ProxyError::Config(
+                "no [[user]]: nobody could connect".into(),
+            ));
+        }
+        let mut names = std::collections::HashSet::new();
+        for u in &self.users {
+            if !names.insert(&u.name) {
+                return Err(ProxyError::Config(format!(
+                    "user \"{}\" is defined twice",
+                    u.name
+                )));
+            }
+            if u.password.is_empty() {
+                return Err(ProxyError::Config(format!(
+                    "user \"{}\" has an empty password",
+                    u.name
+                )));
+            }
+        }
+        for r in &self.rules {
+            r.spec()?;
+        }
+        self.masking.spec()?;
+        if let Some(k) = &self.key {
+            if k.len() < dptext_core::rng::MIN_KEY_BYTES {
+                return Err(ProxyError::Config(format!(
+                    "key: must be at least {} bytes",
+                    dptext_core::rng::MIN_KEY_BYTES
+                )));
+            }
+        }
+        if self.limits.max_message_bytes < 1024 {
+            return Err(ProxyError::Config(
+                "limits.max_message_bytes must be at least 1024".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The random mode: keyed with the key, else the OS generator.
+    pub fn random_mode(&self) -> Result<dptext_core::RandomMode> {
+        Ok(dptext_core::RandomMode::from_settings(
+            None,
+            self.key.as_deref().map(str::as_bytes),
+        )?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+listen = "127.0.0.1:6432"
+key = "0123456789abcdef0123"
+[upstream]
+host = "/tmp"
+user = "postgres"
+dbname = "clinic"
+[[user]]
+name = "analyst"
+password = "secret"
+[[rule]]
+table = "public.records"
+column = "note"
+mechanism = "santext"
+params = { eps = 3.0 }
+"#;
+
+    #[test]
+    fn a_good_file_validates() {
+        let c = Config::parse(GOOD).unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.upstream.port, 5432);
+        assert!(c.users[0].masked);
+        assert_eq!(c.rules[0].qualified(), ("public".into(), "records".into()));
+        assert_eq!(c.masking.expressions, Expressions::Sanitize);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_rules_are_refused() {
+        let e = Config::parse(&GOOD.replace("listen =", "lisen ="))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown field `lisen`"), "{e}");
+        let c = Config::parse(&GOOD.replace("eps = 3.0", "eps = -1.0")).unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("rule public.records.note") && e.contains("must be > 0"),
+            "{e}"
+        );
+        let c = Config::parse(&GOOD.replace("0123456789abcdef0123", "short")).unwrap();
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("at least 16 bytes"));
+        let c = Config::parse(&GOOD.replace("127.0.0.1:6432", "nowhere")).unwrap();
+        assert!(c.validate().unwrap_err().to_string().contains("listen"));
+    }
+}

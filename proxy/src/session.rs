@@ -1,0 +1,539 @@
+//! One client session: startup and SCRAM-SHA-256, the upstream
+//! connection, then the relay.
+//!
+//! Unmasked users get a byte-for-byte relay. Masked sessions relay every
+//! message too, but read the server's RowDescriptions and rewrite each
+//! DataRow by the session's [`Policy`]. So that every row's description is
+//! known, each Execute is preceded by a Describe of its portal whose
+//! answer the client never sees. COPY out, and any result the policy
+//! refuses, become an error and everything up to the next ReadyForQuery is
+//! dropped. Errors and notices lose the fields that can echo values.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use dptext_core::mechanisms::MechanismSpec;
+use pgwire::api::auth::sasl::scram::ScramServerAuth;
+use pgwire::api::auth::Password;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+
+use crate::config::{Config, Expressions};
+use crate::error::{ProxyError, Result};
+use crate::policy::Policy;
+use crate::pool::{Pool, RowPlan};
+use crate::upstream::{self, Upstream};
+use crate::wire::{self, put_cstr, Frame};
+
+/// A client user as the proxy checks it.
+pub struct UserAuth {
+    salt: Vec<u8>,
+    salted: Vec<u8>,
+    /// Whether the user's results are sanitized.
+    pub masked: bool,
+}
+
+/// Everything sessions share.
+pub struct Shared {
+    /// The configuration.
+    pub config: Config,
+    /// Users by name.
+    pub users: HashMap<String, UserAuth>,
+    /// The sanitization workers.
+    pub pool: Pool,
+    /// Rules from the config: (schema, table, column, mechanism).
+    pub rules: Vec<(String, String, String, MechanismSpec)>,
+    /// The default mechanism.
+    pub default_spec: MechanismSpec,
+}
+
+impl Shared {
+    /// Prepares users (salted passwords) and validated rules.
+    pub fn new(config: Config, pool: Pool) -> Result<Self> {
+        let users = config
+            .users
+            .iter()
+            .map(|u| {
+                let salt: [u8; 16] = rand::random();
+                let salted =
+                    pgwire::api::auth::sasl::scram::gen_salted_password(&u.password, &salt, 4096);
+                (
+                    u.name.clone(),
+                    UserAuth {
+                        salt: salt.to_vec(),
+                        salted,
+                        masked: u.masked,
+                    },
+                )
+            })
+            .collect();
+        let rules = config
+            .rules
+            .iter()
+            .map(|r| {
+                let (s, t) = r.qualified();
+                Ok((s, t, r.column.clone(), r.spec()?))
+            })
+            .collect::<Result<_>>()?;
+        let default_spec = config.masking.spec()?;
+        Ok(Shared {
+            config,
+            users,
+            pool,
+            rules,
+            default_spec,
+        })
+    }
+}
+
+async fn write<W: AsyncWrite + Unpin>(w: &mut W, f: &Frame) -> Result<()> {
+    w.write_all(&f.to_bytes()).await?;
+    Ok(())
+}
+
+async fn fail<W: AsyncWrite + Unpin>(w: &mut W, e: &ProxyError) -> Result<()> {
+    write(w, &wire::error("FATAL", e.sqlstate(), &e.to_string())).await?;
+    w.flush().await?;
+    Ok(())
+}
+
+/// Serves one client connection to its end.
+pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+    client: S,
+    shared: Arc<Shared>,
+) -> Result<()> {
+    let (cr, cw) = tokio::io::split(client);
+    let mut cr = BufReader::new(cr);
+    let mut cw = BufWriter::new(cw);
+    // Startup: refuse TLS/GSS encryption (not configured), forward cancels.
+    let params = loop {
+        let body = wire::read_startup(&mut cr).await?;
+        let mut r = wire::Reader::new(&body);
+        match r.i32()? {
+            80_877_103 | 80_877_104 => {
+                cw.write_all(b"N").await?;
+                cw.flush().await?;
+            }
+            80_877_102 => {
+                upstream::cancel(&shared.config.upstream, &body[4..]).await?;
+                return Ok(());
+            }
+            v if v >> 16 == 3 => {
+                let mut params = Vec::new();
+                while !r.done() {
+                    let k = r.cstr()?;
+                    if k.is_empty() {
+                        break;
+                    }
+                    params.push((k.to_string(), r.cstr()?.to_string()));
+                }
+                break params;
+            }
+            v => {
+                let e = ProxyError::Protocol(format!("unsupported protocol version {v:#x}"));
+                fail(&mut cw, &e).await?;
+                return Err(e);
+            }
+        }
+    };
+    let user = params
+        .iter()
+        .find(|(k, _)| k == "user")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    let masked = match authenticate(&mut cr, &mut cw, &shared, &user).await {
+        Ok(m) => m,
+        Err(e) => {
+            let _ = fail(&mut cw, &e).await;
+            return Err(e);
+        }
+    };
+    let mut up = match upstream::connect(&shared.config.upstream, &params).await {
+        Ok(u) => u,
+        Err(e) => {
+            let _ = fail(&mut cw, &e).await;
+            return Err(e);
+        }
+    };
+    let policy = if masked {
+        match load_policy(&mut up, &shared).await {
+            Ok(p) => Some(Arc::new(p)),
+            Err(e) => {
+                let _ = fail(&mut cw, &e).await;
+                return Err(e);
+            }
+        }
+    } else {
+        None
+    };
+    write(&mut cw, &wire::auth(0, &[])).await?;
+    for f in up.parameters.iter().chain(up.key_data.iter()) {
+        write(&mut cw, f).await?;
+    }
+    write(&mut cw, &Frame::new(b'Z', vec![b'I'])).await?;
+    cw.flush().await?;
+    tracing::info!(%user, masked, "session started");
+    let (ur, uw) = tokio::io::split(up.stream);
+    match policy {
+        None => {
+            // Unmasked: bytes both ways, untouched.
+            let mut client = tokio::io::join(cr, cw);
+            let mut server = tokio::io::join(ur, uw);
+            tokio::io::copy_bidirectional(&mut client, &mut server).await?;
+            Ok(())
+        }
+        Some(policy) => relay(cr, cw, ur, uw, policy, shared).await,
+    }
+}
+
+/// SCRAM-SHA-256 with the client; whether the user is masked.
+async fn authenticate<R, W>(cr: &mut R, cw: &mut W, shared: &Shared, user: &str) -> Result<bool>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    // Unknown users go through the same exchange against a random secret,
+    // so that a login attempt does not tell which names exist.
+    let decoy = UserAuth {
+        salt: rand::random::<[u8; 16]>().to_vec(),
+        salted: rand::random::<[u8; 32]>().to_vec(),
+        masked: true,
+    };
+    let known = shared.users.get(user);
+    let auth = known.unwrap_or(&decoy);
+    let mut mechs = Vec::new();
+    put_cstr(&mut mechs, "SCRAM-SHA-256");
+    mechs.push(0);
+    write(cw, &wire::auth(10, &mechs)).await?;
+    cw.flush().await?;
+    let first = wire::read_frame(cr, 10_000)
+        .await?
+        .filter(|f| f.tag == b'p')
+        .ok_or_else(|| ProxyError::Protocol("expected SASLInitialResponse".into()))?;
+    let mut r = wire::Reader::new(&first.body);
+    if r.cstr()? != "SCRAM-SHA-256" {
+        return Err(ProxyError::Auth(user.to_string()));
+    }
+    let n = r.i32()?;
+    let data = r.bytes(n.max(0) as usize)?;
+    let mut server = ScramServerAuth::new();
+    server.set_iterations(4096);
+    let (server_first, waiting) = server
+        .on_client_first_message(
+            data,
+            Password::new(Some(auth.salt.clone()), auth.salted.clone()),
+        )
+        .map_err(|_| ProxyError::Auth(user.to_string()))?;
+    write(cw, &wire::auth(11, server_first.as_bytes())).await?;
+    cw.flush().await?;
+    let fin = wire::read_frame(cr, 10_000)
+        .await?
+        .filter(|f| f.tag == b'p')
+        .ok_or_else(|| ProxyError::Protocol("expected SASLResponse".into()))?;
+    let server_final = waiting
+        .on_client_final_message(&fin.body)
+        .map_err(|_| ProxyError::Auth(user.to_string()))?;
+    let Some(known) = known else {
+        return Err(ProxyError::Auth(user.to_string()));
+    };
+    write(cw, &wire::auth(12, server_final.as_bytes())).await?;
+    Ok(known.masked)
+}
+
+fn literal(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+/// The session's policy from the catalog: plain tables, config rules
+/// resolved to OIDs, and the upstream's `dptext.rules`.
+async fn load_policy(up: &mut Upstream, shared: &Shared) -> Result<Policy> {
+    let catalog = |r: std::result::Result<Vec<Vec<Option<String>>>, String>| {
+        r.map_err(|e| ProxyError::Upstream(format!("reading the catalog: {e}")))
+    };
+    let tables: HashSet<u32> = catalog(
+        up.query("SELECT oid FROM pg_catalog.pg_class WHERE relkind IN ('r', 'p', 'f')")
+            .await?,
+    )?
+    .into_iter()
+    .filter_map(|r| r.first().cloned().flatten()?.parse().ok())
+    .collect();
+    let mut specs = vec![shared.default_spec.clone()];
+    let mut rules = HashMap::new();
+    for (schema, table, column, spec) in &shared.rules {
+        let sql = format!(
+            "SELECT c.oid, a.attnum FROM pg_catalog.pg_attribute a \
+             JOIN pg_catalog.pg_class c ON c.oid = a.attrelid \
+             JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = {} AND c.relname = {} AND a.attname = {} AND NOT a.attisdropped",
+            literal(schema),
+            literal(table),
+            literal(column)
+        );
+        let rows = catalog(up.query(&sql).await?)?;
+        let Some(row) = rows.first() else {
+            tracing::warn!(%schema, %table, %column, "rule names a column that does not exist upstream");
+            continue;
+        };
+        let oid: u32 = row[0].as_deref().unwrap_or("0").parse().unwrap_or(0);
+        let attnum: i16 = row[1].as_deref().unwrap_or("0").parse().unwrap_or(0);
+        specs.push(spec.clone());
+        rules.insert((oid, attnum), specs.len() - 1);
+    }
+    if shared.config.masking.upstream_rules {
+        match up
+            .query("SELECT table_oid, attnum, mechanism, params::text FROM dptext.rules")
+            .await?
+        {
+            Ok(rows) => {
+                for r in rows {
+                    let (Some(oid), Some(att), Some(m), Some(p)) = (&r[0], &r[1], &r[2], &r[3])
+                    else {
+                        continue;
+                    };
+                    let params: serde_json::Value =
+                        serde_json::from_str(p).map_err(|e| ProxyError::Upstream(e.to_string()))?;
+                    let spec = MechanismSpec::parse(m, &params)?;
+                    let key = (oid.parse().unwrap_or(0), att.parse().unwrap_or(0));
+                    // A rule in the config wins over the catalog's.
+                    if let std::collections::hash_map::Entry::Vacant(v) = rules.entry(key) {
+                        specs.push(spec);
+                        v.insert(specs.len() - 1);
+                    }
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "no dptext.rules upstream"),
+        }
+    }
+    Ok(Policy {
+        specs: Arc::new(specs),
+        rules,
+        tables,
+        refuse_expressions: shared.config.masking.expressions == Expressions::Refuse,
+    })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pending {
+    Describe { injected: bool },
+    Query,
+    Sync,
+}
+
+/// Fields of an error or notice that can echo values: detail, where
+/// (context), hint, internal query.
+const SCRUBBED: [u8; 4] = [b'D', b'W', b'H', b'q'];
+
+/// An error or notice with the fields that can carry data removed. The
+/// message of data exceptions and internal errors (classes 22, XX), which
+/// quote values, is withheld (integrity errors name constraints in the
+/// message and quote values only in the detail, which goes); the message of notices and of
+/// PL/pgSQL errors (`RAISE`), which are free text, is sanitized with the
+/// default mechanism.
+async fn scrub(body: &[u8], shared: &Shared) -> Result<Vec<u8>> {
+    let fields = wire::parse_fields(body)?;
+    let code = fields
+        .iter()
+        .find(|(c, _)| *c == b'C')
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    let withhold = ["22", "XX"].iter().any(|p| code.starts_with(p));
+    let free_text = code.starts_with("P0") || code.starts_with("00") || code.starts_with("01");
+    let mut kept = Vec::with_capacity(fields.len());
+    for (c, v) in fields {
+        if SCRUBBED.contains(&c) {
+            continue;
+        }
+        let v = if c == b'M' && withhold {
+            format!("error {code}; the message may quote data and was withheld by dptext-proxy")
+        } else if c == b'M' && free_text {
+            shared.pool.text(v, shared.default_spec.clone()).await?
+        } else {
+            v
+        };
+        kept.push((c, v));
+    }
+    Ok(wire::fields_body(&kept))
+}
+
+async fn relay<CR, CW, UR, UW>(
+    mut cr: BufReader<CR>,
+    mut cw: BufWriter<CW>,
+    ur: UR,
+    mut uw: UW,
+    policy: Arc<Policy>,
+    shared: Arc<Shared>,
+) -> Result<()>
+where
+    CR: AsyncRead + Unpin + Send + 'static,
+    CW: AsyncWrite + Unpin + Send + 'static,
+    UR: AsyncRead + Unpin + Send + 'static,
+    UW: AsyncWrite + Unpin + Send + 'static,
+{
+    let pending: Arc<Mutex<VecDeque<Pending>>> = Arc::default();
+    let max = shared.config.limits.max_message_bytes;
+    let queue = pending.clone();
+    let push = move |p: Pending| {
+        queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push_back(p);
+    };
+    // Client -> server: relayed, with Describe injected before Execute.
+    let to_server = async move {
+        loop {
+            let f = match wire::read_frame(&mut cr, max).await {
+                Ok(Some(f)) => f,
+                Ok(None) => break,
+                Err(e) => {
+                    // Oversized or malformed: tell the server goodbye.
+                    let _ = uw.write_all(&Frame::new(b'X', Vec::new()).to_bytes()).await;
+                    return Err(e);
+                }
+            };
+            match f.tag {
+                b'D' => push(Pending::Describe { injected: false }),
+                b'E' => {
+                    let portal = wire::Reader::new(&f.body).cstr()?.to_string();
+                    push(Pending::Describe { injected: true });
+                    uw.write_all(&wire::describe_portal(&portal).to_bytes())
+                        .await?;
+                }
+                b'S' => push(Pending::Sync),
+                b'Q' => push(Pending::Query),
+                _ => {}
+            }
+            uw.write_all(&f.to_bytes()).await?;
+            if f.tag == b'X' {
+                break;
+            }
+            if cr.buffer().is_empty() {
+                uw.flush().await?;
+            }
+        }
+        uw.flush().await?;
+        Ok::<(), ProxyError>(())
+    };
+    // Server -> client: row descriptions read, rows rewritten.
+    let to_client = async move {
+        let mut ur = BufReader::new(ur);
+        let mut current: Option<Arc<RowPlan>> = None;
+        let mut refusing = false;
+        let front = || {
+            pending
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .front()
+                .copied()
+        };
+        let pop = || {
+            pending
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .pop_front()
+        };
+        loop {
+            let Some(f) = wire::read_frame(&mut ur, usize::MAX >> 2).await? else {
+                break;
+            };
+            let mut out: Option<Frame> = None;
+            let mut refuse: Option<String> = None;
+            match f.tag {
+                b'Z' => {
+                    while let Some(p) = pop() {
+                        if matches!(p, Pending::Sync | Pending::Query) {
+                            break;
+                        }
+                    }
+                    refusing = false;
+                    current = None;
+                    out = Some(f);
+                }
+                _ if refusing => {}
+                b'T' | b'n' => {
+                    let injected = match front() {
+                        Some(Pending::Describe { injected }) => {
+                            pop();
+                            injected
+                        }
+                        _ => false,
+                    };
+                    if f.tag == b'T' {
+                        match policy.plan(&wire::parse_row_description(&f.body)?) {
+                            Ok(plan) => current = Some(Arc::new(plan)),
+                            Err(why) => refuse = Some(why),
+                        }
+                    } else {
+                        current = None;
+                    }
+                    if !injected && refuse.is_none() {
+                        out = Some(f);
+                    }
+                }
+                b'D' => match &current {
+                    Some(plan) if plan.passes() => out = Some(f),
+                    Some(plan) => match shared.pool.row(f.body, plan.clone()).await {
+                        Ok(body) => out = Some(Frame::new(b'D', body)),
+                        Err(e) => refuse = Some(format!("a value could not be sanitized: {e}")),
+                    },
+                    None => refuse = Some("a row arrived without a description".into()),
+                },
+                b'E' => {
+                    // In the extended protocol the server now skips to Sync.
+                    if !matches!(front(), Some(Pending::Query) | None) {
+                        let mut q = pending
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner);
+                        while matches!(q.front(), Some(Pending::Describe { .. })) {
+                            q.pop_front();
+                        }
+                    }
+                    out = Some(Frame::new(b'E', scrub(&f.body, &shared).await?));
+                }
+                b'N' => out = Some(Frame::new(b'N', scrub(&f.body, &shared).await?)),
+                b'A' => {
+                    let mut r = wire::Reader::new(&f.body);
+                    let pid = r.i32()?;
+                    let channel = r.cstr()?.to_string();
+                    let payload = r.cstr()?.to_string();
+                    let clean = shared
+                        .pool
+                        .text(payload, shared.default_spec.clone())
+                        .await?;
+                    let mut body = pid.to_be_bytes().to_vec();
+                    put_cstr(&mut body, &channel);
+                    put_cstr(&mut body, &clean);
+                    out = Some(Frame::new(b'A', body));
+                }
+                b'H' | b'W' => {
+                    refuse = Some(
+                        "COPY ... TO STDOUT is refused in masked sessions; select the rows instead"
+                            .into(),
+                    );
+                }
+                _ => out = Some(f),
+            }
+            if let Some(why) = refuse {
+                tracing::info!(reason = %why, "result refused");
+                write(
+                    &mut cw,
+                    &wire::error("ERROR", "42501", &format!("dptext-proxy: {why}")),
+                )
+                .await?;
+                refusing = true;
+                current = None;
+            }
+            if let Some(o) = out {
+                write(&mut cw, &o).await?;
+            }
+            if ur.buffer().is_empty() {
+                cw.flush().await?;
+            }
+        }
+        cw.flush().await?;
+        Ok::<(), ProxyError>(())
+    };
+    // Either side ending ends the session (and drops the other connection).
+    tokio::select! {
+        r = to_server => r,
+        r = to_client => r,
+    }
+}

@@ -1,0 +1,214 @@
+//! The connection to the real server: TCP or a unix socket, startup and
+//! authentication (trust, password, MD5, SCRAM-SHA-256) with the proxy's
+//! own credentials, and catalog look-ups before relaying starts.
+
+use std::pin::Pin;
+
+use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+
+use crate::config;
+use crate::error::{ProxyError, Result};
+use crate::wire::{self, put_cstr, Frame};
+
+/// A byte stream to the server.
+pub trait Stream: AsyncRead + AsyncWrite + Send + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> Stream for T {}
+
+/// An authenticated upstream connection.
+pub struct Upstream {
+    /// The stream, ready for queries.
+    pub stream: Pin<Box<dyn Stream>>,
+    /// ParameterStatus frames the server sent during startup.
+    pub parameters: Vec<Frame>,
+    /// BackendKeyData, for cancel requests.
+    pub key_data: Option<Frame>,
+}
+
+/// Opens a byte stream to the server.
+pub async fn open(cfg: &config::Upstream) -> Result<Pin<Box<dyn Stream>>> {
+    if cfg.host.starts_with('/') {
+        let path = format!("{}/.s.PGSQL.{}", cfg.host.trim_end_matches('/'), cfg.port);
+        let s = tokio::net::UnixStream::connect(&path)
+            .await
+            .map_err(|e| ProxyError::Upstream(format!("connecting to {path}: {e}")))?;
+        Ok(Box::pin(s))
+    } else {
+        let s = tokio::net::TcpStream::connect((cfg.host.as_str(), cfg.port))
+            .await
+            .map_err(|e| {
+                ProxyError::Upstream(format!("connecting to {}:{}: {e}", cfg.host, cfg.port))
+            })?;
+        s.set_nodelay(true)?;
+        Ok(Box::pin(s))
+    }
+}
+
+async fn send(s: &mut Pin<Box<dyn Stream>>, f: Frame) -> Result<()> {
+    s.write_all(&f.to_bytes()).await?;
+    Ok(())
+}
+
+/// Connects, starts up with `client_params` (minus user and database) and
+/// authenticates as the configured user.
+pub async fn connect(
+    cfg: &config::Upstream,
+    client_params: &[(String, String)],
+) -> Result<Upstream> {
+    let mut s = open(cfg).await?;
+    let mut body = 196_608i32.to_be_bytes().to_vec();
+    for (k, v) in [
+        ("user", cfg.user.as_str()),
+        ("database", cfg.dbname.as_str()),
+    ] {
+        put_cstr(&mut body, k);
+        put_cstr(&mut body, v);
+    }
+    for (k, v) in client_params {
+        if !matches!(k.as_str(), "user" | "database" | "replication") {
+            put_cstr(&mut body, k);
+            put_cstr(&mut body, v);
+        }
+    }
+    body.push(0);
+    let mut packet = ((body.len() + 4) as i32).to_be_bytes().to_vec();
+    packet.extend_from_slice(&body);
+    s.write_all(&packet).await?;
+
+    let password = || {
+        cfg.password.clone().ok_or_else(|| {
+            ProxyError::Upstream("the server asks for a password; set upstream.password".into())
+        })
+    };
+    let mut scram: Option<ScramSha256> = None;
+    let mut parameters = Vec::new();
+    let mut key_data = None;
+    loop {
+        let f = wire::read_frame(&mut s, 1 << 20).await?.ok_or_else(|| {
+            ProxyError::Upstream("the server closed the connection during startup".into())
+        })?;
+        match f.tag {
+            b'R' => {
+                let mut r = wire::Reader::new(&f.body);
+                match r.i32()? {
+                    0 => {}
+                    3 => {
+                        let mut b = Vec::new();
+                        put_cstr(&mut b, &password()?);
+                        send(&mut s, Frame::new(b'p', b)).await?;
+                    }
+                    5 => {
+                        let salt: [u8; 4] = r
+                            .bytes(4)?
+                            .try_into()
+                            .map_err(|_| ProxyError::Protocol("md5 salt".into()))?;
+                        let hash = postgres_protocol::authentication::md5_hash(
+                            cfg.user.as_bytes(),
+                            password()?.as_bytes(),
+                            salt,
+                        );
+                        let mut b = Vec::new();
+                        put_cstr(&mut b, &hash);
+                        send(&mut s, Frame::new(b'p', b)).await?;
+                    }
+                    10 => {
+                        let sc =
+                            ScramSha256::new(password()?.as_bytes(), ChannelBinding::unsupported());
+                        let mut b = Vec::new();
+                        put_cstr(&mut b, "SCRAM-SHA-256");
+                        b.extend_from_slice(&(sc.message().len() as i32).to_be_bytes());
+                        b.extend_from_slice(sc.message());
+                        send(&mut s, Frame::new(b'p', b)).await?;
+                        scram = Some(sc);
+                    }
+                    11 => {
+                        let sc = scram.as_mut().ok_or_else(|| {
+                            ProxyError::Protocol("SASL continue before start".into())
+                        })?;
+                        sc.update(&f.body[4..])
+                            .map_err(|e| ProxyError::Upstream(e.to_string()))?;
+                        send(&mut s, Frame::new(b'p', sc.message().to_vec())).await?;
+                    }
+                    12 => {
+                        let sc = scram.as_mut().ok_or_else(|| {
+                            ProxyError::Protocol("SASL final before start".into())
+                        })?;
+                        sc.finish(&f.body[4..])
+                            .map_err(|e| ProxyError::Upstream(e.to_string()))?;
+                    }
+                    other => {
+                        return Err(ProxyError::Upstream(format!(
+                            "unsupported authentication request {other}"
+                        )))
+                    }
+                }
+            }
+            b'S' => parameters.push(f),
+            b'K' => key_data = Some(f),
+            b'E' => {
+                let fields = wire::parse_fields(&f.body)?;
+                let msg = fields
+                    .iter()
+                    .find(|(c, _)| *c == b'M')
+                    .map(|(_, m)| m.clone())
+                    .unwrap_or_default();
+                return Err(ProxyError::Upstream(msg));
+            }
+            b'Z' => break,
+            _ => {}
+        }
+    }
+    Ok(Upstream {
+        stream: s,
+        parameters,
+        key_data,
+    })
+}
+
+impl Upstream {
+    /// Runs one simple query before relaying starts; the rows in text
+    /// format, or the server's error message.
+    pub async fn query(
+        &mut self,
+        sql: &str,
+    ) -> Result<std::result::Result<Vec<Vec<Option<String>>>, String>> {
+        let mut b = Vec::new();
+        put_cstr(&mut b, sql);
+        send(&mut self.stream, Frame::new(b'Q', b)).await?;
+        let mut rows = Vec::new();
+        let mut err = None;
+        loop {
+            let f = wire::read_frame(&mut self.stream, 64 << 20)
+                .await?
+                .ok_or_else(|| ProxyError::Upstream("closed during a catalog query".into()))?;
+            match f.tag {
+                b'D' => rows.push(
+                    wire::parse_data_row(&f.body)?
+                        .into_iter()
+                        .map(|v| v.map(|b| String::from_utf8_lossy(b).into_owned()))
+                        .collect(),
+                ),
+                b'E' => {
+                    let fields = wire::parse_fields(&f.body)?;
+                    err = fields.into_iter().find(|(c, _)| *c == b'M').map(|(_, m)| m);
+                }
+                b'Z' => break,
+                _ => {}
+            }
+        }
+        Ok(match err {
+            Some(e) => Err(e),
+            None => Ok(rows),
+        })
+    }
+}
+
+/// Forwards a cancel request (process id, secret) to the server.
+pub async fn cancel(cfg: &config::Upstream, body: &[u8]) -> Result<()> {
+    let mut s = open(cfg).await?;
+    let mut packet = 16i32.to_be_bytes().to_vec();
+    packet.extend_from_slice(body);
+    s.write_all(&packet).await?;
+    s.shutdown().await?;
+    Ok(())
+}

@@ -1,0 +1,351 @@
+//! The proxy in front of a real PostgreSQL: a leak battery for masked
+//! users, byte-for-byte results for unmasked ones, the extended protocol
+//! with binary results, and faults.
+//!
+//! Needs the server the test command starts (`DPTEXT_TEST_DB`, `PGHOST`,
+//! `PGPORT`); skipped without it unless `DPTEXT_REQUIRE_PG=1`.
+
+use std::net::SocketAddr;
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// Values planted in the table; none may come back raw to a masked user.
+const MARKERS: [&str; 3] = [
+    "Zebediah Quincewhistle",
+    "Marmaduke Pennyfeather",
+    "Octavia Brambleworth",
+];
+
+struct Env {
+    db: String,
+    proxy: SocketAddr,
+}
+
+fn env() -> Option<&'static Env> {
+    static ENV: OnceLock<Option<Env>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let db = match std::env::var("DPTEXT_TEST_DB") {
+            Ok(db) => db,
+            Err(_) => {
+                assert!(
+                    std::env::var("DPTEXT_REQUIRE_PG").as_deref() != Ok("1"),
+                    "DPTEXT_REQUIRE_PG=1 but DPTEXT_TEST_DB is not set"
+                );
+                return None;
+            }
+        };
+        direct(
+            &db,
+            &format!(
+                "DROP TABLE IF EXISTS proxy_t CASCADE;
+                 CREATE TABLE proxy_t (id int PRIMARY KEY, note text UNIQUE, code varchar(40), n int);
+                 INSERT INTO proxy_t VALUES
+                   (1, 'Seen by {} on Monday.', 'plain code one', 10),
+                   (2, 'Called {} about results.', 'plain code two', 20),
+                   (3, 'Letter from {}.', NULL, 30);
+                 CREATE VIEW proxy_v AS SELECT id, note FROM proxy_t;",
+                MARKERS[0], MARKERS[1], MARKERS[2]
+            ),
+        );
+        let host = std::env::var("PGHOST").unwrap_or_else(|_| "/var/run/postgresql".into());
+        let port = std::env::var("PGPORT").unwrap_or_else(|_| "5432".into());
+        let config = format!(
+            r#"
+listen = "127.0.0.1:0"
+key = "a proxy test key, not a secret"
+workers = 2
+[upstream]
+host = "{host}"
+port = {port}
+user = "postgres"
+dbname = "{db}"
+[[user]]
+name = "analyst"
+password = "analyst-pw"
+masked = true
+[[user]]
+name = "admin"
+password = "admin-pw"
+masked = false
+[[rule]]
+table = "public.proxy_t"
+column = "note"
+mechanism = "santext"
+params = {{ eps = 2.0 }}
+[masking]
+upstream_rules = false
+[limits]
+max_message_bytes = 100000
+"#
+        );
+        let config = dptext_proxy::config::Config::parse(&config).expect("config");
+        config.validate().expect("valid");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Runtime::new().expect("runtime");
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                    .await
+                    .expect("bind");
+                tx.send(listener.local_addr().expect("addr")).expect("send");
+                let shared = dptext_proxy::shared(config).expect("shared");
+                let _ = dptext_proxy::serve(listener, shared).await;
+            });
+        });
+        let proxy = rx.recv().expect("proxy address");
+        Some(Env { db, proxy })
+    })
+    .as_ref()
+}
+
+fn direct(db: &str, sql: &str) -> String {
+    let out = Command::new("psql")
+        .args([
+            "-X",
+            "-A",
+            "-t",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-d",
+            db,
+            "-c",
+            sql,
+        ])
+        .output()
+        .expect("psql");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// stdout and stderr of psql through the proxy as `user`.
+fn via(env: &Env, user: &str, sql: &str) -> String {
+    let port = env.proxy.port().to_string();
+    let out = Command::new("psql")
+        .args([
+            "-X",
+            "-A",
+            "-t",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-U",
+            user,
+            "-d",
+            &env.db,
+            "-c",
+            sql,
+        ])
+        .env("PGPASSWORD", format!("{user}-pw"))
+        .output()
+        .expect("psql");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn assert_no_marker(what: &str, out: &str) {
+    for m in MARKERS {
+        for part in m.split(' ') {
+            assert!(
+                !out.contains(part),
+                "{what}: raw value {part:?} came back:\n{out}"
+            );
+        }
+    }
+}
+
+#[test]
+fn masked_users_never_see_planted_values() {
+    let Some(env) = env() else { return };
+    let battery = [
+        "SELECT note FROM proxy_t",
+        "SELECT note AS alias FROM proxy_t",
+        "SELECT * FROM proxy_v",
+        "SELECT x FROM (SELECT note AS x FROM proxy_t) s",
+        "WITH c AS (SELECT note FROM proxy_t) SELECT * FROM c",
+        "SELECT note::varchar(200) FROM proxy_t",
+        "SELECT upper(note) FROM proxy_t",
+        "SELECT note || '' FROM proxy_t",
+        "SELECT string_agg(note, ',') FROM proxy_t",
+        "SELECT json_agg(note) FROM proxy_t",
+        "SELECT row_to_json(t) FROM proxy_t t",
+        "SELECT t FROM proxy_t t",
+        "SELECT array_agg(note) FROM proxy_t",
+        "SELECT to_tsvector('simple', note) FROM proxy_t",
+        "COPY proxy_t TO STDOUT",
+        "COPY (SELECT note FROM proxy_t) TO STDOUT",
+        "BEGIN; DECLARE c CURSOR FOR SELECT note FROM proxy_t; FETCH ALL FROM c; COMMIT",
+        "PREPARE p AS SELECT note FROM proxy_t; EXECUTE p",
+        "SELECT note::int FROM proxy_t",
+        "SELECT convert_to(note, 'UTF8') FROM proxy_t",
+        "DO $$BEGIN RAISE NOTICE '%', (SELECT note FROM proxy_t WHERE id = 1); END$$",
+        "SELECT pg_notify('ch', note) FROM proxy_t WHERE id = 1",
+    ];
+    for sql in battery {
+        let out = via(env, "analyst", sql);
+        assert!(
+            !out.contains("server closed the connection"),
+            "{sql}: {out}"
+        );
+        assert_no_marker(sql, &out);
+    }
+    // Writes that echo values: RETURNING, and a unique violation's DETAIL.
+    let out = via(
+        env,
+        "analyst",
+        &format!(
+            "INSERT INTO proxy_t VALUES (9, 'Visit of {} today.') RETURNING note",
+            MARKERS[0]
+        ),
+    );
+    assert_no_marker("INSERT RETURNING", &out);
+    let out = via(
+        env,
+        "analyst",
+        &format!(
+            "INSERT INTO proxy_t VALUES (10, 'Seen by {} on Monday.')",
+            MARKERS[0]
+        ),
+    );
+    assert!(
+        out.contains("ERROR") && out.contains("duplicate key"),
+        "{out}"
+    );
+    assert_no_marker("unique violation", &out);
+    direct(&env.db, "DELETE FROM proxy_t WHERE id >= 9");
+    // Keyed: the same value asked twice comes back the same.
+    let a = via(env, "analyst", "SELECT note FROM proxy_t ORDER BY id");
+    assert_eq!(
+        a,
+        via(env, "analyst", "SELECT note FROM proxy_t ORDER BY id")
+    );
+    // Plain columns of a table without a rule are untouched.
+    assert_eq!(
+        via(env, "analyst", "SELECT code, n FROM proxy_t ORDER BY id"),
+        "plain code one|10\nplain code two|20\n|30\n"
+    );
+}
+
+#[test]
+fn unmasked_users_get_the_server_results_byte_for_byte() {
+    let Some(env) = env() else { return };
+    for sql in [
+        "SELECT * FROM proxy_t ORDER BY id",
+        "SELECT upper(note), row_to_json(t) FROM proxy_t t ORDER BY id",
+        "COPY proxy_t TO STDOUT",
+        "SELECT 1/0",
+        "SELECT note::int FROM proxy_t",
+    ] {
+        let out = Command::new("psql")
+            .args(["-X", "-A", "-t", "-d", &env.db, "-c", sql])
+            .output()
+            .expect("psql");
+        let want = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(via(env, "admin", sql), want, "{sql}");
+    }
+}
+
+#[test]
+fn extended_protocol_with_binary_results_is_sanitized() {
+    let Some(env) = env() else { return };
+    let conn = format!(
+        "host=127.0.0.1 port={} user=analyst password=analyst-pw dbname={}",
+        env.proxy.port(),
+        env.db
+    );
+    let mut client =
+        postgres::Client::connect(&conn, postgres::NoTls).expect("connect through the proxy");
+    // Parse/Bind/Describe/Execute; rust-postgres asks for binary results.
+    let rows = client
+        .query("SELECT id, note, code FROM proxy_t WHERE id = $1", &[&1i32])
+        .expect("query");
+    let note: String = rows[0].get(1);
+    let code: String = rows[0].get(2);
+    assert_no_marker("extended", &note);
+    assert_eq!(code, "plain code one");
+    let stmt = client
+        .prepare("SELECT array_agg(note ORDER BY id), json_agg(note) FROM proxy_t")
+        .expect("prepare");
+    for _ in 0..2 {
+        let row = client.query_one(&stmt, &[]).expect("named statement");
+        let arr: Vec<String> = row.get(0);
+        let js: serde_json::Value = row.get(1);
+        assert_eq!(arr.len(), 3);
+        assert_no_marker("binary array", &arr.join(" "));
+        assert_no_marker("binary json", &js.to_string());
+    }
+    let err = client
+        .query("SELECT convert_to(note, 'UTF8') FROM proxy_t", &[])
+        .unwrap_err();
+    assert!(format!("{err:?}").contains("bytea"), "{err:?}");
+    // The session survives a refused query.
+    let n: i64 = client
+        .query_one("SELECT count(*) FROM proxy_t", &[])
+        .expect("after refusal")
+        .get(0);
+    assert_eq!(n, 3);
+}
+
+#[test]
+fn bad_passwords_and_oversized_messages_are_errors_not_crashes() {
+    let Some(env) = env() else { return };
+    let port = env.proxy.port().to_string();
+    let out = Command::new("psql")
+        .args([
+            "-X",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-U",
+            "analyst",
+            "-d",
+            &env.db,
+            "-c",
+            "SELECT 1",
+        ])
+        .env("PGPASSWORD", "wrong")
+        .output()
+        .expect("psql");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("password authentication failed"), "{err}");
+    let big = std::env::temp_dir().join(format!("dptext-proxy-big-{}.sql", std::process::id()));
+    std::fs::write(&big, format!("SELECT '{}';", "x".repeat(200_000))).expect("write");
+    let out = Command::new("psql")
+        .args([
+            "-X",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-U",
+            "analyst",
+            "-d",
+            &env.db,
+            "-f",
+        ])
+        .arg(&big)
+        .env("PGPASSWORD", "analyst-pw")
+        .output()
+        .expect("psql");
+    let _ = std::fs::remove_file(&big);
+    let out = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.contains("limit") || out.contains("closed"), "{out}");
+    // The proxy still serves.
+    assert_eq!(via(env, "analyst", "SELECT 40 + 2"), "42\n");
+}
