@@ -28,6 +28,19 @@
 //! expressions = "sanitize"    # or "refuse"
 //! default_mechanism = "santext"
 //! default_params = { eps = 3.0 }
+//!
+//! [tls]                       # optional
+//! cert = "server.crt"
+//! key = "server.key"
+//! required = false
+//!
+//! [metrics]                   # optional
+//! listen = "127.0.0.1:9187"
+//!
+//! [limits]
+//! max_message_bytes = 67108864
+//! max_sessions = 256
+//! idle_timeout_secs = 0
 //! ```
 
 use std::path::Path;
@@ -72,6 +85,33 @@ pub struct Config {
     /// Limits.
     #[serde(default)]
     pub limits: Limits,
+    /// TLS for client connections.
+    #[serde(default)]
+    pub tls: Option<Tls>,
+    /// Prometheus metrics endpoint.
+    #[serde(default)]
+    pub metrics: Option<Metrics>,
+}
+
+/// TLS for client connections (rustls).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tls {
+    /// PEM certificate chain.
+    pub cert: String,
+    /// PEM private key.
+    pub key: String,
+    /// Refuse clients that do not ask for TLS.
+    #[serde(default)]
+    pub required: bool,
+}
+
+/// The metrics endpoint.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Metrics {
+    /// Address of the HTTP endpoint serving `/metrics`.
+    pub listen: String,
 }
 
 fn default_listen() -> String {
@@ -303,6 +343,14 @@ impl Config {
                     dptext_core::rng::MIN_KEY_BYTES
                 )));
             }
+        }
+        if let Some(t) = &self.tls {
+            crate::tls::acceptor(t)?;
+        }
+        if let Some(m) = &self.metrics {
+            m.listen.parse::<std::net::SocketAddr>().map_err(|e| {
+                ProxyError::Config(format!("metrics.listen = \"{}\": {e}", m.listen))
+            })?;
         }
         if self.limits.max_message_bytes < 1024 {
             return Err(ProxyError::Config(

@@ -12,9 +12,11 @@
 
 pub mod config;
 pub mod error;
+pub mod metrics;
 pub mod policy;
 pub mod pool;
 pub mod session;
+pub mod tls;
 pub mod upstream;
 pub mod values;
 pub mod wire;
@@ -39,16 +41,30 @@ pub fn shared(config: config::Config) -> Result<Arc<session::Shared>> {
     Ok(Arc::new(session::Shared::new(config, pool)?))
 }
 
+/// The configuration in force: replaced on reload (SIGHUP); sessions keep
+/// the one they started with.
+pub type Current = Arc<std::sync::RwLock<Arc<session::Shared>>>;
+
+/// Wraps shared state for [`serve`].
+pub fn current(shared: Arc<session::Shared>) -> Current {
+    Arc::new(std::sync::RwLock::new(shared))
+}
+
 /// Accepts clients on `listener` until the process ends.
-pub async fn serve(listener: TcpListener, shared: Arc<session::Shared>) -> Result<()> {
-    let limit = Arc::new(tokio::sync::Semaphore::new(
-        shared.config.limits.max_sessions,
-    ));
+pub async fn serve(listener: TcpListener, current: Current) -> Result<()> {
+    let max = current
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .config
+        .limits
+        .max_sessions;
+    let limit = Arc::new(tokio::sync::Semaphore::new(max));
     loop {
         let (socket, peer) = listener.accept().await?;
         let _ = socket.set_nodelay(true);
         let Ok(permit) = limit.clone().try_acquire_owned() else {
             tracing::warn!(%peer, "too many sessions; refusing");
+            metrics::inc(&metrics::METRICS.sessions_failed);
             tokio::spawn(async move {
                 let mut s = socket;
                 let e = wire::error("FATAL", "53300", "dptext-proxy: too many sessions");
@@ -56,9 +72,12 @@ pub async fn serve(listener: TcpListener, shared: Arc<session::Shared>) -> Resul
             });
             continue;
         };
-        let shared = shared.clone();
+        let shared = current
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
         tokio::spawn(async move {
-            if let Err(e) = session::serve(socket, shared).await {
+            if let Err(e) = session::accept(socket, shared).await {
                 tracing::info!(%peer, error = %e, "session ended with an error");
             }
             drop(permit);

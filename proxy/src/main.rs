@@ -83,11 +83,40 @@ async fn run(file: &std::path::Path) -> dptext_proxy::Result<()> {
         tracing::warn!("no key: every query draws fresh randomness, so repeated queries can be averaged; set key or DPTEXT_PROXY_KEY");
     }
     let listen = c.listen.clone();
-    let shared = dptext_proxy::shared(c)?;
+    let metrics = c.metrics.clone();
+    let current = dptext_proxy::current(dptext_proxy::shared(c)?);
     let listener = tokio::net::TcpListener::bind(&listen).await?;
+    if let Some(m) = metrics {
+        let l = tokio::net::TcpListener::bind(&m.listen).await?;
+        tracing::info!(listen = %m.listen, "metrics on /metrics");
+        tokio::spawn(dptext_proxy::metrics::serve(l));
+    }
+    // SIGHUP: reload the file; new sessions use it, open ones keep theirs.
+    let reload = current.clone();
+    let path = file.to_path_buf();
+    tokio::spawn(async move {
+        let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        else {
+            tracing::warn!("cannot listen for SIGHUP: no reloads");
+            return;
+        };
+        while hup.recv().await.is_some() {
+            match Config::load(&path).and_then(dptext_proxy::shared) {
+                Ok(s) => {
+                    *reload
+                        .write()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner) = s;
+                    tracing::info!(file = %path.display(), "configuration reloaded");
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "reload failed; keeping the previous configuration")
+                }
+            }
+        }
+    });
     tracing::info!(%listen, "dptext-proxy listening");
     eprintln!("dptext-proxy listening on {listen}");
-    dptext_proxy::serve(listener, shared).await
+    dptext_proxy::serve(listener, current).await
 }
 
 fn main() -> ExitCode {

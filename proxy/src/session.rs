@@ -15,10 +15,12 @@ use std::sync::{Arc, Mutex};
 use dptext_core::mechanisms::MechanismSpec;
 use pgwire::api::auth::sasl::scram::ScramServerAuth;
 use pgwire::api::auth::Password;
+use pgwire::tokio::tokio_rustls;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 
 use crate::config::{Config, Expressions};
 use crate::error::{ProxyError, Result};
+use crate::metrics::{inc, METRICS};
 use crate::policy::Policy;
 use crate::pool::{Pool, RowPlan};
 use crate::upstream::{self, Upstream};
@@ -44,6 +46,8 @@ pub struct Shared {
     pub rules: Vec<(String, String, String, MechanismSpec)>,
     /// The default mechanism.
     pub default_spec: MechanismSpec,
+    /// TLS, when configured.
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 impl Shared {
@@ -75,12 +79,14 @@ impl Shared {
             })
             .collect::<Result<_>>()?;
         let default_spec = config.masking.spec()?;
+        let tls = config.tls.as_ref().map(crate::tls::acceptor).transpose()?;
         Ok(Shared {
             config,
             users,
             pool,
             rules,
             default_spec,
+            tls,
         })
     }
 }
@@ -96,20 +102,63 @@ async fn fail<W: AsyncWrite + Unpin>(w: &mut W, e: &ProxyError) -> Result<()> {
     Ok(())
 }
 
-/// Serves one client connection to its end.
+const SSL_REQUEST: i32 = 80_877_103;
+const GSSENC_REQUEST: i32 = 80_877_104;
+
+/// Serves one TCP client to its end: TLS when the client asks for it and
+/// `[tls]` is configured (refused when `tls.required` and it does not ask).
+pub async fn accept(tcp: tokio::net::TcpStream, shared: Arc<Shared>) -> Result<()> {
+    inc(&METRICS.sessions_total);
+    METRICS
+        .sessions_active
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let r = negotiate(tcp, shared).await;
+    METRICS
+        .sessions_active
+        .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    r
+}
+
+async fn negotiate(mut tcp: tokio::net::TcpStream, shared: Arc<Shared>) -> Result<()> {
+    let first = wire::read_startup(&mut tcp).await?;
+    let code = wire::Reader::new(&first).i32()?;
+    if code == SSL_REQUEST {
+        if let Some(acceptor) = &shared.tls {
+            tcp.write_all(b"S").await?;
+            let tls = acceptor.accept(tcp).await?;
+            return serve(tls, shared, None).await;
+        }
+        tcp.write_all(b"N").await?;
+        return serve(tcp, shared, None).await;
+    }
+    if shared.config.tls.as_ref().is_some_and(|t| t.required) && code != 80_877_102 {
+        let e = ProxyError::Protocol("this proxy requires TLS (sslmode=require)".into());
+        let mut w = BufWriter::new(tcp);
+        let _ = fail(&mut w, &e).await;
+        return Err(e);
+    }
+    serve(tcp, shared, Some(first)).await
+}
+
+/// Serves one client connection to its end; `first` is a startup packet
+/// already read.
 pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     client: S,
     shared: Arc<Shared>,
+    mut first: Option<Vec<u8>>,
 ) -> Result<()> {
     let (cr, cw) = tokio::io::split(client);
     let mut cr = BufReader::new(cr);
     let mut cw = BufWriter::new(cw);
-    // Startup: refuse TLS/GSS encryption (not configured), forward cancels.
+    // Startup: no GSS encryption, no TLS inside TLS; cancels forwarded.
     let params = loop {
-        let body = wire::read_startup(&mut cr).await?;
+        let body = match first.take() {
+            Some(b) => b,
+            None => wire::read_startup(&mut cr).await?,
+        };
         let mut r = wire::Reader::new(&body);
         match r.i32()? {
-            80_877_103 | 80_877_104 => {
+            SSL_REQUEST | GSSENC_REQUEST => {
                 cw.write_all(b"N").await?;
                 cw.flush().await?;
             }
@@ -143,6 +192,7 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     let masked = match authenticate(&mut cr, &mut cw, &shared, &user).await {
         Ok(m) => m,
         Err(e) => {
+            inc(&METRICS.sessions_failed);
             let _ = fail(&mut cw, &e).await;
             return Err(e);
         }
@@ -150,6 +200,7 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     let mut up = match upstream::connect(&shared.config.upstream, &params).await {
         Ok(u) => u,
         Err(e) => {
+            inc(&METRICS.sessions_failed);
             let _ = fail(&mut cw, &e).await;
             return Err(e);
         }
@@ -369,9 +420,19 @@ where
     UW: AsyncWrite + Unpin + Send + 'static,
 {
     let pending: Arc<Mutex<VecDeque<Pending>>> = Arc::default();
+    let started: Arc<Mutex<VecDeque<std::time::Instant>>> = Arc::default();
     let max = shared.config.limits.max_message_bytes;
+    let idle = shared.config.limits.idle_timeout_secs;
     let queue = pending.clone();
+    let starts = started.clone();
     let push = move |p: Pending| {
+        if matches!(p, Pending::Query | Pending::Sync) {
+            inc(&METRICS.queries_total);
+            starts
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push_back(std::time::Instant::now());
+        }
         queue
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -380,7 +441,21 @@ where
     // Client -> server: relayed, with Describe injected before Execute.
     let to_server = async move {
         loop {
-            let f = match wire::read_frame(&mut cr, max).await {
+            let read = wire::read_frame(&mut cr, max);
+            let read = if idle > 0 {
+                match tokio::time::timeout(std::time::Duration::from_secs(idle), read).await {
+                    Ok(r) => r,
+                    Err(_) => {
+                        let _ = uw.write_all(&Frame::new(b'X', Vec::new()).to_bytes()).await;
+                        return Err(ProxyError::Protocol(format!(
+                            "idle for {idle} s: session closed"
+                        )));
+                    }
+                }
+            } else {
+                read.await
+            };
+            let f = match read {
                 Ok(Some(f)) => f,
                 Ok(None) => break,
                 Err(e) => {
@@ -438,6 +513,13 @@ where
             let mut refuse: Option<String> = None;
             match f.tag {
                 b'Z' => {
+                    if let Some(t) = started
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .pop_front()
+                    {
+                        METRICS.observe(t.elapsed());
+                    }
                     while let Some(p) = pop() {
                         if matches!(p, Pending::Sync | Pending::Query) {
                             break;
@@ -471,12 +553,23 @@ where
                 b'D' => match &current {
                     Some(plan) if plan.passes() => out = Some(f),
                     Some(plan) => match shared.pool.row(f.body, plan.clone()).await {
-                        Ok(body) => out = Some(Frame::new(b'D', body)),
+                        Ok(body) => {
+                            inc(&METRICS.rows_sanitized);
+                            METRICS.values_sanitized.fetch_add(
+                                plan.actions
+                                    .iter()
+                                    .filter(|a| **a != crate::pool::Action::Pass)
+                                    .count() as u64,
+                                std::sync::atomic::Ordering::Relaxed,
+                            );
+                            out = Some(Frame::new(b'D', body));
+                        }
                         Err(e) => refuse = Some(format!("a value could not be sanitized: {e}")),
                     },
                     None => refuse = Some("a row arrived without a description".into()),
                 },
                 b'E' => {
+                    inc(&METRICS.upstream_errors);
                     // In the extended protocol the server now skips to Sync.
                     if !matches!(front(), Some(Pending::Query) | None) {
                         let mut q = pending
@@ -513,6 +606,7 @@ where
             }
             if let Some(why) = refuse {
                 tracing::info!(reason = %why, "result refused");
+                inc(&METRICS.results_refused);
                 write(
                     &mut cw,
                     &wire::error("ERROR", "42501", &format!("dptext-proxy: {why}")),

@@ -89,7 +89,7 @@ max_message_bytes = 100000
                     .expect("bind");
                 tx.send(listener.local_addr().expect("addr")).expect("send");
                 let shared = dptext_proxy::shared(config).expect("shared");
-                let _ = dptext_proxy::serve(listener, shared).await;
+                let _ = dptext_proxy::serve(listener, dptext_proxy::current(shared)).await;
             });
         });
         let proxy = rx.recv().expect("proxy address");
@@ -348,4 +348,256 @@ fn bad_passwords_and_oversized_messages_are_errors_not_crashes() {
     assert!(out.contains("limit") || out.contains("closed"), "{out}");
     // The proxy still serves.
     assert_eq!(via(env, "analyst", "SELECT 40 + 2"), "42\n");
+}
+
+/// A second proxy over the same server with TLS required and metrics.
+fn tls_proxy(env: &Env) -> (u16, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("dptext-proxy-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let (cert, key) = (dir.join("server.crt"), dir.join("server.key"));
+    let ok = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+        ])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl")
+        .status
+        .success();
+    assert!(ok, "openssl could not make a test certificate");
+    let host = std::env::var("PGHOST").unwrap_or_else(|_| "/var/run/postgresql".into());
+    let port = std::env::var("PGPORT").unwrap_or_else(|_| "5432".into());
+    let config = format!(
+        r#"
+[upstream]
+host = "{host}"
+port = {port}
+user = "postgres"
+dbname = "{}"
+[[user]]
+name = "analyst"
+password = "analyst-pw"
+[tls]
+cert = "{}"
+key = "{}"
+required = true
+"#,
+        env.db,
+        cert.display(),
+        key.display()
+    );
+    let config = dptext_proxy::config::Config::parse(&config).expect("config");
+    config.validate().expect("valid");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Runtime::new().expect("runtime");
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
+            let metrics = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
+            tx.send((
+                listener.local_addr().expect("addr").port(),
+                metrics.local_addr().expect("addr").port(),
+            ))
+            .expect("send");
+            tokio::spawn(dptext_proxy::metrics::serve(metrics));
+            let shared = dptext_proxy::shared(config).expect("shared");
+            let _ = dptext_proxy::serve(listener, dptext_proxy::current(shared)).await;
+        });
+    });
+    let (p, m) = rx.recv().expect("ports");
+    (p, dir.join(m.to_string()))
+}
+
+#[test]
+fn tls_is_offered_and_can_be_required_and_metrics_count_sessions() {
+    let Some(env) = env() else { return };
+    // This proxy has no rule in its file: it reads the label from dptext.rules.
+    direct(
+        &env.db,
+        "SECURITY LABEL FOR dptext ON COLUMN proxy_t.note IS 'MASKED WITH santext(eps => 2)'",
+    );
+    let (port, metrics) = tls_proxy(env);
+    let metrics_port: u16 = metrics
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.parse().ok())
+        .expect("port");
+    let run = |mode: &str| {
+        let out = Command::new("psql")
+            .arg(format!(
+                "host=127.0.0.1 port={port} user=analyst dbname={} sslmode={mode}",
+                env.db
+            ))
+            .args([
+                "-X",
+                "-A",
+                "-t",
+                "-c",
+                "SELECT note FROM proxy_t WHERE id = 1",
+            ])
+            .env("PGPASSWORD", "analyst-pw")
+            .output()
+            .expect("psql");
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    let over_tls = run("require");
+    assert!(
+        !over_tls.contains("ERROR") && !over_tls.trim().is_empty(),
+        "{over_tls}"
+    );
+    assert_no_marker("over TLS", &over_tls);
+    let plain = run("disable");
+    assert!(plain.contains("requires TLS"), "{plain}");
+    // Metrics over HTTP.
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", metrics_port)).expect("metrics");
+    s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n")
+        .expect("write");
+    let mut body = String::new();
+    s.read_to_string(&mut body).expect("read");
+    assert!(body.starts_with("HTTP/1.1 200"), "{body}");
+    let sessions: u64 = body
+        .lines()
+        .find_map(|l| l.strip_prefix("dptext_proxy_sessions_total "))
+        .and_then(|v| v.parse().ok())
+        .expect("sessions counter");
+    assert!(sessions >= 2, "{body}");
+    assert!(
+        body.contains("dptext_proxy_query_seconds_bucket{le=\"+Inf\"}"),
+        "{body}"
+    );
+}
+
+#[test]
+fn pgbench_runs_through_the_proxy_in_every_query_mode() {
+    let Some(env) = env() else { return };
+    let init = Command::new("pgbench")
+        .args(["-i", "-q", "-s", "1", &env.db])
+        .output()
+        .expect("pgbench");
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    let port = env.proxy.port().to_string();
+    for user in ["admin", "analyst"] {
+        for mode in ["simple", "extended", "prepared"] {
+            let out = Command::new("pgbench")
+                .args([
+                    "-n",
+                    "-S",
+                    "-t",
+                    "200",
+                    "-M",
+                    mode,
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    &port,
+                    "-U",
+                    user,
+                    &env.db,
+                ])
+                .env("PGPASSWORD", format!("{user}-pw"))
+                .output()
+                .expect("pgbench");
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(out.status.success(), "{user} -M {mode}: {text}");
+            assert!(
+                text.contains("number of transactions actually processed: 200/200"),
+                "{user} -M {mode}: {text}"
+            );
+        }
+    }
+}
+
+#[test]
+fn faults_end_one_session_and_spare_the_others() {
+    let Some(env) = env() else { return };
+    let port = env.proxy.port().to_string();
+    // The upstream backend of a session dies mid-session.
+    let victim = std::process::Command::new("psql")
+        .arg(format!(
+            "host=127.0.0.1 port={port} user=analyst dbname={} application_name=victim",
+            env.db
+        ))
+        .args(["-X", "-A", "-t", "-c", "SELECT pg_sleep(3)"])
+        .env("PGPASSWORD", "analyst-pw")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("psql");
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    direct(
+        &env.db,
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'victim'",
+    );
+    let out = victim.wait_with_output().expect("victim");
+    assert!(!out.status.success(), "the victim's query should fail");
+    assert_eq!(
+        via(env, "analyst", "SELECT 1"),
+        "1\n",
+        "other sessions go on"
+    );
+    // A client that vanishes mid-result frees its upstream connection.
+    let mut gone = std::process::Command::new("psql")
+        .arg(format!(
+            "host=127.0.0.1 port={port} user=analyst dbname={} application_name=vanish",
+            env.db
+        ))
+        .args([
+            "-X",
+            "-A",
+            "-t",
+            "-c",
+            "SELECT pg_sleep(1), note FROM proxy_t",
+        ])
+        .env("PGPASSWORD", "analyst-pw")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("psql");
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    gone.kill().expect("kill");
+    let _ = gone.wait();
+    let mut left = String::new();
+    for _ in 0..40 {
+        left = direct(
+            &env.db,
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'vanish'",
+        );
+        if left.trim() == "0" {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+    assert_eq!(
+        left.trim(),
+        "0",
+        "the upstream connection of a vanished client stays"
+    );
 }
