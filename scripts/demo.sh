@@ -22,10 +22,21 @@ step "start the demo cluster"
 step "demo"
 ( cd "$REPO" && psql -X -v ON_ERROR_STOP=1 -f sql/demo.sql )
 
+step "the proxy: psql connects to dptext-proxy, which sanitizes by the same rules"
+"$REPO/scripts/proxy.sh" start
+echo "--- through the proxy as the masked user analyst (rules from dptext.rules, keyed mode):"
+"$REPO/scripts/proxy.sh" psql -c "SELECT id, patient, note FROM records ORDER BY id LIMIT 3"
+echo "--- an expression over a protected column is sanitized too:"
+"$REPO/scripts/proxy.sh" psql -c "SELECT upper(patient) AS patient FROM records ORDER BY id LIMIT 3"
+echo "--- the same query directly, for comparison:"
+psql -X -c "SELECT id, patient, left(note, 60) AS note FROM records ORDER BY id LIMIT 3"
+
 cat >&2 <<MSG
 
-The demo cluster is still running.
+The demo cluster and the proxy are still running.
+  proxy:    PGPASSWORD=demo psql -h 127.0.0.1 -p ${DPTEXT_PROXY_PORT:-54330} -U analyst $PGDATABASE
+            (or: scripts/proxy.sh psql; users analyst (masked) and admin (unmasked))
   connect:  psql -h $PGHOST -p $PGPORT -U postgres $PGDATABASE
             (or: scripts/cluster.sh psql)
-  stop:     scripts/cluster.sh stop
+  stop:     scripts/proxy.sh stop; scripts/cluster.sh stop
 MSG

@@ -10,7 +10,7 @@ resolve_state
 cd "$REPO"
 LOG="$STATE/test.log"
 : > "$LOG"
-trap '"$REPO/scripts/cluster.sh" stop >/dev/null 2>&1' EXIT
+trap '"$REPO/scripts/proxy.sh" stop >/dev/null 2>&1; "$REPO/scripts/cluster.sh" stop >/dev/null 2>&1' EXIT
 
 run() { "$@" 2>&1 | tee -a "$LOG"; return "${PIPESTATUS[0]}"; }
 
@@ -36,6 +36,7 @@ run cargo pgrx test "${pgrx_args[@]}"
 step "demo (smoke test)"
 "$REPO/scripts/demo.sh" > "$STATE/demo.out" 2>&1 || { cat "$STATE/demo.out"; die "the demo failed"; }
 grep -q "santext_plus" "$STATE/demo.out" || die "the demo printed no sanitized notes"
+grep -q "through the proxy" "$STATE/demo.out" || die "the demo's proxy part did not run"
 echo "demo ok ($(grep -c '^  *[0-9]* |' "$STATE/demo.out") result rows printed)"
 
 step "SQL regression files (tests/sql)"

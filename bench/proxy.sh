@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The proxy's cost, measured in one run on the demo cluster:
+#   1. pgbench -S TPS directly and through dptext-proxy as the unmasked user
+#      (target: proxy >= 80% of direct), in simple and prepared modes;
+#   2. the latency of selecting 1,000 notes: directly, through the proxy
+#      unmasked, and through it masked (SanText eps 3 on every note).
+# Usage: bench/proxy.sh [seconds per pgbench run, default 10]
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
+resolve_state
+SECS="${1:-10}"
+PROXY_PORT="${DPTEXT_PROXY_PORT:-54330}"
+"$REPO/scripts/cluster.sh" start
+psql -X -q -c "DROP TABLE IF EXISTS bench_notes" \
+  -c "CREATE TABLE bench_notes AS SELECT row_number() OVER () AS id, note FROM records, generate_series(1, 5) LIMIT 1000" \
+  -c "SECURITY LABEL FOR dptext ON COLUMN bench_notes.note IS 'MASKED WITH santext(eps => 3)'"
+pgbench -i -q -s 10 "$PGDATABASE" >/dev/null 2>&1
+"$REPO/scripts/proxy.sh" start
+export PGPASSWORD=demo
+tps() { pgbench -n -S -T "$SECS" -c 4 -j 2 -M "$1" "${@:2}" "$PGDATABASE" 2>&1 | awk '/^tps/ {print $3; exit}'; }
+echo "pgbench -S, 4 clients, ${SECS}s each:"
+for mode in simple prepared; do
+  d=$(tps "$mode" -h 127.0.0.1 -p "$PGPORT" -U postgres)
+  p=$(tps "$mode" -h 127.0.0.1 -p "$PROXY_PORT" -U admin)
+  m=$(tps "$mode" -h 127.0.0.1 -p "$PROXY_PORT" -U analyst)
+  printf '  -M %-8s direct %8.0f tps | proxy unmasked %8.0f tps (%.1f%%) | proxy masked %8.0f tps (%.1f%%)\n' \
+    "$mode" "$d" "$p" "$(echo "100*$p/$d" | bc -l)" "$m" "$(echo "100*$m/$d" | bc -l)"
+done
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+lat() {
+  for _ in 1 2 3 4 5; do
+    s=$(date +%s.%N); psql -X -q -A -t "$@" -c "SELECT id, note FROM bench_notes" >/dev/null; e=$(date +%s.%N)
+    echo "($e - $s) * 1000" | bc -l
+  done | median
+}
+d=$(lat -h 127.0.0.1 -p "$PGPORT" -U postgres "$PGDATABASE")
+u=$(lat -h 127.0.0.1 -p "$PROXY_PORT" -U admin "$PGDATABASE")
+m=$(lat -h 127.0.0.1 -p "$PROXY_PORT" -U analyst "$PGDATABASE")
+printf 'SELECT 1,000 notes (median of 5, ms, psql connect included): direct %.0f | proxy unmasked %.0f | proxy masked (SanText) %.0f\n' "$d" "$u" "$m"
+"$REPO/scripts/proxy.sh" stop
