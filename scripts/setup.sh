@@ -8,7 +8,7 @@ if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
 
 step "debian packages"
 need=()
-for p in postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR libclang-dev clang sudo pkg-config libssl-dev ca-certificates python3-pip; do
+for p in postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR libclang-dev clang sudo pkg-config libssl-dev ca-certificates openssl python3-pip; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
 # python3-pip is only needed where python3 has no pip of its own.
@@ -52,3 +52,10 @@ cargo build --release -q -p dptext-cli
 # The cluster user reads the assets.
 chmod -R a+rX "$DPTEXT_ASSETS"
 chmod a+rx "$STATE"
+
+step "python client for the proxy tests (psycopg 3)"
+PYLIB="$STATE/pylib"
+if ! PYTHONPATH="$PYLIB" python3 -c "import psycopg" 2>/dev/null; then
+  python3 -m pip install -q --root-user-action=ignore --target "$PYLIB" "psycopg[binary]==3.2.13"
+fi
+echo "present in $PYLIB" >&2

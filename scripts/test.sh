@@ -56,7 +56,7 @@ done
 step "core, cli and cross-crate tests (cargo test)"
 psql -X -q -d postgres -c "DROP DATABASE IF EXISTS dptext_it" -c "CREATE DATABASE dptext_it"
 psql -X -q -d dptext_it -c "CREATE EXTENSION dptext"
-DPTEXT_REQUIRE_ASSETS=1 DPTEXT_REQUIRE_PG=1 DPTEXT_TEST_DB=dptext_it run cargo test
+DPTEXT_PYLIB="$STATE/pylib" DPTEXT_REQUIRE_ASSETS=1 DPTEXT_REQUIRE_PG=1 DPTEXT_TEST_DB=dptext_it run cargo test
 
 passed=$(grep -Eo 'test result: [a-zA-Z]+\. [0-9]+ passed' "$LOG" | awk '{s += $4} END {print s + 0}')
 failed=$(grep -Eo '[0-9]+ failed' "$LOG" | awk '{s += $1} END {print s + 0}')

@@ -601,3 +601,72 @@ fn faults_end_one_session_and_spare_the_others() {
         "the upstream connection of a vanished client stays"
     );
 }
+
+fn psycopg(conninfo: &str) -> Option<serde_json::Value> {
+    let pylib = std::env::var("DPTEXT_PYLIB").ok()?;
+    let out = Command::new("python3")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/psycopg_client.py"
+        ))
+        .arg(conninfo)
+        .env("PYTHONPATH", pylib)
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(serde_json::from_slice(&out.stdout).expect("json"))
+}
+
+/// psycopg 3 with server-side prepared statements and binary results.
+#[test]
+fn psycopg_with_prepared_statements_and_binary_results() {
+    let Some(env) = env() else { return };
+    if std::env::var("DPTEXT_PYLIB").is_err() {
+        assert!(
+            std::env::var("DPTEXT_REQUIRE_PG").as_deref() != Ok("1"),
+            "DPTEXT_PYLIB (psycopg) is not set: run scripts/setup.sh"
+        );
+        return;
+    }
+    let port = env.proxy.port();
+    let via = |user: &str| {
+        psycopg(&format!(
+            "host=127.0.0.1 port={port} user={user} password={user}-pw dbname={}",
+            env.db
+        ))
+        .expect("psycopg")
+    };
+    let host = std::env::var("PGHOST").unwrap_or_default();
+    let pgport = std::env::var("PGPORT").unwrap_or_else(|_| "5432".into());
+    let direct = psycopg(&format!(
+        "host={host} port={pgport} user=postgres dbname={}",
+        env.db
+    ))
+    .expect("psycopg");
+    let admin = via("admin");
+    assert_eq!(
+        admin["results"], direct["results"],
+        "unmasked results differ from direct ones"
+    );
+    assert!(
+        admin["prepared_statements"].as_i64().unwrap_or(0) > 0,
+        "{admin}"
+    );
+    let analyst = via("analyst");
+    assert_no_marker("psycopg", &analyst["results"].to_string());
+    assert!(
+        analyst["prepared_statements"].as_i64().unwrap_or(0) > 0,
+        "{analyst}"
+    );
+    // Plain columns come back as they are, in both formats.
+    for r in analyst["results"].as_array().expect("results") {
+        if r["sql"].as_str().is_some_and(|s| s.contains("code, n")) {
+            assert_eq!(r["rows"][0][2], "plain code one", "{r}");
+            assert_eq!(r["rows"][0][3], 10, "{r}");
+        }
+    }
+}
