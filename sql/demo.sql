@@ -36,6 +36,15 @@ SELECT d.* FROM records r, detect_pii(r.note) d WHERE r.id = 2;
 \echo '--- entity replacement (full_entity surrogates, p = 1: eps 0 by the lemma)'
 SELECT id, deidentify(note) AS deidentified FROM records ORDER BY id LIMIT 3;
 
+\echo '--- NDD: how much an edit disturbs its context (fitting replacement first, unfitting second; smaller fits better)'
+SELECT round(ndd('Masao Yoshikawa was defeated in the match in Hokkaido .',
+                 'Masao Yoshikawa was defeated in the match in Moscow .')::numeric, 3) AS fitting,
+       round(ndd('Masao Yoshikawa was defeated in the match in Hokkaido .',
+                 'Masao Yoshikawa was defeated in the match in 1926 .')::numeric, 3) AS unfitting;
+
+\echo '--- semantics-preserved distortion (NDD picks, among 8 surrogates, the one that fits the context best; no formal DP guarantee)'
+SELECT id, ndd_distort(note) AS ndd_distort FROM records ORDER BY id LIMIT 3;
+
 \echo '--- what one call costs'
 SELECT jsonb_pretty(sanitize(note, 'santext_plus', '{"eps": 3}') -> 'cost') AS cost FROM records WHERE id = 1;
 

@@ -6,7 +6,8 @@
 //! ```sh
 //! DPTEXT_ASSETS=target/assets cargo bench -p dptext-core --bench ndd
 //! # options (env): NDD_BENCH_NOTES (default 30), DPTEXT_DEVICE (cpu|cuda),
-//! # DPTEXT_MLM_DIR (default models/mlm), NDD_BENCH_THREADS (default 1)
+//! # DPTEXT_MLM_DIR (default models/mlm), NDD_BENCH_THREADS (default 1),
+//! # DPTEXT_ORT_LIB (another ONNX Runtime library), DPTEXT_DEMO_DATA (the notes)
 //! ```
 //!
 //! Prints sentences/s of each and their ratio (the issue's target: >= 5x).
@@ -21,8 +22,9 @@ use dptext_core::mlm::MaskedLm;
 use rand::SeedableRng;
 
 fn notes() -> Vec<String> {
-    let sql = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../sql/demo_data.sql"))
-        .expect("sql/demo_data.sql");
+    let path = std::env::var("DPTEXT_DEMO_DATA")
+        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../sql/demo_data.sql").into());
+    let sql = std::fs::read_to_string(&path).expect("sql/demo_data.sql (or DPTEXT_DEMO_DATA)");
     // Each row is (id, 'patient', 'note'); the note is the last quoted string.
     let re = regex::Regex::new(r"'((?:[^']|'')*)'\)").expect("regex");
     re.captures_iter(&sql)

@@ -100,6 +100,7 @@ impl MaskedLm {
         device: Device,
         batch: usize,
     ) -> Result<Self> {
+        let lib = &crate::runtime::ort_lib(lib);
         for p in [
             lib.to_path_buf(),
             dir.join("model.onnx"),
@@ -108,7 +109,7 @@ impl MaskedLm {
         ] {
             if !p.exists() {
                 return Err(Error::MissingAsset {
-                    asset: if p == lib {
+                    asset: if &p == lib {
                         "onnxruntime".into()
                     } else {
                         "mlm".into()

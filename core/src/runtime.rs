@@ -55,13 +55,18 @@ pub(crate) fn model_err(what: impl std::fmt::Display) -> Error {
 /// build from `onnxruntime-gpu`), used instead of the assets' one.
 pub const ORT_LIB_ENV: &str = "DPTEXT_ORT_LIB";
 
+/// The library to load: `$DPTEXT_ORT_LIB` when set, else `default`.
+pub fn ort_lib(default: &Path) -> std::path::PathBuf {
+    std::env::var_os(ORT_LIB_ENV).map_or_else(|| default.to_path_buf(), std::path::PathBuf::from)
+}
+
 /// The process-wide ONNX Runtime environment, loaded from `lib` (or
 /// `$DPTEXT_ORT_LIB`) on first use; later calls get the first library.
 pub(crate) fn environment(lib: &Path) -> Result<&'static ort::environment::Environment> {
     static ENV: OnceLock<std::result::Result<ort::environment::Environment, String>> =
         OnceLock::new();
-    let from_env = std::env::var_os(ORT_LIB_ENV).map(std::path::PathBuf::from);
-    let lib = from_env.as_deref().unwrap_or(lib);
+    let lib = ort_lib(lib);
+    let lib = lib.as_path();
     ENV.get_or_init(|| {
         ort::init_from(lib)
             .map_err(|e| e.to_string())

@@ -161,6 +161,8 @@ def cmd_finish(a):
         if "total_wall_s" in old:
             info["total_wall_s"] = old["total_wall_s"]
             info["total_wall_note"] = "of the full build (this file was rewritten by `finish`)"
+    if a.note:
+        info["notes"] = a.note
     stage_finish(a, info, base)
 
 
@@ -205,6 +207,8 @@ def main():
     s.add_argument("--out", required=True)
     s.add_argument("--repo", required=True)
     s.add_argument("--base-wheel", required=True)
+    s.add_argument("--note", action="append", default=[],
+                   help="a remark about this build for the model card (repeatable)")
     s = sub.add_parser("export", help="export a local Hugging Face BERT MLM checkpoint")
     s.add_argument("--checkpoint", required=True,
                    help="directory with config.json, model.safetensors or pytorch_model.bin, "

@@ -138,6 +138,9 @@ def write_card(out, info):
     for a, b in rows:
         w(f"| {a} | {b} |")
     w("")
+    for note in info.get("notes", []):
+        w(f"Note: {note}")
+        w("")
     w("Held-out fill-mask during training (first 500 held-out sentences, templates "
       "included, torch fp32):")
     w("")

@@ -67,7 +67,7 @@ impl NerModel {
     /// Loads the model from an assets directory (`rampart/` and the ONNX
     /// Runtime library), with `threads` intra-op threads.
     pub fn load(assets: &Path, threads: usize) -> Result<Self> {
-        let lib = assets.join(ORT_LIB);
+        let lib = crate::runtime::ort_lib(&assets.join(ORT_LIB));
         let dir = assets.join(MODEL_DIR);
         for (asset, p) in [
             ("onnxruntime", lib.clone()),
