@@ -57,6 +57,18 @@ enum Job {
     },
 }
 
+/// A row being rewritten.
+pub struct Pending(oneshot::Receiver<Result<Vec<u8>>>);
+
+impl Pending {
+    /// The rewritten row.
+    pub async fn wait(self) -> Result<Vec<u8>> {
+        self.0
+            .await
+            .map_err(|_| ProxyError::Protocol("a worker failed".into()))?
+    }
+}
+
 /// A handle to the pool (cheap to clone).
 #[derive(Clone)]
 pub struct Pool {
@@ -156,15 +168,20 @@ impl Pool {
         Pool { tx }
     }
 
-    /// Rewrites one DataRow body by `plan`.
-    pub async fn row(&self, body: Vec<u8>, plan: Arc<RowPlan>) -> Result<Vec<u8>> {
+    /// Queues one DataRow body for rewriting by `plan` (waits while the
+    /// queue is full); the answer arrives on the returned receiver.
+    pub async fn submit(&self, body: Vec<u8>, plan: Arc<RowPlan>) -> Result<Pending> {
         let (reply, rx) = oneshot::channel();
         self.tx
             .send(Job::Row { body, plan, reply })
             .await
             .map_err(|_| ProxyError::Protocol("the worker pool stopped".into()))?;
-        rx.await
-            .map_err(|_| ProxyError::Protocol("a worker failed".into()))?
+        Ok(Pending(rx))
+    }
+
+    /// Rewrites one DataRow body by `plan`.
+    pub async fn row(&self, body: Vec<u8>, plan: Arc<RowPlan>) -> Result<Vec<u8>> {
+        self.submit(body, plan).await?.wait().await
     }
 
     /// Sanitizes one text with `spec`.

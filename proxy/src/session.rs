@@ -216,6 +216,16 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     } else {
         None
     };
+    if policy.is_some() {
+        for f in &up.parameters {
+            let mut r = wire::Reader::new(&f.body);
+            if r.cstr()? == "client_encoding" && !r.cstr()?.eq_ignore_ascii_case("UTF8") {
+                let e = ProxyError::Protocol("masked sessions need client_encoding UTF8".into());
+                let _ = fail(&mut cw, &e).await;
+                return Err(e);
+            }
+        }
+    }
     write(&mut cw, &wire::auth(0, &[])).await?;
     for f in up.parameters.iter().chain(up.key_data.iter()) {
         write(&mut cw, f).await?;
@@ -552,22 +562,62 @@ where
                 }
                 b'D' => match &current {
                     Some(plan) if plan.passes() => out = Some(f),
-                    Some(plan) => match shared.pool.row(f.body, plan.clone()).await {
-                        Ok(body) => {
-                            inc(&METRICS.rows_sanitized);
-                            METRICS.values_sanitized.fetch_add(
-                                plan.actions
-                                    .iter()
-                                    .filter(|a| **a != crate::pool::Action::Pass)
-                                    .count() as u64,
-                                std::sync::atomic::Ordering::Relaxed,
-                            );
-                            out = Some(Frame::new(b'D', body));
+                    Some(plan) => {
+                        // Rows already received go to the workers together;
+                        // they come back, and are written, in order.
+                        let mut queued = vec![shared.pool.submit(f.body, plan.clone()).await?];
+                        while queued.len() < 256 && ur.buffer().first() == Some(&b'D') {
+                            let Some(next) = wire::read_frame(&mut ur, usize::MAX >> 2).await?
+                            else {
+                                break;
+                            };
+                            queued.push(shared.pool.submit(next.body, plan.clone()).await?);
                         }
-                        Err(e) => refuse = Some(format!("a value could not be sanitized: {e}")),
-                    },
+                        let per_row = plan
+                            .actions
+                            .iter()
+                            .filter(|a| **a != crate::pool::Action::Pass)
+                            .count() as u64;
+                        for p in queued {
+                            match p.wait().await {
+                                Ok(body) if refuse.is_none() => {
+                                    inc(&METRICS.rows_sanitized);
+                                    METRICS
+                                        .values_sanitized
+                                        .fetch_add(per_row, std::sync::atomic::Ordering::Relaxed);
+                                    write(&mut cw, &Frame::new(b'D', body)).await?;
+                                }
+                                Ok(_) => {}
+                                Err(e) => {
+                                    refuse.get_or_insert(format!(
+                                        "a value could not be sanitized: {e}"
+                                    ));
+                                }
+                            }
+                        }
+                    }
                     None => refuse = Some("a row arrived without a description".into()),
                 },
+                b'S' => {
+                    // Masked sessions decode text as UTF-8.
+                    let mut r = wire::Reader::new(&f.body);
+                    if r.cstr()? == "client_encoding" && !r.cstr()?.eq_ignore_ascii_case("UTF8") {
+                        write(
+                            &mut cw,
+                            &wire::error(
+                                "FATAL",
+                                "0A000",
+                                "dptext-proxy: masked sessions need client_encoding UTF8",
+                            ),
+                        )
+                        .await?;
+                        cw.flush().await?;
+                        return Err(ProxyError::Protocol(
+                            "client_encoding changed from UTF8".into(),
+                        ));
+                    }
+                    out = Some(f);
+                }
                 b'E' => {
                     inc(&METRICS.upstream_errors);
                     // In the extended protocol the server now skips to Sync.

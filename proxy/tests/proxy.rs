@@ -346,6 +346,27 @@ fn bad_passwords_and_oversized_messages_are_errors_not_crashes() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(out.contains("limit") || out.contains("closed"), "{out}");
+    // Masked sessions decode text as UTF-8: other client encodings are refused.
+    let out = Command::new("psql")
+        .args([
+            "-X",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-U",
+            "analyst",
+            "-d",
+            &env.db,
+            "-c",
+            "SELECT note FROM proxy_t",
+        ])
+        .env("PGPASSWORD", "analyst-pw")
+        .env("PGCLIENTENCODING", "LATIN1")
+        .output()
+        .expect("psql");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("client_encoding UTF8"), "{err}");
     // The proxy still serves.
     assert_eq!(via(env, "analyst", "SELECT 40 + 2"), "42\n");
 }
