@@ -197,13 +197,20 @@ def ort_logits_fn(path):
     return fn
 
 
-def write_pairs_json(path, results, model_desc):
+def write_pairs_json(path, results, tok):
+    """The pairs with character offsets of the spans (first occurrence at word
+    boundaries, [start, end) in Python str indices = Unicode scalar values; the sentences
+    are ASCII so they are byte offsets too), the subword positions of the spans
+    ([first, last], inclusive, [CLS] = 0), the subword tokens, and this model's NDD."""
     rows = []
     for p, r in zip(PAIRS, results):
         d = dict(p)
         for which in ("original", "fitting", "unfitting"):
             s, e = char_span(p[which], p["span_" + which])
             d["span_" + which + "_chars"] = [s, e]
+            _, i, j, enc = encode_span(tok, p[which], p["span_" + which])
+            d["span_" + which + "_subwords"] = [i, j]
+            d["tokens_" + which] = enc.tokens
         d["ndd_reference"] = {"fitting": round(r["fitting"], 6),
                               "unfitting": round(r["unfitting"], 6)}
         rows.append(d)

@@ -228,6 +228,6 @@ def export_dir(ckpt_dir, out_dir, quant="no", heldout=None, log=print, heldout_s
         f.write("\n")
     # the final file, freshly loaded, gives the reference NDD values
     res = score(final, tok, mask_id, None, log, "final model.onnx")
-    ev.write_pairs_json(os.path.join(out_dir, "paper_pairs.json"), res["pairs"], final)
+    ev.write_pairs_json(os.path.join(out_dir, "paper_pairs.json"), res["pairs"], tok)
     report["final_pairs_right"] = res["pairs_right"]
     return report
