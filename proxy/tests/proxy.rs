@@ -691,3 +691,135 @@ fn psycopg_with_prepared_statements_and_binary_results() {
         }
     }
 }
+
+/// The binary: `check`, serving, and SIGHUP reloading the file for new
+/// sessions while an open session goes on.
+#[test]
+fn the_binary_checks_serves_and_reloads_on_sighup() {
+    let Some(env) = env() else { return };
+    let dir = std::env::temp_dir().join(format!("dptext-proxy-bin-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let host = std::env::var("PGHOST").unwrap_or_else(|_| "/var/run/postgresql".into());
+    let pgport = std::env::var("PGPORT").unwrap_or_else(|_| "5432".into());
+    let file = dir.join("proxy.toml");
+    let config = |users: &str| {
+        format!(
+            "listen = \"127.0.0.1:{port}\"\nkey = \"a proxy test key, not a secret\"\n[upstream]\nhost = \"{host}\"\nport = {pgport}\nuser = \"postgres\"\ndbname = \"{}\"\n{users}",
+            env.db
+        )
+    };
+    let first = "[[user]]\nname = \"analyst\"\npassword = \"analyst-pw\"\n";
+    std::fs::write(&file, config(first)).expect("write");
+    let bin = env!("CARGO_BIN_EXE_dptext-proxy");
+    let check = Command::new(bin)
+        .arg("check")
+        .arg(&file)
+        .output()
+        .expect("check");
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    assert!(String::from_utf8_lossy(&check.stdout).contains("connected"));
+    std::fs::write(
+        dir.join("bad.toml"),
+        config(first).replace("listen", "lissen"),
+    )
+    .expect("write");
+    let bad = Command::new(bin)
+        .arg("check")
+        .arg(dir.join("bad.toml"))
+        .output()
+        .expect("check");
+    assert!(
+        !bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("unknown field")
+    );
+
+    let mut child = Command::new(bin)
+        .arg("--config")
+        .arg(&file)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("serve");
+    let psql = |user: &str, pw: &str| {
+        Command::new("psql")
+            .args([
+                "-X",
+                "-A",
+                "-t",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+                "-U",
+                user,
+                "-d",
+                &env.db,
+                "-c",
+                "SELECT 7",
+            ])
+            .env("PGPASSWORD", pw)
+            .output()
+            .expect("psql")
+    };
+    let mut ok = false;
+    for _ in 0..50 {
+        if psql("analyst", "analyst-pw").status.success() {
+            ok = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(ok, "the proxy did not start");
+    // A session open across the reload.
+    let long = Command::new("psql")
+        .args([
+            "-X",
+            "-A",
+            "-t",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-U",
+            "analyst",
+            "-d",
+            &env.db,
+            "-c",
+            "SELECT pg_sleep(1.5), 4242",
+        ])
+        .env("PGPASSWORD", "analyst-pw")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("psql");
+    assert!(!psql("second", "second-pw").status.success());
+    std::fs::write(
+        &file,
+        config(&format!(
+            "{first}[[user]]\nname = \"second\"\npassword = \"second-pw\"\n"
+        )),
+    )
+    .expect("write");
+    let hup = Command::new("kill")
+        .args(["-HUP", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(hup.success());
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(
+        psql("second", "second-pw").status.success(),
+        "the reloaded user cannot log in"
+    );
+    let out = long.wait_with_output().expect("long session");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("4242"),
+        "the open session was dropped"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
