@@ -35,6 +35,23 @@ SELECT deidentify('Call Kathryn Herrera at (555) 123-4567.', p => 0) AS p_zero_u
 SELECT deidentify('x', 'mask');
 \echo :LAST_ERROR_SQLSTATE
 
+-- NDD with the committed masked LM: 0 for equal texts; the papers' LOC pair.
+SELECT ndd('The patient was seen on Monday.', 'The patient was seen on Monday.') AS same;
+SELECT round(ndd('Masao Yoshikawa was defeated in the match in Hokkaido .',
+                 'Masao Yoshikawa was defeated in the match in Moscow .')::numeric, 3) AS fitting,
+       round(ndd('Masao Yoshikawa was defeated in the match in Hokkaido .',
+                 'Masao Yoshikawa was defeated in the match in 1926 .')::numeric, 3) AS unfitting,
+       round(ndd('Masao Yoshikawa was defeated in the match in Hokkaido .',
+                 'Masao Yoshikawa was defeated in the match in Moscow .', 0.5, 'hellinger')::numeric, 3) AS hellinger;
+SELECT ndd('alpha beta', 'gamma delta');
+\echo :LAST_ERROR_SQLSTATE
+SELECT ndd_distort('Call Kathryn Herrera at (555) 123-4567 about MRN-580486.') AS substitutive;
+SELECT ndd_distort('Kathryn Herrera was admitted on Monday.', 'generative', 4) AS generative;
+SELECT sanitize('Seen by Kathryn Herrera.', 'ndd', '{"candidates": 2}') -> 'cost' -> 'guarantee' AS ndd_guarantee;
+SELECT ndd_distort('x', candidates => 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT ndd_distort(NULL) IS NULL AS ndd_null;
+
 -- NULL in, NULL out.
 SELECT santext(NULL, 3) IS NULL AS n1, santext('x', NULL) IS NULL AS n2,
        santext_plus(NULL, 3) IS NULL AS n3, sanitize('x', 'santext', NULL) IS NULL AS n4;
