@@ -128,10 +128,16 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
+    // The runtime only moves bytes (sanitization runs on the worker pool);
+    // DPTEXT_PROXY_IO_THREADS sets its threads (default: one per core).
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = std::env::var("DPTEXT_PROXY_IO_THREADS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
     {
+        builder.worker_threads(n.max(1));
+    }
+    let rt = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("dptext-proxy: {e}");
