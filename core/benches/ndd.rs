@@ -7,7 +7,8 @@
 //! DPTEXT_ASSETS=target/assets cargo bench -p dptext-core --bench ndd
 //! # options (env): NDD_BENCH_NOTES (default 30), DPTEXT_DEVICE (cpu|cuda),
 //! # DPTEXT_MLM_DIR (default models/mlm), NDD_BENCH_THREADS (default 1),
-//! # DPTEXT_ORT_LIB (another ONNX Runtime library), DPTEXT_DEMO_DATA (the notes)
+//! # DPTEXT_ORT_LIB (another ONNX Runtime library), DPTEXT_DEMO_DATA (the notes),
+//! # NDD_BENCH_BATCH (rows per model call, default 64)
 //! ```
 //!
 //! Prints sentences/s of each and their ratio (the issue's target: >= 5x).
@@ -51,7 +52,10 @@ fn main() {
         &mlm_dir,
         threads,
         device.parse().expect("device"),
-        64,
+        std::env::var("NDD_BENCH_BATCH")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(64),
     )
     .expect("masked LM (run `dptext assets fetch`)");
     let ner = NerModel::load(&assets, threads).expect("detection model");

@@ -129,7 +129,9 @@ fn with_cuda(
     mut builder: ort::session::builder::SessionBuilder,
 ) -> (ort::session::builder::SessionBuilder, Option<String>) {
     use ort::ep::{ExecutionProvider, CUDA};
-    let ep = CUDA::default();
+    // Full fp32 matrix products: TF32 would make a row's result depend on
+    // the shapes of its batch, and NDD must not change with the batching.
+    let ep = CUDA::default().with_tf32(false);
     match CUDA::is_available() {
         Ok(true) => match ep.register(&mut builder) {
             Ok(()) => (builder, None),
