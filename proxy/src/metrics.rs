@@ -32,19 +32,13 @@ pub struct Metrics {
 }
 
 /// The process's metrics.
-pub static METRICS: Metrics = Metrics {
-    sessions_total: AtomicU64::new(0),
-    sessions_active: AtomicU64::new(0),
-    sessions_failed: AtomicU64::new(0),
-    queries_total: AtomicU64::new(0),
-    rows_sanitized: AtomicU64::new(0),
-    values_sanitized: AtomicU64::new(0),
-    results_refused: AtomicU64::new(0),
-    upstream_errors: AtomicU64::new(0),
-    latency: [const { AtomicU64::new(0) }; BUCKETS.len() + 1],
-    latency_sum_micros: AtomicU64::new(0),
-    latency_count: AtomicU64::new(0),
-};
+pub static METRICS: Metrics = Metrics::new();
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 /// Adds one to a counter.
 pub fn inc(c: &AtomicU64) {
@@ -52,6 +46,23 @@ pub fn inc(c: &AtomicU64) {
 }
 
 impl Metrics {
+    /// All counters at zero.
+    pub const fn new() -> Self {
+        Metrics {
+            sessions_total: AtomicU64::new(0),
+            sessions_active: AtomicU64::new(0),
+            sessions_failed: AtomicU64::new(0),
+            queries_total: AtomicU64::new(0),
+            rows_sanitized: AtomicU64::new(0),
+            values_sanitized: AtomicU64::new(0),
+            results_refused: AtomicU64::new(0),
+            upstream_errors: AtomicU64::new(0),
+            latency: [const { AtomicU64::new(0) }; BUCKETS.len() + 1],
+            latency_sum_micros: AtomicU64::new(0),
+            latency_count: AtomicU64::new(0),
+        }
+    }
+
     /// Records one query's latency (first message to ReadyForQuery).
     pub fn observe(&self, d: std::time::Duration) {
         let s = d.as_secs_f64();
@@ -168,19 +179,7 @@ mod tests {
 
     #[test]
     fn histogram_is_cumulative() {
-        let m = Metrics {
-            sessions_total: AtomicU64::new(0),
-            sessions_active: AtomicU64::new(0),
-            sessions_failed: AtomicU64::new(0),
-            queries_total: AtomicU64::new(0),
-            rows_sanitized: AtomicU64::new(0),
-            values_sanitized: AtomicU64::new(0),
-            results_refused: AtomicU64::new(0),
-            upstream_errors: AtomicU64::new(0),
-            latency: [const { AtomicU64::new(0) }; BUCKETS.len() + 1],
-            latency_sum_micros: AtomicU64::new(0),
-            latency_count: AtomicU64::new(0),
-        };
+        let m = Metrics::new();
         m.observe(std::time::Duration::from_millis(3));
         m.observe(std::time::Duration::from_secs(9));
         let text = m.render();

@@ -78,24 +78,33 @@ upstream_rules = false
 max_message_bytes = 100000
 "#
         );
-        let config = dptext_proxy::config::Config::parse(&config).expect("config");
-        config.validate().expect("valid");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Runtime::new().expect("runtime");
-            rt.block_on(async move {
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                    .await
-                    .expect("bind");
-                tx.send(listener.local_addr().expect("addr")).expect("send");
-                let shared = dptext_proxy::shared(config).expect("shared");
-                let _ = dptext_proxy::serve(listener, dptext_proxy::current(shared)).await;
-            });
-        });
-        let proxy = rx.recv().expect("proxy address");
+        let (port, _) = spawn_proxy(&config);
+        let proxy = SocketAddr::from(([127, 0, 0, 1], port));
         Some(Env { db, proxy })
     })
     .as_ref()
+}
+
+/// Starts a proxy for the TOML `config` in this process, on a free port,
+/// with a metrics endpoint; (proxy port, metrics port).
+fn spawn_proxy(config: &str) -> (u16, u16) {
+    let config = dptext_proxy::config::Config::parse(config).expect("config");
+    config.validate().expect("valid");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Runtime::new().expect("runtime");
+        rt.block_on(async move {
+            let bind = || tokio::net::TcpListener::bind("127.0.0.1:0");
+            let listener = bind().await.expect("bind");
+            let metrics = bind().await.expect("bind");
+            let port = |l: &tokio::net::TcpListener| l.local_addr().expect("addr").port();
+            tx.send((port(&listener), port(&metrics))).expect("send");
+            tokio::spawn(dptext_proxy::metrics::serve(metrics));
+            let shared = dptext_proxy::shared(config).expect("shared");
+            let _ = dptext_proxy::serve(listener, dptext_proxy::current(shared)).await;
+        });
+    });
+    rx.recv().expect("proxy ports")
 }
 
 fn direct(db: &str, sql: &str) -> String {
@@ -121,33 +130,42 @@ fn direct(db: &str, sql: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// stdout and stderr of psql through the proxy as `user`.
-fn via(env: &Env, user: &str, sql: &str) -> String {
-    let port = env.proxy.port().to_string();
-    let out = Command::new("psql")
-        .args([
-            "-X",
-            "-A",
-            "-t",
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &port,
-            "-U",
-            user,
-            "-d",
-            &env.db,
-            "-c",
-            sql,
-        ])
-        .env("PGPASSWORD", format!("{user}-pw"))
-        .output()
-        .expect("psql");
+/// psql (`-X -A -t`) through the proxy listening on `port`, as `user`.
+fn psql_cmd(port: u16, db: &str, user: &str, password: &str) -> Command {
+    let mut c = Command::new("psql");
+    c.args([
+        "-X",
+        "-A",
+        "-t",
+        "-h",
+        "127.0.0.1",
+        "-p",
+        &port.to_string(),
+        "-U",
+        user,
+        "-d",
+        db,
+    ])
+    .env("PGPASSWORD", password);
+    c
+}
+
+/// stdout then stderr, as text.
+fn text(out: &std::process::Output) -> String {
     format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
+}
+
+/// stdout and stderr of psql through the proxy as `user`.
+fn via(env: &Env, user: &str, sql: &str) -> String {
+    let out = psql_cmd(env.proxy.port(), &env.db, user, &format!("{user}-pw"))
+        .args(["-c", sql])
+        .output()
+        .expect("psql");
+    text(&out)
 }
 
 fn assert_no_marker(what: &str, out: &str) {
@@ -247,12 +265,7 @@ fn unmasked_users_get_the_server_results_byte_for_byte() {
             .args(["-X", "-A", "-t", "-d", &env.db, "-c", sql])
             .output()
             .expect("psql");
-        let want = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert_eq!(via(env, "admin", sql), want, "{sql}");
+        assert_eq!(via(env, "admin", sql), text(&out), "{sql}");
     }
 }
 
@@ -300,68 +313,26 @@ fn extended_protocol_with_binary_results_is_sanitized() {
 #[test]
 fn bad_passwords_and_oversized_messages_are_errors_not_crashes() {
     let Some(env) = env() else { return };
-    let port = env.proxy.port().to_string();
-    let out = Command::new("psql")
-        .args([
-            "-X",
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &port,
-            "-U",
-            "analyst",
-            "-d",
-            &env.db,
-            "-c",
-            "SELECT 1",
-        ])
-        .env("PGPASSWORD", "wrong")
+    let port = env.proxy.port();
+    let out = psql_cmd(port, &env.db, "analyst", "wrong")
+        .args(["-c", "SELECT 1"])
         .output()
         .expect("psql");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("password authentication failed"), "{err}");
     let big = std::env::temp_dir().join(format!("dptext-proxy-big-{}.sql", std::process::id()));
     std::fs::write(&big, format!("SELECT '{}';", "x".repeat(200_000))).expect("write");
-    let out = Command::new("psql")
-        .args([
-            "-X",
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &port,
-            "-U",
-            "analyst",
-            "-d",
-            &env.db,
-            "-f",
-        ])
+    let out = psql_cmd(port, &env.db, "analyst", "analyst-pw")
+        .arg("-f")
         .arg(&big)
-        .env("PGPASSWORD", "analyst-pw")
         .output()
         .expect("psql");
     let _ = std::fs::remove_file(&big);
-    let out = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = text(&out);
     assert!(out.contains("limit") || out.contains("closed"), "{out}");
     // Masked sessions decode text as UTF-8: other client encodings are refused.
-    let out = Command::new("psql")
-        .args([
-            "-X",
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &port,
-            "-U",
-            "analyst",
-            "-d",
-            &env.db,
-            "-c",
-            "SELECT note FROM proxy_t",
-        ])
-        .env("PGPASSWORD", "analyst-pw")
+    let out = psql_cmd(port, &env.db, "analyst", "analyst-pw")
+        .args(["-c", "SELECT note FROM proxy_t"])
         .env("PGCLIENTENCODING", "LATIN1")
         .output()
         .expect("psql");
@@ -372,7 +343,7 @@ fn bad_passwords_and_oversized_messages_are_errors_not_crashes() {
 }
 
 /// A second proxy over the same server with TLS required and metrics.
-fn tls_proxy(env: &Env) -> (u16, std::path::PathBuf) {
+fn tls_proxy(env: &Env) -> (u16, u16) {
     let dir = std::env::temp_dir().join(format!("dptext-proxy-tls-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     let (cert, key) = (dir.join("server.crt"), dir.join("server.key"));
@@ -418,30 +389,7 @@ required = true
         cert.display(),
         key.display()
     );
-    let config = dptext_proxy::config::Config::parse(&config).expect("config");
-    config.validate().expect("valid");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Runtime::new().expect("runtime");
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                .await
-                .expect("bind");
-            let metrics = tokio::net::TcpListener::bind("127.0.0.1:0")
-                .await
-                .expect("bind");
-            tx.send((
-                listener.local_addr().expect("addr").port(),
-                metrics.local_addr().expect("addr").port(),
-            ))
-            .expect("send");
-            tokio::spawn(dptext_proxy::metrics::serve(metrics));
-            let shared = dptext_proxy::shared(config).expect("shared");
-            let _ = dptext_proxy::serve(listener, dptext_proxy::current(shared)).await;
-        });
-    });
-    let (p, m) = rx.recv().expect("ports");
-    (p, dir.join(m.to_string()))
+    spawn_proxy(&config)
 }
 
 #[test]
@@ -452,12 +400,7 @@ fn tls_is_offered_and_can_be_required_and_metrics_count_sessions() {
         &env.db,
         "SECURITY LABEL FOR dptext ON COLUMN proxy_t.note IS 'MASKED WITH santext(eps => 2)'",
     );
-    let (port, metrics) = tls_proxy(env);
-    let metrics_port: u16 = metrics
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(|n| n.parse().ok())
-        .expect("port");
+    let (port, metrics_port) = tls_proxy(env);
     let run = |mode: &str| {
         let out = Command::new("psql")
             .arg(format!(
@@ -474,11 +417,7 @@ fn tls_is_offered_and_can_be_required_and_metrics_count_sessions() {
             .env("PGPASSWORD", "analyst-pw")
             .output()
             .expect("psql");
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
+        text(&out)
     };
     let over_tls = run("require");
     assert!(
@@ -542,15 +481,11 @@ fn pgbench_runs_through_the_proxy_in_every_query_mode() {
                 .env("PGPASSWORD", format!("{user}-pw"))
                 .output()
                 .expect("pgbench");
-            let text = format!(
-                "{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            assert!(out.status.success(), "{user} -M {mode}: {text}");
+            let printed = text(&out);
+            assert!(out.status.success(), "{user} -M {mode}: {printed}");
             assert!(
-                text.contains("number of transactions actually processed: 200/200"),
-                "{user} -M {mode}: {text}"
+                printed.contains("number of transactions actually processed: 200/200"),
+                "{user} -M {mode}: {printed}"
             );
         }
     }
@@ -747,23 +682,8 @@ fn the_binary_checks_serves_and_reloads_on_sighup() {
         .spawn()
         .expect("serve");
     let psql = |user: &str, pw: &str| {
-        Command::new("psql")
-            .args([
-                "-X",
-                "-A",
-                "-t",
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &port.to_string(),
-                "-U",
-                user,
-                "-d",
-                &env.db,
-                "-c",
-                "SELECT 7",
-            ])
-            .env("PGPASSWORD", pw)
+        psql_cmd(port, &env.db, user, pw)
+            .args(["-c", "SELECT 7"])
             .output()
             .expect("psql")
     };
@@ -777,23 +697,8 @@ fn the_binary_checks_serves_and_reloads_on_sighup() {
     }
     assert!(ok, "the proxy did not start");
     // A session open across the reload.
-    let long = Command::new("psql")
-        .args([
-            "-X",
-            "-A",
-            "-t",
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-            "-U",
-            "analyst",
-            "-d",
-            &env.db,
-            "-c",
-            "SELECT pg_sleep(1.5), 4242",
-        ])
-        .env("PGPASSWORD", "analyst-pw")
+    let long = psql_cmd(port, &env.db, "analyst", "analyst-pw")
+        .args(["-c", "SELECT pg_sleep(1.5), 4242"])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("psql");

@@ -69,32 +69,9 @@ pub enum Level {
     Dataset,
 }
 
-macro_rules! parse_enum {
-    ($t:ident, $param:literal, $($name:literal => $v:ident),+) => {
-        impl std::str::FromStr for $t {
-            type Err = Error;
-            fn from_str(s: &str) -> Result<Self> {
-                match s.trim().to_ascii_lowercase().as_str() {
-                    $($name => Ok($t::$v),)+
-                    other => Err(Error::invalid(
-                        $param,
-                        format!("\"{other}\" is not one of {}", [$(concat!("'", $name, "'")),+].join(", ")),
-                    )),
-                }
-            }
-        }
-        impl $t {
-            /// The name used in SQL and parameters.
-            pub fn name(self) -> &'static str {
-                match self { $($t::$v => $name,)+ }
-            }
-        }
-    };
-}
-
-parse_enum!(Strategy, "mapping", "aggressive" => Aggressive, "balanced" => Balanced, "conservative" => Conservative);
-parse_enum!(Metric, "metric", "euclidean" => Euclidean, "cosine" => Cosine);
-parse_enum!(Level, "level", "token" => Token, "record" => Record, "dataset" => Dataset);
+named_enum!(Strategy, "mapping", "aggressive" => Aggressive, "balanced" => Balanced, "conservative" => Conservative);
+named_enum!(Metric, "metric", "euclidean" => Euclidean, "cosine" => Cosine);
+named_enum!(Level, "level", "token" => Token, "record" => Record, "dataset" => Dataset);
 
 /// `f_map`: each row's output set.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,6 +5,31 @@
 //! name plus JSON parameters (what SQL's `sanitize(t, mechanism, params)`
 //! receives) and validates them before any text is touched.
 
+/// `FromStr` (case-insensitive, an error naming the parameter and the
+/// allowed values) and `name()` for a parameter enum.
+macro_rules! named_enum {
+    ($t:ident, $param:literal, $($name:literal => $v:ident),+) => {
+        impl std::str::FromStr for $t {
+            type Err = $crate::error::Error;
+            fn from_str(s: &str) -> $crate::error::Result<Self> {
+                match s.trim().to_ascii_lowercase().as_str() {
+                    $($name => Ok($t::$v),)+
+                    other => Err($crate::error::Error::invalid(
+                        $param,
+                        format!("\"{other}\" is not one of {}", [$(concat!("'", $name, "'")),+].join(", ")),
+                    )),
+                }
+            }
+        }
+        impl $t {
+            /// The name used in SQL and parameters.
+            pub fn name(self) -> &'static str {
+                match self { $($t::$v => $name,)+ }
+            }
+        }
+    };
+}
+
 pub mod custext;
 mod exponential;
 pub mod ndd;

@@ -53,29 +53,6 @@ pub enum Mode {
     Generative,
 }
 
-macro_rules! named_enum {
-    ($t:ident, $param:literal, $($name:literal => $v:ident),+) => {
-        impl std::str::FromStr for $t {
-            type Err = Error;
-            fn from_str(s: &str) -> Result<Self> {
-                match s.trim().to_ascii_lowercase().as_str() {
-                    $($name => Ok($t::$v),)+
-                    other => Err(Error::invalid(
-                        $param,
-                        format!("\"{other}\" is not one of {}", [$(concat!("'", $name, "'")),+].join(", ")),
-                    )),
-                }
-            }
-        }
-        impl $t {
-            /// The name used in SQL and parameters.
-            pub fn name(self) -> &'static str {
-                match self { $($t::$v => $name,)+ }
-            }
-        }
-    };
-}
-
 named_enum!(Divergence, "divergence", "kl" => Kl, "hellinger" => Hellinger);
 named_enum!(Mode, "mode", "substitutive" => Substitutive, "generative" => Generative);
 
@@ -250,16 +227,7 @@ impl<'a> Scorer<'a> {
         if ea.ids[..i] != eb.ids[..i2] || ea.ids[j..] != eb.ids[j2..] {
             return Err(Error::invalid("span", "the texts differ outside the spans"));
         }
-        let cand = eb.ids[i2..j2].to_vec();
-        let (lo, hi) = window(ea.ids.len(), i, j, cand.len(), self.mlm.max_tokens())?;
-        let ids = &ea.ids[lo..hi];
-        let originals = self.originals(ids)?;
-        let sc = SpanCandidates {
-            start: i - lo,
-            end: j - lo,
-            candidates: vec![cand],
-        };
-        Ok(self.score(ids, &originals, &[sc])?[0][0])
+        self.one_edit(&ea.ids, (i, j), eb.ids[i2..j2].to_vec())
     }
 
     /// NDD between a text and an edit of it: the edit is the token range
@@ -289,10 +257,14 @@ impl<'a> Scorer<'a> {
                 "shares no unedited token with a: NDD scores an edit of a text, not two unrelated texts",
             ));
         }
-        let (i, j) = (prefix, wa.len() - suffix);
         let cand = wb[prefix..wb.len() - suffix].to_vec();
-        let (lo, hi) = window(wa.len(), i, j, cand.len(), self.mlm.max_tokens())?;
-        let ids = &wa[lo..hi];
+        self.one_edit(&wa, (prefix, wa.len() - suffix), cand)
+    }
+
+    /// NDD of replacing `w[i..j)` by `cand`, in a window that fits the model.
+    fn one_edit(&self, w: &[u32], (i, j): (usize, usize), cand: Vec<u32>) -> Result<f64> {
+        let (lo, hi) = window(w.len(), i, j, cand.len(), self.mlm.max_tokens())?;
+        let ids = &w[lo..hi];
         let originals = self.originals(ids)?;
         let sc = SpanCandidates {
             start: i - lo,
