@@ -203,6 +203,24 @@ pub struct Masking {
     /// Read rules from the upstream's `dptext.rules` view too.
     #[serde(default = "default_true")]
     pub upstream_rules: bool,
+    /// System catalog columns (`pg_catalog`, `information_schema`):
+    /// `"sanitize"` (default) treats their text as computed text, since a
+    /// session can write protected text into object names and function
+    /// bodies; `"pass"` relays them (tools that introspect the schema), and
+    /// opens that channel.
+    #[serde(default)]
+    pub catalog: Catalog,
+}
+
+/// What masked sessions do with text from the system catalogs.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Catalog {
+    /// Sanitize like computed text (default).
+    #[default]
+    Sanitize,
+    /// Relay unchanged.
+    Pass,
 }
 
 impl Default for Masking {
@@ -212,6 +230,7 @@ impl Default for Masking {
             default_mechanism: default_mechanism(),
             default_params: default_params(),
             upstream_rules: true,
+            catalog: Catalog::Sanitize,
         }
     }
 }

@@ -11,9 +11,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use dptext_core::mechanisms::MechanismSpec;
-
-use crate::pool::{Action, RowPlan};
+use crate::pool::{Action, Mechanisms, RowPlan};
 use crate::values::{kind, Kind};
 use crate::wire::Column;
 
@@ -21,10 +19,11 @@ use crate::wire::Column;
 #[derive(Debug, Clone)]
 pub struct Policy {
     /// Mechanisms; index 0 is the default one.
-    pub specs: Arc<Vec<MechanismSpec>>,
+    pub mechanisms: Arc<Mechanisms>,
     /// (table OID, attribute number) -> index into `specs`.
     pub rules: HashMap<(u32, i16), usize>,
-    /// OIDs of plain tables (relkind r, p, f) when the session started.
+    /// OIDs of plain tables (relkind r, p, f; outside the system catalogs
+    /// unless `masking.catalog = "pass"`) when the session started.
     pub tables: HashSet<u32>,
     /// Refuse text expressions instead of sanitizing them.
     pub refuse_expressions: bool,
@@ -37,18 +36,25 @@ impl Policy {
         for c in cols {
             let k = kind(c.type_oid);
             let texty = matches!(k, Kind::Text | Kind::Json | Kind::Jsonb | Kind::Array(_));
-            let sanitize = |spec| Action::Sanitize {
+            let sanitize = |spec, rule| Action::Sanitize {
                 spec,
                 type_oid: c.type_oid,
                 format: c.format,
+                rule,
             };
             let from_table = c.table_oid != 0 && c.attnum > 0;
-            let action = if from_table && self.rules.contains_key(&(c.table_oid, c.attnum)) {
-                if texty || k == Kind::Other {
-                    sanitize(self.rules[&(c.table_oid, c.attnum)])
-                } else {
-                    Action::Pass
+            let action = if let Some(&spec) = self
+                .rules
+                .get(&(c.table_oid, c.attnum))
+                .filter(|_| from_table)
+            {
+                if !(texty || (k == Kind::Other && c.format == 0)) {
+                    return Err(format!(
+                        "column \"{}\" has a rule but its type (oid {}) cannot be sanitized",
+                        c.name, c.type_oid
+                    ));
                 }
+                sanitize(spec, Some((c.table_oid, c.attnum)))
             } else if from_table && self.tables.contains(&c.table_oid) {
                 Action::Pass
             } else {
@@ -72,14 +78,14 @@ impl Policy {
                             c.name
                         ))
                     }
-                    _ => sanitize(0),
+                    _ => sanitize(0, None),
                 }
             };
             actions.push(action);
         }
         Ok(RowPlan {
             actions,
-            specs: self.specs.clone(),
+            mechanisms: self.mechanisms.clone(),
         })
     }
 }
@@ -99,9 +105,13 @@ mod tests {
     }
 
     fn policy(refuse: bool) -> Policy {
-        let spec = MechanismSpec::parse("santext", &serde_json::json!({"eps": 3})).unwrap();
+        let spec = dptext_core::mechanisms::MechanismSpec::parse(
+            "santext",
+            &serde_json::json!({"eps": 3}),
+        )
+        .unwrap();
         Policy {
-            specs: Arc::new(vec![spec.clone(), spec]),
+            mechanisms: Arc::new(Mechanisms::new(vec![spec.clone(), spec], HashSet::new())),
             rules: HashMap::from([((100, 3), 1)]),
             tables: HashSet::from([100]),
             refuse_expressions: refuse,
@@ -131,6 +141,19 @@ mod tests {
             .collect();
         assert_eq!(specs, vec![Some(1), None, Some(0), None, Some(0), Some(0)]);
         assert!(p.plan(&[col(0, 0, 17)]).unwrap_err().contains("bytea"));
+        // A rule on a column whose type cannot be sanitized refuses the result.
+        assert!(p
+            .plan(&[col(100, 3, 17)])
+            .unwrap_err()
+            .contains("has a rule"));
+        // Rule columns are keyed by their column; expressions are not.
+        match &p.plan(&[col(100, 3, 25), col(0, 0, 25)]).unwrap().actions[..] {
+            [Action::Sanitize {
+                rule: Some((100, 3)),
+                ..
+            }, Action::Sanitize { rule: None, .. }] => {}
+            other => panic!("{other:?}"),
+        }
         let strict = policy(true);
         assert!(strict
             .plan(&[col(0, 0, 25)])

@@ -2,7 +2,7 @@
 //! bounded channel (a full queue makes sessions wait: backpressure), so
 //! the async runtime only moves bytes.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use dptext_core::mechanisms::{Mechanism, MechanismSpec};
@@ -25,7 +25,35 @@ pub enum Action {
         type_oid: u32,
         /// 0 text, 1 binary.
         format: i16,
+        /// The rule's column (table OID, attribute number): keyed outputs
+        /// for it are a function of (key, column, value). `None` (text
+        /// computed in the query): fresh randomness every time, so that a
+        /// literal cannot be compared with a protected value's output.
+        rule: Option<(u32, i16)>,
     },
+}
+
+/// The mechanisms of a session, and the names that JSON keys may keep.
+#[derive(Debug)]
+pub struct Mechanisms {
+    /// Mechanisms referenced by actions.
+    pub specs: Vec<MechanismSpec>,
+    /// A stable cache key of each spec.
+    pub keys: Vec<String>,
+    /// Column names in the catalog: JSON object keys equal to one are kept.
+    pub column_names: HashSet<String>,
+}
+
+impl Mechanisms {
+    /// The mechanisms `specs`, keeping JSON keys in `column_names`.
+    pub fn new(specs: Vec<MechanismSpec>, column_names: HashSet<String>) -> Self {
+        let keys = specs.iter().map(|s| format!("{s:?}")).collect();
+        Mechanisms {
+            specs,
+            keys,
+            column_names,
+        }
+    }
 }
 
 /// The actions for every column of a result, and the mechanisms they use.
@@ -34,7 +62,7 @@ pub struct RowPlan {
     /// One per column.
     pub actions: Vec<Action>,
     /// Mechanisms referenced by the actions.
-    pub specs: Arc<Vec<MechanismSpec>>,
+    pub mechanisms: Arc<Mechanisms>,
 }
 
 impl RowPlan {
@@ -82,17 +110,33 @@ struct Worker {
 }
 
 impl Worker {
-    fn sanitize(&mut self, spec: &MechanismSpec, text: &str) -> Result<String> {
-        let key = format!("{spec:?}");
-        if !self.built.contains_key(&key) {
+    /// `text` through `spec` (cached under `key`): keyed by `rule` when the
+    /// session is keyed and the value comes from a rule's column, else
+    /// with fresh randomness.
+    fn sanitize(
+        &mut self,
+        key: &str,
+        spec: &MechanismSpec,
+        text: &str,
+        rule: Option<(u32, i16)>,
+    ) -> Result<String> {
+        if !self.built.contains_key(key) {
             let m = self.engine.build(spec)?;
-            self.built.insert(key.clone(), m);
+            self.built.insert(key.to_string(), m);
         }
         let m = self
             .built
-            .get(&key)
+            .get(key)
             .ok_or_else(|| ProxyError::Protocol("mechanism cache".into()))?;
-        Ok(self.engine.run(m.as_ref(), text, &self.mode, &[])?.text)
+        Ok(match rule {
+            Some((oid, attnum)) => {
+                let (oid, attnum) = (oid.to_be_bytes(), attnum.to_be_bytes());
+                self.engine
+                    .run(m.as_ref(), text, &self.mode, &[b"rule", &oid, &attnum])?
+            }
+            None => self.engine.run(m.as_ref(), text, &RandomMode::Os, &[])?,
+        }
+        .text)
     }
 
     fn row(&mut self, body: &[u8], plan: &RowPlan) -> Result<Vec<u8>> {
@@ -104,6 +148,7 @@ impl Worker {
                 plan.actions.len()
             )));
         }
+        let mech = &plan.mechanisms;
         let mut out = Vec::with_capacity(fields.len());
         for (field, action) in fields.into_iter().zip(&plan.actions) {
             out.push(match (field, action) {
@@ -115,14 +160,21 @@ impl Worker {
                         spec,
                         type_oid,
                         format,
+                        rule,
                     },
                 ) => {
-                    let spec = plan
-                        .specs
+                    let (key, spec) = mech
+                        .keys
                         .get(*spec)
-                        .ok_or_else(|| ProxyError::Protocol("plan without its mechanism".into()))?
-                        .clone();
-                    let mut f = |s: &str| self.sanitize(&spec, s);
+                        .zip(mech.specs.get(*spec))
+                        .ok_or_else(|| ProxyError::Protocol("plan without its mechanism".into()))?;
+                    let mut f = |s: &str, part: values::Part| {
+                        if part == values::Part::Key && mech.column_names.contains(s) {
+                            Ok(s.to_string())
+                        } else {
+                            self.sanitize(key, spec, s, *rule)
+                        }
+                    };
                     Some(values::sanitize_value(*type_oid, *format, v, &mut f)?)
                 }
             });
@@ -157,7 +209,8 @@ impl Pool {
                             let _ = reply.send(w.row(&body, &plan));
                         }
                         Some(Job::Text { text, spec, reply }) => {
-                            let _ = reply.send(w.sanitize(&spec, &text));
+                            let key = format!("{spec:?}");
+                            let _ = reply.send(w.sanitize(&key, &spec, &text, None));
                         }
                     }
                 });
@@ -179,12 +232,8 @@ impl Pool {
         Ok(Pending(rx))
     }
 
-    /// Rewrites one DataRow body by `plan`.
-    pub async fn row(&self, body: Vec<u8>, plan: Arc<RowPlan>) -> Result<Vec<u8>> {
-        self.submit(body, plan).await?.wait().await
-    }
-
-    /// Sanitizes one text with `spec`.
+    /// Sanitizes one text with `spec`, with fresh randomness (notices,
+    /// notifications, parameter values: text computed by the session).
     pub async fn text(&self, text: String, spec: MechanismSpec) -> Result<String> {
         let (reply, rx) = oneshot::channel();
         self.tx

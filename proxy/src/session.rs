@@ -18,7 +18,7 @@ use pgwire::api::auth::Password;
 use pgwire::tokio::tokio_rustls;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 
-use crate::config::{Config, Expressions};
+use crate::config::{Catalog, Config, Expressions};
 use crate::error::{ProxyError, Result};
 use crate::metrics::{inc, METRICS};
 use crate::policy::Policy;
@@ -102,6 +102,16 @@ async fn fail<W: AsyncWrite + Unpin>(w: &mut W, e: &ProxyError) -> Result<()> {
     Ok(())
 }
 
+/// How long a client may take over each startup and authentication step.
+const STARTUP: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// `f`, or a protocol error after [`STARTUP`].
+async fn in_time<T>(f: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    tokio::time::timeout(STARTUP, f)
+        .await
+        .map_err(|_| ProxyError::Protocol("startup took too long".into()))?
+}
+
 const SSL_REQUEST: i32 = 80_877_103;
 const GSSENC_REQUEST: i32 = 80_877_104;
 
@@ -120,12 +130,12 @@ pub async fn accept(tcp: tokio::net::TcpStream, shared: Arc<Shared>) -> Result<(
 }
 
 async fn negotiate(mut tcp: tokio::net::TcpStream, shared: Arc<Shared>) -> Result<()> {
-    let first = wire::read_startup(&mut tcp).await?;
+    let first = in_time(wire::read_startup(&mut tcp)).await?;
     let code = wire::Reader::new(&first).i32()?;
     if code == SSL_REQUEST {
         if let Some(acceptor) = &shared.tls {
             tcp.write_all(b"S").await?;
-            let tls = acceptor.accept(tcp).await?;
+            let tls = in_time(async { Ok(acceptor.accept(tcp).await?) }).await?;
             return serve(tls, shared, None).await;
         }
         tcp.write_all(b"N").await?;
@@ -154,7 +164,7 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     let params = loop {
         let body = match first.take() {
             Some(b) => b,
-            None => wire::read_startup(&mut cr).await?,
+            None => in_time(wire::read_startup(&mut cr)).await?,
         };
         let mut r = wire::Reader::new(&body);
         match r.i32()? {
@@ -218,9 +228,7 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     };
     if policy.is_some() {
         for f in &up.parameters {
-            let mut r = wire::Reader::new(&f.body);
-            if r.cstr()? == "client_encoding" && !r.cstr()?.eq_ignore_ascii_case("UTF8") {
-                let e = ProxyError::Protocol("masked sessions need client_encoding UTF8".into());
+            if let Err(e) = check_encoding(&f.body) {
                 let _ = fail(&mut cw, &e).await;
                 return Err(e);
             }
@@ -266,7 +274,7 @@ where
     mechs.push(0);
     write(cw, &wire::auth(10, &mechs)).await?;
     cw.flush().await?;
-    let first = wire::read_frame(cr, 10_000)
+    let first = in_time(wire::read_frame(cr, 10_000))
         .await?
         .filter(|f| f.tag == b'p')
         .ok_or_else(|| ProxyError::Protocol("expected SASLInitialResponse".into()))?;
@@ -286,7 +294,7 @@ where
         .map_err(|_| ProxyError::Auth(user.to_string()))?;
     write(cw, &wire::auth(11, server_first.as_bytes())).await?;
     cw.flush().await?;
-    let fin = wire::read_frame(cr, 10_000)
+    let fin = in_time(wire::read_frame(cr, 10_000))
         .await?
         .filter(|f| f.tag == b'p')
         .ok_or_else(|| ProxyError::Protocol("expected SASLResponse".into()))?;
@@ -304,68 +312,100 @@ fn literal(s: &str) -> String {
     format!("'{}'", s.replace('\'', "''"))
 }
 
-/// The session's policy from the catalog: plain tables, config rules
-/// resolved to OIDs, and the upstream's `dptext.rules`.
+/// A rule's column and the same-named column of every table that inherits
+/// from it (partitions, inheritance children): (table OID, attnum) pairs.
+fn descendants_sql(table: &str, column: &str) -> String {
+    format!(
+        "WITH RECURSIVE d(relid) AS (SELECT {table}::oid \
+           UNION SELECT i.inhrelid FROM pg_catalog.pg_inherits i JOIN d ON i.inhparent = d.relid) \
+         SELECT d.relid, a.attnum FROM d JOIN pg_catalog.pg_attribute a \
+           ON a.attrelid = d.relid AND a.attname = {} AND NOT a.attisdropped",
+        literal(column)
+    )
+}
+
+/// The session's policy from the catalog: plain tables, column names,
+/// config rules and the upstream's `dptext.rules`, each extended to the
+/// tables that inherit from its table. A config rule whose column does not
+/// exist refuses the session (fail-closed).
 async fn load_policy(up: &mut Upstream, shared: &Shared) -> Result<Policy> {
     let catalog = |r: std::result::Result<Vec<Vec<Option<String>>>, String>| {
         r.map_err(|e| ProxyError::Upstream(format!("reading the catalog: {e}")))
     };
+    let system = if shared.config.masking.catalog == Catalog::Pass {
+        ""
+    } else {
+        " AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_toast%'"
+    };
     let tables: HashSet<u32> = catalog(
-        up.query("SELECT oid FROM pg_catalog.pg_class WHERE relkind IN ('r', 'p', 'f')")
-            .await?,
+        up.query(&format!(
+            "SELECT c.oid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+             WHERE c.relkind IN ('r', 'p', 'f'){system}"
+        ))
+        .await?,
     )?
     .into_iter()
     .filter_map(|r| r.first().cloned().flatten()?.parse().ok())
     .collect();
+    let column_names: HashSet<String> = catalog(
+        up.query("SELECT DISTINCT attname FROM pg_catalog.pg_attribute WHERE attnum > 0 AND NOT attisdropped")
+            .await?,
+    )?
+    .into_iter()
+    .filter_map(|r| r.into_iter().next().flatten())
+    .collect();
     let mut specs = vec![shared.default_spec.clone()];
     let mut rules = HashMap::new();
-    for (schema, table, column, spec) in &shared.rules {
-        let sql = format!(
-            "SELECT c.oid, a.attnum FROM pg_catalog.pg_attribute a \
-             JOIN pg_catalog.pg_class c ON c.oid = a.attrelid \
-             JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
-             WHERE n.nspname = {} AND c.relname = {} AND a.attname = {} AND NOT a.attisdropped",
-            literal(schema),
-            literal(table),
-            literal(column)
-        );
-        let rows = catalog(up.query(&sql).await?)?;
-        let Some(row) = rows.first() else {
-            tracing::warn!(%schema, %table, %column, "rule names a column that does not exist upstream");
-            continue;
+    let mut add =
+        |rows: Vec<Vec<Option<String>>>, spec: &MechanismSpec, specs: &mut Vec<MechanismSpec>| {
+            specs.push(spec.clone());
+            for r in rows {
+                let oid: u32 = r[0].as_deref().unwrap_or("0").parse().unwrap_or(0);
+                let attnum: i16 = r[1].as_deref().unwrap_or("0").parse().unwrap_or(0);
+                // A rule in the config wins over the catalog's.
+                rules.entry((oid, attnum)).or_insert(specs.len() - 1);
+            }
         };
-        let oid: u32 = row[0].as_deref().unwrap_or("0").parse().unwrap_or(0);
-        let attnum: i16 = row[1].as_deref().unwrap_or("0").parse().unwrap_or(0);
-        specs.push(spec.clone());
-        rules.insert((oid, attnum), specs.len() - 1);
+    for (schema, table, column, spec) in &shared.rules {
+        let oid = format!(
+            "(SELECT c.oid FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+              WHERE n.nspname = {} AND c.relname = {})",
+            literal(schema),
+            literal(table)
+        );
+        let rows = catalog(up.query(&descendants_sql(&oid, column)).await?)?;
+        if rows.is_empty() {
+            return Err(ProxyError::Config(format!(
+                "rule {schema}.{table}.{column}: no such column upstream; masked sessions are refused until the rule is fixed"
+            )));
+        }
+        add(rows, spec, &mut specs);
     }
     if shared.config.masking.upstream_rules {
         match up
-            .query("SELECT table_oid, attnum, mechanism, params::text FROM dptext.rules")
+            .query("SELECT table_oid, column_name, mechanism, params::text FROM dptext.rules")
             .await?
         {
-            Ok(rows) => {
-                for r in rows {
-                    let (Some(oid), Some(att), Some(m), Some(p)) = (&r[0], &r[1], &r[2], &r[3])
+            Ok(found) => {
+                for r in found {
+                    let (Some(oid), Some(column), Some(m), Some(p)) = (&r[0], &r[1], &r[2], &r[3])
                     else {
                         continue;
                     };
                     let params: serde_json::Value =
                         serde_json::from_str(p).map_err(|e| ProxyError::Upstream(e.to_string()))?;
                     let spec = MechanismSpec::parse(m, &params)?;
-                    let key = (oid.parse().unwrap_or(0), att.parse().unwrap_or(0));
-                    // A rule in the config wins over the catalog's.
-                    if let std::collections::hash_map::Entry::Vacant(v) = rules.entry(key) {
-                        specs.push(spec);
-                        v.insert(specs.len() - 1);
-                    }
+                    let oid: u32 = oid.parse().unwrap_or(0);
+                    let rows =
+                        catalog(up.query(&descendants_sql(&oid.to_string(), column)).await?)?;
+                    add(rows, &spec, &mut specs);
                 }
             }
             Err(e) => tracing::debug!(error = %e, "no dptext.rules upstream"),
         }
     }
     Ok(Policy {
-        specs: Arc::new(specs),
+        mechanisms: Arc::new(crate::pool::Mechanisms::new(specs, column_names)),
         rules,
         tables,
         refuse_expressions: shared.config.masking.expressions == Expressions::Refuse,
@@ -383,36 +423,85 @@ enum Pending {
 /// (context), hint, internal query.
 const SCRUBBED: [u8; 4] = [b'D', b'W', b'H', b'q'];
 
-/// An error or notice with the fields that can carry data removed. The
-/// message of data exceptions and internal errors (classes 22, XX), which
-/// quote values, is withheld (integrity errors name constraints in the
-/// message and quote values only in the detail, which goes); the message of notices and of
-/// PL/pgSQL errors (`RAISE`), which are free text, is sanitized with the
+/// A short name for common SQLSTATEs, to keep errors usable when their
+/// message is withheld.
+fn condition(code: &str) -> &'static str {
+    match code {
+        "42601" => "syntax error",
+        "42P01" => "undefined table",
+        "42703" => "undefined column",
+        "42883" => "undefined function",
+        "42501" => "insufficient privilege",
+        "42804" => "datatype mismatch",
+        "23505" => "unique violation",
+        "23503" => "foreign key violation",
+        "23502" => "not-null violation",
+        "23514" => "check violation",
+        "22P02" => "invalid text representation",
+        "22012" => "division by zero",
+        "25P02" => "in failed transaction",
+        "57014" => "query canceled",
+        "40001" => "serialization failure",
+        "40P01" => "deadlock detected",
+        _ => "error",
+    }
+}
+
+/// An error or notice with every field that can carry data removed or
+/// replaced: detail, where (context), hint and internal query go; an
+/// error's message (any class can quote a value: `note::regclass`,
+/// `to_tsquery(note)`, ...) is replaced by its SQLSTATE and condition; a
+/// notice's message (free text, e.g. `RAISE NOTICE`) is sanitized with the
 /// default mechanism.
-async fn scrub(body: &[u8], shared: &Shared) -> Result<Vec<u8>> {
+async fn scrub(tag: u8, body: &[u8], shared: &Shared) -> Result<Vec<u8>> {
     let fields = wire::parse_fields(body)?;
     let code = fields
         .iter()
         .find(|(c, _)| *c == b'C')
         .map(|(_, v)| v.clone())
         .unwrap_or_default();
-    let withhold = ["22", "XX"].iter().any(|p| code.starts_with(p));
-    let free_text = code.starts_with("P0") || code.starts_with("00") || code.starts_with("01");
     let mut kept = Vec::with_capacity(fields.len());
     for (c, v) in fields {
         if SCRUBBED.contains(&c) {
             continue;
         }
-        let v = if c == b'M' && withhold {
-            format!("error {code}; the message may quote data and was withheld by dptext-proxy")
-        } else if c == b'M' && free_text {
-            shared.pool.text(v, shared.default_spec.clone()).await?
-        } else {
-            v
+        let v = match (c, tag) {
+            (b'M', b'E') => format!(
+                "{} (SQLSTATE {code}); the message may quote data and was withheld by dptext-proxy",
+                condition(&code)
+            ),
+            (b'M', _) => shared.pool.text(v, shared.default_spec.clone()).await?,
+            _ => v,
         };
         kept.push((c, v));
     }
     Ok(wire::fields_body(&kept))
+}
+
+/// Refuses a session whose client encoding is not UTF8 (masked sessions
+/// decode text as UTF-8); `body` is a ParameterStatus.
+fn check_encoding(body: &[u8]) -> Result<()> {
+    let mut r = wire::Reader::new(body);
+    if r.cstr()? == "client_encoding" && !r.cstr()?.eq_ignore_ascii_case("UTF8") {
+        return Err(ProxyError::Protocol(
+            "masked sessions need client_encoding UTF8".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// A simple query that fails with `message` (SQLSTATE 42501): what a
+/// refused client message becomes, so that the server answers it in order.
+fn refusal_query(message: &str) -> Frame {
+    let mut body = Vec::new();
+    put_cstr(
+        &mut body,
+        &format!(
+            "DO $dptext$BEGIN RAISE EXCEPTION '{}' USING ERRCODE = '42501'; END$dptext$",
+            message.replace('\'', "''")
+        ),
+    );
+    Frame::new(b'Q', body)
 }
 
 async fn relay<CR, CW, UR, UW>(
@@ -484,6 +573,19 @@ where
                 }
                 b'S' => push(Pending::Sync),
                 b'Q' => push(Pending::Query),
+                b'F' => {
+                    // Fast-path function calls return values without a row
+                    // description: refused, answered in order by the server.
+                    push(Pending::Query);
+                    uw.write_all(
+                        &refusal_query(
+                            "dptext-proxy: fast-path function calls are refused in masked sessions",
+                        )
+                        .to_bytes(),
+                    )
+                    .await?;
+                    continue;
+                }
                 _ => {}
             }
             uw.write_all(&f.to_bytes()).await?;
@@ -538,6 +640,46 @@ where
                     refusing = false;
                     current = None;
                     out = Some(f);
+                }
+                // Session-level messages, also while a result is refused.
+                b'S' => {
+                    if let Err(e) = check_encoding(&f.body) {
+                        write(
+                            &mut cw,
+                            &wire::error("FATAL", "0A000", &format!("dptext-proxy: {e}")),
+                        )
+                        .await?;
+                        cw.flush().await?;
+                        return Err(e);
+                    }
+                    // application_name can be set to any text by a query.
+                    let mut r = wire::Reader::new(&f.body);
+                    let name = r.cstr()?.to_string();
+                    let value = r.cstr()?.to_string();
+                    out = Some(if name == "application_name" && !value.is_empty() {
+                        let clean = shared.pool.text(value, shared.default_spec.clone()).await?;
+                        let mut body = Vec::new();
+                        put_cstr(&mut body, &name);
+                        put_cstr(&mut body, &clean);
+                        Frame::new(b'S', body)
+                    } else {
+                        f
+                    });
+                }
+                b'N' => out = Some(Frame::new(b'N', scrub(b'N', &f.body, &shared).await?)),
+                b'A' => {
+                    let mut r = wire::Reader::new(&f.body);
+                    let pid = r.i32()?;
+                    let channel = r.cstr()?.to_string();
+                    let payload = r.cstr()?.to_string();
+                    let clean = shared
+                        .pool
+                        .text(payload, shared.default_spec.clone())
+                        .await?;
+                    let mut body = pid.to_be_bytes().to_vec();
+                    put_cstr(&mut body, &channel);
+                    put_cstr(&mut body, &clean);
+                    out = Some(Frame::new(b'A', body));
                 }
                 _ if refusing => {}
                 b'T' | b'n' => {
@@ -598,26 +740,6 @@ where
                     }
                     None => refuse = Some("a row arrived without a description".into()),
                 },
-                b'S' => {
-                    // Masked sessions decode text as UTF-8.
-                    let mut r = wire::Reader::new(&f.body);
-                    if r.cstr()? == "client_encoding" && !r.cstr()?.eq_ignore_ascii_case("UTF8") {
-                        write(
-                            &mut cw,
-                            &wire::error(
-                                "FATAL",
-                                "0A000",
-                                "dptext-proxy: masked sessions need client_encoding UTF8",
-                            ),
-                        )
-                        .await?;
-                        cw.flush().await?;
-                        return Err(ProxyError::Protocol(
-                            "client_encoding changed from UTF8".into(),
-                        ));
-                    }
-                    out = Some(f);
-                }
                 b'E' => {
                     inc(&METRICS.upstream_errors);
                     // In the extended protocol the server now skips to Sync.
@@ -629,22 +751,7 @@ where
                             q.pop_front();
                         }
                     }
-                    out = Some(Frame::new(b'E', scrub(&f.body, &shared).await?));
-                }
-                b'N' => out = Some(Frame::new(b'N', scrub(&f.body, &shared).await?)),
-                b'A' => {
-                    let mut r = wire::Reader::new(&f.body);
-                    let pid = r.i32()?;
-                    let channel = r.cstr()?.to_string();
-                    let payload = r.cstr()?.to_string();
-                    let clean = shared
-                        .pool
-                        .text(payload, shared.default_spec.clone())
-                        .await?;
-                    let mut body = pid.to_be_bytes().to_vec();
-                    put_cstr(&mut body, &channel);
-                    put_cstr(&mut body, &clean);
-                    out = Some(Frame::new(b'A', body));
+                    out = Some(Frame::new(b'E', scrub(b'E', &f.body, &shared).await?));
                 }
                 b'H' | b'W' => {
                     refuse = Some(

@@ -2,8 +2,8 @@
 //!
 //! Text types (text, varchar, bpchar, name, xml, unknown) are sanitized
 //! whole, in text and binary format alike (both are the UTF-8 text). JSON
-//! and JSONB have every string sanitized, and every key that does not look
-//! like a column name. Arrays of these, in text or binary format, have each
+//! and JSONB have every string sanitized, and every key the caller does not
+//! keep (the proxy keeps keys that are column names in the catalog). Arrays of these, in text or binary format, have each
 //! element sanitized. Anything else that reaches here (a record, a
 //! tsvector, ...) in text format is sanitized as one string; in binary
 //! format it is refused, since its structure cannot be kept.
@@ -53,8 +53,17 @@ pub fn kind(oid: u32) -> Kind {
     }
 }
 
+/// What a string is inside its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// Text content.
+    Text,
+    /// A JSON object key (the caller may keep keys that are column names).
+    Key,
+}
+
 /// A sanitizer of one string.
-pub type Sanitize<'a> = dyn FnMut(&str) -> Result<String> + 'a;
+pub type Sanitize<'a> = dyn FnMut(&str, Part) -> Result<String> + 'a;
 
 fn utf8(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
@@ -68,7 +77,7 @@ pub fn sanitize_value(
     f: &mut Sanitize<'_>,
 ) -> Result<Vec<u8>> {
     match (kind(oid), format) {
-        (Kind::Text, _) => Ok(f(&utf8(value))?.into_bytes()),
+        (Kind::Text, _) => Ok(f(&utf8(value), Part::Text)?.into_bytes()),
         (Kind::Json, _) => Ok(json(&utf8(value), f)?.into_bytes()),
         (Kind::Jsonb, 0) => Ok(json(&utf8(value), f)?.into_bytes()),
         (Kind::Jsonb, _) => {
@@ -83,35 +92,25 @@ pub fn sanitize_value(
         (Kind::Array(elem), 0) => Ok(text_array(&utf8(value), elem, f)?.into_bytes()),
         (Kind::Array(_), _) => binary_array(value, f),
         (Kind::Safe, _) => Ok(value.to_vec()),
-        (Kind::Other, 0) => Ok(f(&utf8(value))?.into_bytes()),
+        (Kind::Other, 0) => Ok(f(&utf8(value), Part::Text)?.into_bytes()),
         (Kind::Bytes | Kind::Other, _) => Err(ProxyError::Protocol(format!(
             "values of type oid {oid} in binary format cannot be sanitized"
         ))),
     }
 }
 
-fn is_identifier(k: &str) -> bool {
-    !k.is_empty()
-        && k.len() <= 63
-        && k.chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
-        && k.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-}
-
 fn json(text: &str, f: &mut Sanitize<'_>) -> Result<String> {
     fn walk(v: serde_json::Value, f: &mut Sanitize<'_>) -> Result<serde_json::Value> {
         use serde_json::Value;
         Ok(match v {
-            Value::String(s) => Value::String(f(&s)?),
+            Value::String(s) => Value::String(f(&s, Part::Text)?),
             Value::Array(a) => {
                 Value::Array(a.into_iter().map(|x| walk(x, f)).collect::<Result<_>>()?)
             }
             Value::Object(o) => {
                 let mut m = serde_json::Map::new();
                 for (k, x) in o {
-                    let k = if is_identifier(&k) { k } else { f(&k)? };
+                    let k = f(&k, Part::Key)?;
                     m.insert(k, walk(x, f)?);
                 }
                 Value::Object(m)
@@ -122,7 +121,7 @@ fn json(text: &str, f: &mut Sanitize<'_>) -> Result<String> {
     match serde_json::from_str::<serde_json::Value>(text) {
         Ok(v) => Ok(walk(v, f)?.to_string()),
         // Not JSON after all: the whole text is one string.
-        Err(_) => f(text),
+        Err(_) => f(text, Part::Text),
     }
 }
 
@@ -131,7 +130,7 @@ fn json(text: &str, f: &mut Sanitize<'_>) -> Result<String> {
 fn text_array(text: &str, elem: u32, f: &mut Sanitize<'_>) -> Result<String> {
     if !text.starts_with('{') {
         // Dimension decorations ([1:2]={...}) and anything unexpected: one string.
-        return f(text);
+        return f(text, Part::Text);
     }
     let chars: Vec<char> = text.chars().collect();
     let mut out = String::with_capacity(text.len());
@@ -177,7 +176,7 @@ fn text_array(text: &str, elem: u32, f: &mut Sanitize<'_>) -> Result<String> {
 fn element(s: &str, elem: u32, f: &mut Sanitize<'_>) -> Result<String> {
     match kind(elem) {
         Kind::Json | Kind::Jsonb => json(s, f),
-        _ => f(s),
+        _ => f(s, Part::Text),
     }
 }
 
@@ -235,7 +234,11 @@ fn binary_array(value: &[u8], f: &mut Sanitize<'_>) -> Result<Vec<u8>> {
 mod tests {
     use super::*;
 
-    fn upper(s: &str) -> Result<String> {
+    /// Upper-cases text in brackets; keeps keys that are all lower case.
+    fn upper(s: &str, part: Part) -> Result<String> {
+        if part == Part::Key && s.chars().all(|c| c.is_ascii_lowercase()) {
+            return Ok(s.to_string());
+        }
         Ok(format!("<{}>", s.to_uppercase()))
     }
 

@@ -43,8 +43,12 @@ fn env() -> Option<&'static Env> {
                    (1, 'Seen by {} on Monday.', 'plain code one', 10),
                    (2, 'Called {} about results.', 'plain code two', 20),
                    (3, 'Letter from {}.', NULL, 30);
-                 CREATE VIEW proxy_v AS SELECT id, note FROM proxy_t;",
-                MARKERS[0], MARKERS[1], MARKERS[2]
+                 CREATE VIEW proxy_v AS SELECT id, note FROM proxy_t;
+                 DROP TABLE IF EXISTS proxy_p CASCADE;
+                 CREATE TABLE proxy_p (id int, note text) PARTITION BY RANGE (id);
+                 CREATE TABLE proxy_p1 PARTITION OF proxy_p FOR VALUES FROM (0) TO (100);
+                 INSERT INTO proxy_p VALUES (1, 'Partitioned note of {}.');",
+                MARKERS[0], MARKERS[1], MARKERS[2], MARKERS[1]
             ),
         );
         let host = std::env::var("PGHOST").unwrap_or_else(|_| "/var/run/postgresql".into());
@@ -69,6 +73,11 @@ password = "admin-pw"
 masked = false
 [[rule]]
 table = "public.proxy_t"
+column = "note"
+mechanism = "santext"
+params = {{ eps = 2.0 }}
+[[rule]]
+table = "public.proxy_p"
 column = "note"
 mechanism = "santext"
 params = {{ eps = 2.0 }}
@@ -168,11 +177,13 @@ fn via(env: &Env, user: &str, sql: &str) -> String {
     text(&out)
 }
 
+/// No part of any marker, in any letter case, is in `out`.
 fn assert_no_marker(what: &str, out: &str) {
+    let lower = out.to_lowercase();
     for m in MARKERS {
         for part in m.split(' ') {
             assert!(
-                !out.contains(part),
+                !lower.contains(&part.to_lowercase()),
                 "{what}: raw value {part:?} came back:\n{out}"
             );
         }
@@ -205,6 +216,19 @@ fn masked_users_never_see_planted_values() {
         "SELECT convert_to(note, 'UTF8') FROM proxy_t",
         "DO $$BEGIN RAISE NOTICE '%', (SELECT note FROM proxy_t WHERE id = 1); END$$",
         "SELECT pg_notify('ch', note) FROM proxy_t WHERE id = 1",
+        // Error messages that quote values, whatever their class.
+        "SELECT note::regclass FROM proxy_t",
+        "SELECT to_tsquery(note) FROM proxy_t",
+        "SELECT current_setting(note) FROM proxy_t",
+        // JSON keys computed from values.
+        "SELECT jsonb_object_agg(regexp_replace(lower(note), '[^a-z0-9_]', '_', 'g'), 1) FROM proxy_t",
+        // Laundering through the system catalogs (temporary objects).
+        "DO $$BEGIN EXECUTE format('CREATE TEMP TABLE %I ()', (SELECT note FROM proxy_t WHERE id = 1)); END$$; \
+         SELECT relname FROM pg_class WHERE relname LIKE 'Seen%'",
+        "SELECT set_config('application_name', note, false) FROM proxy_t WHERE id = 1",
+        // A partition of a table with a rule.
+        "SELECT note FROM proxy_p1",
+        "SELECT note FROM proxy_p",
     ];
     for sql in battery {
         let out = via(env, "analyst", sql);
@@ -233,7 +257,7 @@ fn masked_users_never_see_planted_values() {
         ),
     );
     assert!(
-        out.contains("ERROR") && out.contains("duplicate key"),
+        out.contains("ERROR") && out.contains("unique violation"),
         "{out}"
     );
     assert_no_marker("unique violation", &out);
@@ -243,6 +267,18 @@ fn masked_users_never_see_planted_values() {
     assert_eq!(
         a,
         via(env, "analyst", "SELECT note FROM proxy_t ORDER BY id")
+    );
+    // ... but a guess typed as a literal is not sanitized like the column,
+    // so it cannot be checked against the column's output.
+    let stored = via(env, "analyst", "SELECT note FROM proxy_t WHERE id = 1");
+    let guess = via(
+        env,
+        "analyst",
+        &format!("SELECT 'Seen by {} on Monday.'::text", MARKERS[0]),
+    );
+    assert_ne!(
+        stored, guess,
+        "a literal guess matches the protected value's output"
     );
     // Plain columns of a table without a rule are untouched.
     assert_eq!(
@@ -727,4 +763,28 @@ fn the_binary_checks_serves_and_reloads_on_sighup() {
     );
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// A rule naming a column the server does not have refuses masked sessions.
+#[test]
+fn a_rule_that_does_not_resolve_refuses_masked_sessions() {
+    let Some(env) = env() else { return };
+    let host = std::env::var("PGHOST").unwrap_or_else(|_| "/var/run/postgresql".into());
+    let pgport = std::env::var("PGPORT").unwrap_or_else(|_| "5432".into());
+    let (port, _) = spawn_proxy(&format!(
+        "[upstream]\nhost = \"{host}\"\nport = {pgport}\nuser = \"postgres\"\ndbname = \"{}\"\n\
+         [[user]]\nname = \"analyst\"\npassword = \"analyst-pw\"\n\
+         [[rule]]\ntable = \"public.proxy_t\"\ncolumn = \"renamed_away\"\nmechanism = \"santext\"\nparams = {{ eps = 2.0 }}\n",
+        env.db
+    ));
+    let out = psql_cmd(port, &env.db, "analyst", "analyst-pw")
+        .args(["-c", "SELECT note FROM proxy_t"])
+        .output()
+        .expect("psql");
+    let printed = text(&out);
+    assert!(
+        !out.status.success() && printed.contains("no such column"),
+        "{printed}"
+    );
+    assert_no_marker("unresolved rule", &printed);
 }
