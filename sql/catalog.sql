@@ -91,11 +91,13 @@ SELECT source_schema,
        column_name,
        guarantee ->> 'kind' AS guarantee,
        count(*) AS releases,
+       -- No epsilon (kind none, or an infinite one, which JSON stores as
+       -- null) counts as infinity.
        CASE WHEN bool_or(NOT materialized AND random_id IS NULL) THEN 'infinity'::float8
-            ELSE sum((guarantee ->> 'eps')::float8) END AS eps_total,
+            ELSE sum(coalesce((guarantee ->> 'eps')::float8, 'infinity')) END AS eps_total,
        CASE WHEN guarantee ->> 'kind' <> 'umldp' THEN NULL
             WHEN bool_or(NOT materialized AND random_id IS NULL) THEN 'infinity'::float8
-            ELSE sum((guarantee ->> 'eps0')::float8) END AS eps0_total,
+            ELSE sum(coalesce((guarantee ->> 'eps0')::float8, 'infinity')) END AS eps0_total,
        bool_or(NOT materialized AND random_id IS NULL) AS unbounded,
        min(built_at) AS first_release,
        max(built_at) AS last_release
@@ -209,8 +211,7 @@ BEGIN
                 WHERE command_tag = 'REFRESH MATERIALIZED VIEW'
     LOOP
         SELECT max(p.build) INTO last_build FROM dptext.provenance p
-         WHERE p.target_oid = cmd.objid AND p.event = 'create'
-           AND p.target_name = cmd.objid::regclass::text;
+         WHERE p.target_oid = cmd.objid AND p.event = 'create';
         CONTINUE WHEN last_build IS NULL;
         rnd := dptext.randomness();
         b := nextval('dptext.build_seq');

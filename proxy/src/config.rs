@@ -55,6 +55,30 @@ pub const KEY_ENV: &str = "DPTEXT_PROXY_KEY";
 /// Environment variable holding the upstream password (wins over the file).
 pub const UPSTREAM_PASSWORD_ENV: &str = "DPTEXT_PROXY_UPSTREAM_PASSWORD";
 
+/// A secret from the file or the environment: its `Debug` shows `***`,
+/// so that printing a configuration never prints a key or a password.
+#[derive(Clone, Deserialize, PartialEq, Eq)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret.
+    pub fn new(s: impl Into<String>) -> Self {
+        Secret(s.into())
+    }
+
+    /// The secret itself.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("***")
+    }
+}
+
 /// The whole file.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -64,7 +88,7 @@ pub struct Config {
     pub listen: String,
     /// Secret for keyed sanitization (at least 16 bytes).
     #[serde(default)]
-    pub key: Option<String>,
+    pub key: Option<Secret>,
     /// Assets directory (default: as `dptext assets path`).
     #[serde(default)]
     pub assets_dir: Option<String>,
@@ -131,7 +155,7 @@ pub struct Upstream {
     pub user: String,
     /// Its password, if the server asks for one.
     #[serde(default)]
-    pub password: Option<String>,
+    pub password: Option<Secret>,
     /// Database.
     pub dbname: String,
 }
@@ -147,7 +171,7 @@ pub struct User {
     /// Login name.
     pub name: String,
     /// Password (SCRAM-SHA-256).
-    pub password: String,
+    pub password: Secret,
     /// Whether this user's results are sanitized.
     #[serde(default = "default_true")]
     pub masked: bool,
@@ -312,10 +336,10 @@ impl Config {
             .map_err(|e| ProxyError::Config(format!("{}: {e}", path.display())))?;
         let mut c = Self::parse(&text)?;
         if let Ok(k) = std::env::var(KEY_ENV) {
-            c.key = Some(k);
+            c.key = Some(Secret(k));
         }
         if let Ok(p) = std::env::var(UPSTREAM_PASSWORD_ENV) {
-            c.upstream.password = Some(p);
+            c.upstream.password = Some(Secret(p));
         }
         c.validate()?;
         Ok(c)
@@ -344,7 +368,7 @@ impl Config {
                     u.name
                 )));
             }
-            if u.password.is_empty() {
+            if u.password.expose().is_empty() {
                 return Err(ProxyError::Config(format!(
                     "user \"{}\" has an empty password",
                     u.name
@@ -356,7 +380,7 @@ impl Config {
         }
         self.masking.spec()?;
         if let Some(k) = &self.key {
-            if k.len() < dptext_core::rng::MIN_KEY_BYTES {
+            if k.expose().len() < dptext_core::rng::MIN_KEY_BYTES {
                 return Err(ProxyError::Config(format!(
                     "key: must be at least {} bytes",
                     dptext_core::rng::MIN_KEY_BYTES
@@ -383,7 +407,7 @@ impl Config {
     pub fn random_mode(&self) -> Result<dptext_core::RandomMode> {
         Ok(dptext_core::RandomMode::from_settings(
             None,
-            self.key.as_deref().map(str::as_bytes),
+            self.key.as_ref().map(|k| k.expose().as_bytes()),
         )?)
     }
 }
@@ -417,6 +441,16 @@ params = { eps = 3.0 }
         assert!(c.users[0].masked);
         assert_eq!(c.rules[0].qualified(), ("public".into(), "records".into()));
         assert_eq!(c.masking.expressions, Expressions::Sanitize);
+    }
+
+    #[test]
+    fn secrets_do_not_print() {
+        let c = Config::parse(GOOD).unwrap();
+        let shown = format!("{c:?}");
+        assert!(
+            !shown.contains("0123456789abcdef0123") && !shown.contains("secret"),
+            "{shown}"
+        );
     }
 
     #[test]

@@ -58,8 +58,11 @@ impl Shared {
             .iter()
             .map(|u| {
                 let salt: [u8; 16] = rand::random();
-                let salted =
-                    pgwire::api::auth::sasl::scram::gen_salted_password(&u.password, &salt, 4096);
+                let salted = pgwire::api::auth::sasl::scram::gen_salted_password(
+                    u.password.expose(),
+                    &salt,
+                    4096,
+                );
                 (
                     u.name.clone(),
                     UserAuth {

@@ -76,9 +76,12 @@ pub async fn connect(
     s.write_all(&packet).await?;
 
     let password = || {
-        cfg.password.clone().ok_or_else(|| {
-            ProxyError::Upstream("the server asks for a password; set upstream.password".into())
-        })
+        cfg.password
+            .as_ref()
+            .map(|p| p.expose().to_string())
+            .ok_or_else(|| {
+                ProxyError::Upstream("the server asks for a password; set upstream.password".into())
+            })
     };
     let mut scram: Option<ScramSha256> = None;
     let mut parameters = Vec::new();

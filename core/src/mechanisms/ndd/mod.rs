@@ -149,34 +149,45 @@ impl<'a> Scorer<'a> {
         originals: &[Vec<f32>],
         spans: &[SpanCandidates],
     ) -> Result<Vec<Vec<f64>>> {
-        let mut jobs: Vec<(usize, usize, usize, f64)> = Vec::new(); // (span, candidate, k, weight)
-        let mut rows: Vec<Row> = Vec::new();
+        // Every masked copy as (span, candidate, k, k', weight); the rows
+        // themselves are built one batch at a time, so memory holds one
+        // batch of rows and one of distributions.
+        let mut jobs: Vec<(usize, usize, usize, usize, f64)> = Vec::new();
+        let mut edited: Vec<Vec<Vec<u32>>> = Vec::with_capacity(spans.len());
         for (s, sc) in spans.iter().enumerate() {
             let (i, j) = (sc.start, sc.end);
+            let mut per_candidate = Vec::with_capacity(sc.candidates.len());
             for (c, cand) in sc.candidates.iter().enumerate() {
-                let mut edited = Vec::with_capacity(ids.len() - (j - i) + cand.len());
-                edited.extend_from_slice(&ids[..i]);
-                edited.extend_from_slice(cand);
-                edited.extend_from_slice(&ids[j..]);
+                let mut e = Vec::with_capacity(ids.len() - (j - i) + cand.len());
+                e.extend_from_slice(&ids[..i]);
+                e.extend_from_slice(cand);
+                e.extend_from_slice(&ids[j..]);
+                per_candidate.push(e);
                 for k in (0..i).chain(j..ids.len()) {
                     let (k2, d) = if k < i {
                         (k, i - k)
                     } else {
                         (k - j + i + cand.len(), k + 1 - j)
                     };
-                    jobs.push((s, c, k, self.mu.powi(d as i32)));
-                    rows.push(self.masked_row(&edited, k2));
+                    jobs.push((s, c, k, k2, self.mu.powi(d as i32)));
                 }
             }
+            edited.push(per_candidate);
         }
         let mut out: Vec<Vec<f64>> = spans
             .iter()
             .map(|s| vec![0.0; s.candidates.len()])
             .collect();
-        self.mlm.log_probs_each(&rows, |r, dist| {
-            let (s, c, k, w) = jobs[r];
-            out[s][c] += w * divergence(dist, &originals[k], self.divergence);
-        })?;
+        for chunk in jobs.chunks(self.mlm.batch()) {
+            let rows: Vec<Row> = chunk
+                .iter()
+                .map(|&(s, c, _, k2, _)| self.masked_row(&edited[s][c], k2))
+                .collect();
+            self.mlm.log_probs_each(&rows, |r, dist| {
+                let (s, c, k, _, w) = chunk[r];
+                out[s][c] += w * divergence(dist, &originals[k], self.divergence);
+            })?;
+        }
         Ok(out)
     }
 
@@ -441,6 +452,10 @@ impl NddDistort {
         rng: &mut dyn RngCore,
     ) -> Result<Vec<String>> {
         let cfg = self.mlm.config();
+        // A sentence longer than the model's window: generate in a window
+        // around the span.
+        let (lo, hi) = window(ids.len(), i, j, j - i, self.mlm.max_tokens())?;
+        let (ids, i, j) = (&ids[lo..hi], i - lo, j - lo);
         let mut rows: Vec<Vec<u32>> = (0..self.candidates)
             .map(|_| {
                 let mut r = ids.to_vec();
@@ -543,6 +558,10 @@ impl NddDistort {
                     .filter(|&t| enc.offsets[t].0 < b && enc.offsets[t].1 > a)
                     .collect();
                 let (Some(&i), Some(&j)) = (toks.first(), toks.last()) else {
+                    // No model token covers it (e.g. symbols the tokenizer
+                    // drops): replaced by a surrogate without scoring.
+                    let (c, _) = super::replace::full_entity(s.label, &text[s.start..s.end], rng);
+                    chosen.push((s.start, s.end, c));
                     continue;
                 };
                 let original = &text[s.start..s.end];
@@ -626,7 +645,7 @@ fn best(texts: &[String], scores: &[f64]) -> String {
         .enumerate()
         .min_by(|a, b| a.1.total_cmp(b.1))
         .and_then(|(i, _)| texts.get(i).cloned())
-        .unwrap_or_default()
+        .unwrap_or_else(|| "[REDACTED]".to_string())
 }
 
 /// Checks the number of candidates.

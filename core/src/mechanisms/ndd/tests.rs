@@ -247,3 +247,29 @@ fn cuda_request_falls_back_to_cpu_with_one_warning() {
         .unwrap();
     assert!((x - y).abs() < 1e-9 * x.max(1.0), "{x} vs {y}");
 }
+
+/// A sentence longer than the model's window: both modes work in a window
+/// around each span, and nothing outside the spans changes.
+#[test]
+fn long_sentences_are_distorted_in_windows() {
+    let Some(mlm) = load(Device::Cpu) else { return };
+    let Some(d) = distorter(mlm, Mode::Generative) else {
+        return;
+    };
+    let filler = "and the weather was mild ".repeat(120);
+    let text = format!("On Monday {filler}Kathryn Herrera {filler}went home");
+    let spans = detect::detect(&text, Some(&d.ner)).unwrap();
+    assert!(
+        spans
+            .iter()
+            .any(|s| &text[s.start..s.end] == "Kathryn Herrera"),
+        "{spans:?}"
+    );
+    let mut rng = ChaCha20Rng::seed_from_u64(5);
+    let out = d.distort_spans(&text, &spans, &mut rng).unwrap();
+    assert!(!out.contains("Kathryn Herrera"));
+    assert!(
+        out.starts_with("On Monday and the weather") && out.ends_with("went home"),
+        "{out}"
+    );
+}
