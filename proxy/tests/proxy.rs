@@ -438,19 +438,9 @@ fn tls_is_offered_and_can_be_required_and_metrics_count_sessions() {
     );
     let (port, metrics_port) = tls_proxy(env);
     let run = |mode: &str| {
-        let out = Command::new("psql")
-            .arg(format!(
-                "host=127.0.0.1 port={port} user=analyst dbname={} sslmode={mode}",
-                env.db
-            ))
-            .args([
-                "-X",
-                "-A",
-                "-t",
-                "-c",
-                "SELECT note FROM proxy_t WHERE id = 1",
-            ])
-            .env("PGPASSWORD", "analyst-pw")
+        let out = psql_cmd(port, &env.db, "analyst", "analyst-pw")
+            .args(["-c", "SELECT note FROM proxy_t WHERE id = 1"])
+            .env("PGSSLMODE", mode)
             .output()
             .expect("psql");
         text(&out)
@@ -530,15 +520,11 @@ fn pgbench_runs_through_the_proxy_in_every_query_mode() {
 #[test]
 fn faults_end_one_session_and_spare_the_others() {
     let Some(env) = env() else { return };
-    let port = env.proxy.port().to_string();
+    let port = env.proxy.port();
     // The upstream backend of a session dies mid-session.
-    let victim = std::process::Command::new("psql")
-        .arg(format!(
-            "host=127.0.0.1 port={port} user=analyst dbname={} application_name=victim",
-            env.db
-        ))
-        .args(["-X", "-A", "-t", "-c", "SELECT pg_sleep(3)"])
-        .env("PGPASSWORD", "analyst-pw")
+    let victim = psql_cmd(port, &env.db, "analyst", "analyst-pw")
+        .args(["-c", "SELECT pg_sleep(3)"])
+        .env("PGAPPNAME", "victim")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -556,19 +542,9 @@ fn faults_end_one_session_and_spare_the_others() {
         "other sessions go on"
     );
     // A client that vanishes mid-result frees its upstream connection.
-    let mut gone = std::process::Command::new("psql")
-        .arg(format!(
-            "host=127.0.0.1 port={port} user=analyst dbname={} application_name=vanish",
-            env.db
-        ))
-        .args([
-            "-X",
-            "-A",
-            "-t",
-            "-c",
-            "SELECT pg_sleep(1), note FROM proxy_t",
-        ])
-        .env("PGPASSWORD", "analyst-pw")
+    let mut gone = psql_cmd(port, &env.db, "analyst", "analyst-pw")
+        .args(["-c", "SELECT pg_sleep(1), note FROM proxy_t"])
+        .env("PGAPPNAME", "vanish")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
