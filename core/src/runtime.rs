@@ -5,7 +5,7 @@
 //! asset, or one the user points at), once per process. Sessions ask for a
 //! [`Device`]; CUDA needs the `cuda` cargo feature and a GPU build of the
 //! library, and when its provider cannot start the session runs on the CPU
-//! with one warning (see [`Session`]'s `fallback`).
+//! with one warning (see [`crate::mlm::MaskedLm::fallback`]).
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -16,6 +16,7 @@
 //! longest of their batch and run `batch` at a time.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use ort::session::Session;
@@ -24,6 +25,8 @@ use serde::Deserialize;
 
 use crate::error::{Error, Result};
 use crate::runtime::{build_session, model_err, Device};
+
+pub mod math;
 
 /// The default model's directory inside the assets directory.
 pub const MODEL_DIR: &str = "mlm";
@@ -77,6 +80,8 @@ pub struct MaskedLm {
     fallback: Option<String>,
     batch: usize,
     dir: PathBuf,
+    /// Rows run so far (see [`MaskedLm::rows_run`]).
+    rows_run: AtomicU64,
 }
 
 impl std::fmt::Debug for MaskedLm {
@@ -158,6 +163,7 @@ impl MaskedLm {
             fallback: built.fallback,
             batch: batch.max(1),
             dir: dir.to_path_buf(),
+            rows_run: AtomicU64::new(0),
         })
     }
 
@@ -184,6 +190,11 @@ impl MaskedLm {
     /// Rows per model call.
     pub fn batch(&self) -> usize {
         self.batch
+    }
+
+    /// Masked copies (rows) this model has run since it was loaded.
+    pub fn rows_run(&self) -> u64 {
+        self.rows_run.load(Ordering::Relaxed)
     }
 
     /// Tokenizes `text` (no special tokens), with byte offsets.
@@ -214,16 +225,16 @@ impl MaskedLm {
         v
     }
 
-    /// Log-probabilities over the vocabulary at each row's position (the
-    /// caller masks it), in `batch`-sized model calls; `each` receives the
-    /// row index and its distribution, so callers never hold more than one
-    /// batch of distributions.
-    pub fn log_probs_each(&self, rows: &[Row], mut each: impl FnMut(usize, &[f32])) -> Result<()> {
+    /// Raw logits over the vocabulary at each row's position (the caller
+    /// masks it), in `batch`-sized model calls; `each` receives the row
+    /// index and its logits, so callers never hold more than one batch.
+    /// [`math`] turns logits into log-probabilities or divergences.
+    pub fn logits_each(&self, rows: &[Row], mut each: impl FnMut(usize, &[f32])) -> Result<()> {
         for (c, chunk) in rows.chunks(self.batch).enumerate() {
             let out = self.run_batch(chunk)?;
             let v = self.config.vocab_size;
-            for (r, dist) in out.chunks(v).enumerate() {
-                each(c * self.batch + r, dist);
+            for (r, z) in out.chunks(v).enumerate() {
+                each(c * self.batch + r, z);
             }
         }
         Ok(())
@@ -232,13 +243,19 @@ impl MaskedLm {
     /// Log-probabilities at each row's position, all kept.
     pub fn log_probs(&self, rows: &[Row]) -> Result<Vec<Vec<f32>>> {
         let mut out = vec![Vec::new(); rows.len()];
-        self.log_probs_each(rows, |i, d| out[i] = d.to_vec())?;
+        let mut scratch = Vec::new();
+        self.logits_each(rows, |i, z| {
+            let mut lp = Vec::with_capacity(z.len());
+            math::push_log_softmax(z, &mut lp, &mut scratch);
+            out[i] = lp;
+        })?;
         Ok(out)
     }
 
-    /// One model call: log-softmax rows, concatenated (`rows.len() * vocab`).
+    /// One model call: the logits rows, concatenated (`rows.len() * vocab`).
     fn run_batch(&self, rows: &[Row]) -> Result<Vec<f32>> {
         let b = rows.len();
+        self.rows_run.fetch_add(b as u64, Ordering::Relaxed);
         let s = rows.iter().map(|r| r.ids.len()).max().unwrap_or(0);
         if s > self.config.max_position_embeddings {
             return Err(model_err(format!(
@@ -278,17 +295,15 @@ impl MaskedLm {
         let v = self.config.vocab_size;
         let mut out = Vec::with_capacity(b * v);
         match shape.as_slice() {
-            [bb, vv] if *bb == b && *vv == v => {
-                for r in 0..b {
-                    let row = logits.index_axis(ndarray::Axis(0), r);
-                    push_log_softmax(row.iter().copied(), &mut out);
-                }
-            }
+            [bb, vv] if *bb == b && *vv == v => match logits.as_slice() {
+                Some(all) => out.extend_from_slice(all),
+                None => out.extend(logits.iter().copied()),
+            },
             [bb, ss, vv] if *bb == b && *ss == s && *vv == v => {
                 for (r, row) in rows.iter().enumerate() {
                     let all = logits.index_axis(ndarray::Axis(0), r);
                     let at = all.index_axis(ndarray::Axis(0), row.position);
-                    push_log_softmax(at.iter().copied(), &mut out);
+                    out.extend(at.iter().copied());
                 }
             }
             _ => {
@@ -303,11 +318,4 @@ impl MaskedLm {
 
 fn tensor(a: &ndarray::Array2<i64>) -> Result<TensorRef<'_, i64>> {
     TensorRef::from_array_view(a).map_err(model_err)
-}
-
-fn push_log_softmax(logits: impl Iterator<Item = f32> + Clone, out: &mut Vec<f32>) {
-    let max = logits.clone().fold(f32::NEG_INFINITY, f32::max);
-    let z: f64 = logits.clone().map(|x| f64::from(x - max).exp()).sum();
-    let lz = z.ln() as f32 + max;
-    out.extend(logits.map(|x| x - lz));
 }
