@@ -4,6 +4,10 @@
 #      (target: proxy >= 80% of direct), in simple and prepared modes;
 #   2. the latency of selecting 1,000 notes: directly, through the proxy
 #      unmasked, and through it masked (SanText eps 3 on every note).
+# When pgbouncer is installed (Debian package pgbouncer; the bench does not
+# install it), the same pgbench runs go through it too (session pooling,
+# trust auth: the lightest relay there is) as a reference for what any
+# extra hop costs on this machine.
 # Usage: bench/proxy.sh [seconds per pgbench run, default 10]
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 resolve_state
@@ -16,14 +20,42 @@ psql -X -q -c "DROP TABLE IF EXISTS bench_notes" \
 pgbench -i -q -s 10 "$PGDATABASE" >/dev/null 2>&1
 "$REPO/scripts/proxy.sh" start
 export PGPASSWORD=demo
+PGB_PORT=$((PROXY_PORT + 1))
+PGB=""
+if command -v pgbouncer >/dev/null; then
+  mkdir -p "$STATE/pgbouncer"
+  cat > "$STATE/pgbouncer/pgbouncer.ini" <<INI
+[databases]
+$PGDATABASE = host=$PGHOST port=$PGPORT dbname=$PGDATABASE user=postgres
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $PGB_PORT
+unix_socket_dir =
+auth_type = trust
+auth_file = $STATE/pgbouncer/users.txt
+pool_mode = session
+max_client_conn = 100
+default_pool_size = 20
+logfile = $STATE/pgbouncer/pgbouncer.log
+pidfile = $STATE/pgbouncer/pgbouncer.pid
+INI
+  echo '"postgres" ""' > "$STATE/pgbouncer/users.txt"
+  chown -R "$RUN_USER" "$STATE/pgbouncer" 2>/dev/null || true
+  as_user pgbouncer -d "$STATE/pgbouncer/pgbouncer.ini" && PGB=1
+fi
 tps() { pgbench -n -S -T "$SECS" -c 4 -j 2 -M "$1" "${@:2}" "$PGDATABASE" 2>&1 | awk '/^tps/ {print $3; exit}'; }
 echo "pgbench -S, 4 clients, ${SECS}s each:"
 for mode in simple prepared; do
   d=$(tps "$mode" -h 127.0.0.1 -p "$PGPORT" -U postgres)
   p=$(tps "$mode" -h 127.0.0.1 -p "$PROXY_PORT" -U admin)
   m=$(tps "$mode" -h 127.0.0.1 -p "$PROXY_PORT" -U analyst)
-  printf '  -M %-8s direct %8.0f tps | proxy unmasked %8.0f tps (%.1f%%) | proxy masked %8.0f tps (%.1f%%)\n' \
+  printf '  -M %-8s direct %8.0f tps | proxy unmasked %8.0f tps (%.1f%%) | proxy masked %8.0f tps (%.1f%%)' \
     "$mode" "$d" "$p" "$(echo "100*$p/$d" | bc -l)" "$m" "$(echo "100*$m/$d" | bc -l)"
+  if [ -n "$PGB" ]; then
+    b=$(tps "$mode" -h 127.0.0.1 -p "$PGB_PORT" -U postgres)
+    printf ' | pgbouncer %8.0f tps (%.1f%%)' "$b" "$(echo "100*$b/$d" | bc -l)"
+  fi
+  echo
 done
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 lat() {
@@ -37,3 +69,4 @@ u=$(lat -h 127.0.0.1 -p "$PROXY_PORT" -U admin "$PGDATABASE")
 m=$(lat -h 127.0.0.1 -p "$PROXY_PORT" -U analyst "$PGDATABASE")
 printf 'SELECT 1,000 notes (median of 5, ms, psql connect included): direct %.0f | proxy unmasked %.0f | proxy masked (SanText) %.0f\n' "$d" "$u" "$m"
 "$REPO/scripts/proxy.sh" stop
+if [ -n "$PGB" ]; then as_user kill "$(cat "$STATE/pgbouncer/pgbouncer.pid")" 2>/dev/null || true; fi

@@ -128,15 +128,19 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    // The runtime only moves bytes (sanitization runs on the worker pool);
-    // DPTEXT_PROXY_IO_THREADS sets its threads (default: one per core).
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = std::env::var("DPTEXT_PROXY_IO_THREADS")
+    // The runtime only moves bytes (sanitization runs on the worker pool,
+    // one thread per core): DPTEXT_PROXY_IO_THREADS sets its threads,
+    // default half the cores. On 2 cores shared with PostgreSQL one I/O
+    // thread relayed pgbench -S 10-20% faster than two (docs/benchmarks.md).
+    let io_threads = std::env::var("DPTEXT_PROXY_IO_THREADS")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
-    {
-        builder.worker_threads(n.max(1));
-    }
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get) / 2
+        })
+        .max(1);
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.worker_threads(io_threads);
     let rt = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
