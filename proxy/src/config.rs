@@ -12,6 +12,8 @@
 //! user = "postgres"
 //! password = "..."            # or env DPTEXT_PROXY_UPSTREAM_PASSWORD
 //! dbname = "clinic"
+//! sslmode = "prefer"          # disable | prefer | require | verify-ca | verify-full
+//! sslrootcert = "ca.pem"      # for verify-ca / verify-full
 //!
 //! [[user]]
 //! name = "analyst"
@@ -158,6 +160,33 @@ pub struct Upstream {
     pub password: Option<Secret>,
     /// Database.
     pub dbname: String,
+    /// TLS to the server over TCP, as libpq's `sslmode` (unix sockets never
+    /// use TLS, as in libpq).
+    #[serde(default)]
+    pub sslmode: SslMode,
+    /// PEM file of the certificate authorities that sign the server's
+    /// certificate; needed for `verify-ca` and `verify-full`. With `require`
+    /// it makes the proxy verify like `verify-ca`, as libpq does.
+    #[serde(default)]
+    pub sslrootcert: Option<String>,
+}
+
+/// How the proxy uses TLS to the server (libpq's `sslmode` values).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SslMode {
+    /// Never.
+    Disable,
+    /// When the server offers it, without checking its certificate;
+    /// plain otherwise (libpq's default).
+    #[default]
+    Prefer,
+    /// Always; the certificate is not checked unless `sslrootcert` is set.
+    Require,
+    /// Always, with a certificate signed by `sslrootcert`.
+    VerifyCa,
+    /// Always, with a certificate signed by `sslrootcert` for `host`.
+    VerifyFull,
 }
 
 fn default_port() -> u16 {
@@ -390,6 +419,7 @@ impl Config {
         if let Some(t) = &self.tls {
             crate::tls::acceptor(t)?;
         }
+        crate::tls::upstream_connector(&self.upstream)?;
         if let Some(m) = &self.metrics {
             m.listen.parse::<std::net::SocketAddr>().map_err(|e| {
                 ProxyError::Config(format!("metrics.listen = \"{}\": {e}", m.listen))

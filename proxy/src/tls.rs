@@ -1,14 +1,26 @@
-//! TLS for client connections: rustls with the certificate and key of the
-//! `[tls]` section.
+//! TLS with rustls: for client connections (the certificate and key of
+//! the `[tls]` section), and to the server (`upstream.sslmode`, with the
+//! certificate authorities of `upstream.sslrootcert`).
 
 use std::sync::Arc;
 
+use pgwire::tokio::tokio_rustls::rustls::client::danger::{
+    HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier,
+};
+use pgwire::tokio::tokio_rustls::rustls::client::WebPkiServerVerifier;
+use pgwire::tokio::tokio_rustls::rustls::crypto::{
+    verify_tls12_signature, verify_tls13_signature, CryptoProvider,
+};
 use pgwire::tokio::tokio_rustls::rustls::pki_types::pem::PemObject;
 use pgwire::tokio::tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use pgwire::tokio::tokio_rustls::rustls::ServerConfig;
-use pgwire::tokio::tokio_rustls::TlsAcceptor;
+use pgwire::tokio::tokio_rustls::rustls::pki_types::{ServerName, UnixTime};
+use pgwire::tokio::tokio_rustls::rustls::{
+    CertificateError, ClientConfig, DigitallySignedStruct, Error as TlsError, RootCertStore,
+    ServerConfig, SignatureScheme,
+};
+use pgwire::tokio::tokio_rustls::{TlsAcceptor, TlsConnector};
 
-use crate::config::Tls;
+use crate::config::{SslMode, Tls, Upstream};
 use crate::error::{ProxyError, Result};
 
 /// A TLS acceptor from PEM files.
@@ -28,4 +40,165 @@ pub fn acceptor(t: &Tls) -> Result<TlsAcceptor> {
         .with_single_cert(certs, key)
         .map_err(|e| bad("cert", &e))?;
     Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+/// The connector for `upstream.sslmode`, or `None` when TLS is off
+/// (`disable`). Built per connection, so a reload picks up new files.
+pub fn upstream_connector(u: &Upstream) -> Result<Option<TlsConnector>> {
+    let bad = |e: &dyn std::fmt::Display| ProxyError::Config(format!("upstream.sslrootcert: {e}"));
+    let roots = match &u.sslrootcert {
+        Some(path) => {
+            let mut roots = RootCertStore::empty();
+            for cert in CertificateDer::pem_file_iter(path).map_err(|e| bad(&e))? {
+                roots.add(cert.map_err(|e| bad(&e))?).map_err(|e| bad(&e))?;
+            }
+            if roots.is_empty() {
+                return Err(bad(&"no certificate in the file"));
+            }
+            Some(Arc::new(roots))
+        }
+        None => None,
+    };
+    let provider = provider();
+    let verifier: Arc<dyn ServerCertVerifier> =
+        match (u.sslmode, roots) {
+            (SslMode::Disable, _) => return Ok(None),
+            (SslMode::Prefer, _) | (SslMode::Require, None) => {
+                Arc::new(Unverified(provider.clone()))
+            }
+            (SslMode::VerifyCa | SslMode::VerifyFull, None) => {
+                return Err(ProxyError::Config(format!(
+                "upstream.sslmode = \"{}\" needs upstream.sslrootcert (the CA certificates, PEM)",
+                if u.sslmode == SslMode::VerifyCa { "verify-ca" } else { "verify-full" }
+            )))
+            }
+            (mode, Some(roots)) => {
+                let webpki = WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
+                    .build()
+                    .map_err(|e| bad(&e))?;
+                if mode == SslMode::VerifyFull {
+                    webpki
+                } else {
+                    Arc::new(ChainOnly(webpki))
+                }
+            }
+        };
+    let config = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| bad(&e))?
+        .dangerous()
+        .with_custom_certificate_verifier(verifier)
+        .with_no_client_auth();
+    Ok(Some(TlsConnector::from(Arc::new(config))))
+}
+
+/// The name the server's certificate is checked against.
+pub fn server_name(host: &str) -> Result<ServerName<'static>> {
+    ServerName::try_from(host.to_string())
+        .map_err(|e| ProxyError::Config(format!("upstream.host \"{host}\" as a TLS name: {e}")))
+}
+
+fn provider() -> Arc<CryptoProvider> {
+    CryptoProvider::get_default().cloned().unwrap_or_else(|| {
+        Arc::new(pgwire::tokio::tokio_rustls::rustls::crypto::ring::default_provider())
+    })
+}
+
+/// `prefer` and `require` without CA certificates: encryption without
+/// authentication of the server, as in libpq. The handshake signatures are
+/// still checked.
+#[derive(Debug)]
+struct Unverified(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for Unverified {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: UnixTime,
+    ) -> std::result::Result<ServerCertVerified, TlsError> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, TlsError> {
+        verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, TlsError> {
+        verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// `verify-ca`: the chain must lead to a configured CA; the host name is
+/// not checked.
+#[derive(Debug)]
+struct ChainOnly(Arc<WebPkiServerVerifier>);
+
+impl ServerCertVerifier for ChainOnly {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> std::result::Result<ServerCertVerified, TlsError> {
+        match self
+            .0
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
+        {
+            Err(TlsError::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, TlsError> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, TlsError> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
 }

@@ -25,22 +25,50 @@ pub struct Upstream {
     pub key_data: Option<Frame>,
 }
 
-/// Opens a byte stream to the server.
+/// Opens a byte stream to the server: a unix socket, or TCP with TLS as
+/// `sslmode` asks (libpq's negotiation: an SSLRequest, then the handshake
+/// on 'S'; on 'N' plain only for `prefer`).
 pub async fn open(cfg: &config::Upstream) -> Result<Pin<Box<dyn Stream>>> {
     if cfg.host.starts_with('/') {
         let path = format!("{}/.s.PGSQL.{}", cfg.host.trim_end_matches('/'), cfg.port);
         let s = tokio::net::UnixStream::connect(&path)
             .await
             .map_err(|e| ProxyError::Upstream(format!("connecting to {path}: {e}")))?;
-        Ok(Box::pin(s))
-    } else {
-        let s = tokio::net::TcpStream::connect((cfg.host.as_str(), cfg.port))
-            .await
-            .map_err(|e| {
-                ProxyError::Upstream(format!("connecting to {}:{}: {e}", cfg.host, cfg.port))
-            })?;
-        s.set_nodelay(true)?;
-        Ok(Box::pin(s))
+        return Ok(Box::pin(s));
+    }
+    let at = || format!("{}:{}", cfg.host, cfg.port);
+    let mut s = tokio::net::TcpStream::connect((cfg.host.as_str(), cfg.port))
+        .await
+        .map_err(|e| ProxyError::Upstream(format!("connecting to {}: {e}", at())))?;
+    s.set_nodelay(true)?;
+    let Some(connector) = crate::tls::upstream_connector(cfg)? else {
+        return Ok(Box::pin(s));
+    };
+    // SSLRequest: length 8, code 1234.5679.
+    s.write_all(&[0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f]).await?;
+    // Exactly one byte: nothing the server sends before the handshake may
+    // be read as part of it (CVE-2021-23214).
+    let mut answer = [0u8; 1];
+    tokio::io::AsyncReadExt::read_exact(&mut s, &mut answer).await?;
+    match answer[0] {
+        b'S' => {
+            let name = crate::tls::server_name(&cfg.host)?;
+            let tls = connector
+                .connect(name, s)
+                .await
+                .map_err(|e| ProxyError::Upstream(format!("TLS to {}: {e}", at())))?;
+            Ok(Box::pin(tls))
+        }
+        b'N' if cfg.sslmode == config::SslMode::Prefer => Ok(Box::pin(s)),
+        b'N' => Err(ProxyError::Upstream(format!(
+            "{} does not offer TLS and upstream.sslmode requires it",
+            at()
+        ))),
+        other => Err(ProxyError::Upstream(format!(
+            "{} answered the TLS request with {:?}",
+            at(),
+            char::from(other)
+        ))),
     }
 }
 

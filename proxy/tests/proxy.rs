@@ -473,6 +473,195 @@ fn tls_is_offered_and_can_be_required_and_metrics_count_sessions() {
     );
 }
 
+/// Runs openssl with `args` in `dir`.
+fn openssl(dir: &std::path::Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl");
+    assert!(out.status.success(), "openssl {args:?}: {}", text(&out));
+}
+
+#[test]
+fn upstream_tls_follows_sslmode_and_checks_the_certificate() {
+    let Some(env) = env() else { return };
+    let dir = std::env::temp_dir().join(format!("dptext-proxy-up-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    // A CA, a server certificate it signs for DNS:localhost only, and an
+    // unrelated CA.
+    for ca in ["ca", "other"] {
+        let (key, crt, subj) = (
+            format!("{ca}.key"),
+            format!("{ca}.crt"),
+            format!("/CN=dptext test {ca}"),
+        );
+        openssl(
+            &dir,
+            &[
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", &subj,
+                "-keyout", &key, "-out", &crt,
+            ],
+        );
+    }
+    openssl(
+        &dir,
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+        ],
+    );
+    std::fs::write(dir.join("ext.cnf"), "subjectAltName=DNS:localhost\n").expect("ext");
+    openssl(
+        &dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "1",
+            "-out",
+            "server.crt",
+            "-extfile",
+            "ext.cnf",
+        ],
+    );
+    let host = std::env::var("PGHOST").unwrap_or_else(|_| "/var/run/postgresql".into());
+    let port = std::env::var("PGPORT").unwrap_or_else(|_| "5432".into());
+    // The TLS-only server: a proxy that refuses plain connections.
+    let (tls_port, _) = spawn_proxy(&format!(
+        r#"
+[upstream]
+host = "{host}"
+port = {port}
+user = "postgres"
+dbname = "{db}"
+sslmode = "disable"
+[[user]]
+name = "relay"
+password = "relay-pw"
+masked = false
+[tls]
+cert = "{d}/server.crt"
+key = "{d}/server.key"
+required = true
+"#,
+        db = env.db,
+        d = dir.display()
+    ));
+    // A proxy in front of it with the given upstream host, port and TLS lines.
+    let front_as = |host: &str, port: u16, tls: &str, (user, password): (&str, &str)| {
+        let (p, _) = spawn_proxy(&format!(
+            r#"
+[upstream]
+host = "{host}"
+port = {port}
+user = "{user}"
+password = "{password}"
+dbname = "{db}"
+{tls}
+[[user]]
+name = "admin"
+password = "admin-pw"
+masked = false
+"#,
+            db = env.db,
+        ));
+        let out = psql_cmd(p, &env.db, "admin", "admin-pw")
+            .args(["-c", "SELECT note FROM proxy_t ORDER BY id"])
+            .output()
+            .expect("psql");
+        text(&out)
+    };
+    let front = |host: &str, port: u16, tls: &str| front_as(host, port, tls, ("relay", "relay-pw"));
+    let want = direct(&env.db, "SELECT note FROM proxy_t ORDER BY id");
+    let ca = format!("sslrootcert = \"{}/ca.crt\"", dir.display());
+    let other = format!("sslrootcert = \"{}/other.crt\"", dir.display());
+    // Verified, by name and by chain; the TLS-only server proves TLS was used.
+    assert_eq!(
+        front(
+            "localhost",
+            tls_port,
+            &format!("sslmode = \"verify-full\"\n{ca}")
+        ),
+        want
+    );
+    assert_eq!(
+        front(
+            "127.0.0.1",
+            tls_port,
+            &format!("sslmode = \"verify-ca\"\n{ca}")
+        ),
+        want
+    );
+    assert_eq!(front("127.0.0.1", tls_port, "sslmode = \"require\""), want);
+    assert_eq!(
+        front("127.0.0.1", tls_port, ""),
+        want,
+        "prefer (the default) uses TLS when offered"
+    );
+    // The name does not match (the certificate is for localhost only).
+    let out = front(
+        "127.0.0.1",
+        tls_port,
+        &format!("sslmode = \"verify-full\"\n{ca}"),
+    );
+    assert!(
+        out.contains("not valid for name") && !out.contains(MARKERS[0]),
+        "{out}"
+    );
+    // Signed by another CA; require with a CA file verifies the chain too.
+    for mode in ["verify-full", "require"] {
+        let out = front(
+            "localhost",
+            tls_port,
+            &format!("sslmode = \"{mode}\"\n{other}"),
+        );
+        assert!(
+            out.contains("invalid peer certificate") && !out.contains(MARKERS[0]),
+            "{mode}: {out}"
+        );
+    }
+    // disable against a TLS-only server: refused there.
+    let out = front("127.0.0.1", tls_port, "sslmode = \"disable\"");
+    assert!(out.contains("requires TLS"), "{out}");
+    // A server without TLS (the main test proxy, as its unmasked user):
+    // require fails, prefer falls back to plain.
+    let admin = ("admin", "admin-pw");
+    let out = front_as(
+        "127.0.0.1",
+        env.proxy.port(),
+        "sslmode = \"require\"",
+        admin,
+    );
+    assert!(out.contains("does not offer TLS"), "{out}");
+    assert_eq!(front_as("127.0.0.1", env.proxy.port(), "", admin), want);
+    // verify-full without CA certificates is a configuration error.
+    let c = dptext_proxy::config::Config::parse(
+        "[upstream]\nhost = \"db\"\nuser = \"u\"\ndbname = \"d\"\nsslmode = \"verify-full\"\n[[user]]\nname = \"a\"\npassword = \"p\"\n",
+    )
+    .expect("parse");
+    let err = c
+        .validate()
+        .expect_err("verify-full without sslrootcert")
+        .to_string();
+    assert!(err.contains("sslrootcert"), "{err}");
+}
+
 #[test]
 fn pgbench_runs_through_the_proxy_in_every_query_mode() {
     let Some(env) = env() else { return };
