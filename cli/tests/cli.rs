@@ -326,3 +326,95 @@ fn custext_through_params_and_custext_map() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("\"k\": must be in [1, 2000]"));
     fs::remove_dir_all(a).unwrap();
 }
+
+/// The real assets (detection model, ONNX Runtime) and the committed
+/// masked LM, or `None` to skip (unless `DPTEXT_REQUIRE_ASSETS=1`).
+fn real_assets() -> Option<(PathBuf, PathBuf)> {
+    let dir = dptext_core::assets::resolve_dir(None);
+    let mlm = Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/mlm");
+    let ok = dir.join("rampart").is_dir() && dir.join("onnxruntime").is_dir();
+    if !ok {
+        assert!(
+            std::env::var("DPTEXT_REQUIRE_ASSETS").as_deref() != Ok("1"),
+            "DPTEXT_REQUIRE_ASSETS=1 but {} has no rampart/onnxruntime",
+            dir.display()
+        );
+        return None;
+    }
+    Some((dir, mlm))
+}
+
+#[test]
+fn ndd_distorts_spans_with_the_given_model_device_and_threads() {
+    let Some((a, mlm)) = real_assets() else {
+        return;
+    };
+    let mlm = mlm.to_string_lossy().into_owned();
+    let input = "Patient John Smith was seen in Boston on Monday.\nNo names here.\n";
+    let args = |device: &'static str| {
+        vec![
+            "sanitize".to_string(),
+            "--mechanism".into(),
+            "ndd".into(),
+            "--mlm-model".into(),
+            mlm.clone(),
+            "--device".into(),
+            device.into(),
+            "--threads".into(),
+            "1".into(),
+            "--seed".into(),
+            "5".into(),
+        ]
+    };
+    let run = |device: &'static str| {
+        let args = args(device);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        dptext(&a, &args, input, &[])
+    };
+    let cpu = run("cpu");
+    let out = stdout(&cpu);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert!(!lines[0].contains("John Smith"), "{out}");
+    assert!(
+        lines[0].starts_with("Patient ") && lines[0].contains(" was seen in "),
+        "{out}"
+    );
+    assert_eq!(lines[1], "No names here.");
+    // Seeded: the same text again; CUDA without the cuda feature or a GPU
+    // falls back to the CPU with one warning and the same text.
+    assert_eq!(out, stdout(&run("cpu")));
+    let cuda = run("cuda");
+    assert_eq!(stdout(&cuda), out);
+    let warnings = String::from_utf8_lossy(&cuda.stderr);
+    assert!(
+        warnings.contains("CUDA") || warnings.contains("cuda"),
+        "no fallback warning: {warnings}"
+    );
+    // A model directory that does not exist, a device that does not exist.
+    let missing = dptext(
+        &a,
+        &[
+            "sanitize",
+            "--mechanism",
+            "ndd",
+            "--mlm-model",
+            "/nonexistent/mlm",
+            "--seed",
+            "1",
+        ],
+        input,
+        &[],
+    );
+    assert!(!missing.status.success());
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert!(err.contains("/nonexistent/mlm"), "{err}");
+    let bad = dptext(
+        &a,
+        &["sanitize", "--mechanism", "ndd", "--device", "tpu"],
+        input,
+        &[],
+    );
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("tpu"));
+}
