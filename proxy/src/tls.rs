@@ -60,29 +60,33 @@ pub fn upstream_connector(u: &Upstream) -> Result<Option<TlsConnector>> {
         None => None,
     };
     let provider = provider();
-    let verifier: Arc<dyn ServerCertVerifier> =
-        match (u.sslmode, roots) {
-            (SslMode::Disable, _) => return Ok(None),
-            (SslMode::Prefer, _) | (SslMode::Require, None) => {
-                Arc::new(Unverified(provider.clone()))
-            }
-            (SslMode::VerifyCa | SslMode::VerifyFull, None) => {
-                return Err(ProxyError::Config(format!(
+    let (chain, check_name) = match (u.sslmode, roots) {
+        (SslMode::Disable, _) => return Ok(None),
+        (SslMode::Prefer, _) | (SslMode::Require, None) => (None, false),
+        (SslMode::VerifyCa | SslMode::VerifyFull, None) => {
+            return Err(ProxyError::Config(format!(
                 "upstream.sslmode = \"{}\" needs upstream.sslrootcert (the CA certificates, PEM)",
-                if u.sslmode == SslMode::VerifyCa { "verify-ca" } else { "verify-full" }
-            )))
-            }
-            (mode, Some(roots)) => {
-                let webpki = WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
-                    .build()
-                    .map_err(|e| bad(&e))?;
-                if mode == SslMode::VerifyFull {
-                    webpki
+                if u.sslmode == SslMode::VerifyCa {
+                    "verify-ca"
                 } else {
-                    Arc::new(ChainOnly(webpki))
+                    "verify-full"
                 }
-            }
-        };
+            )))
+        }
+        (mode, Some(roots)) => (
+            Some(
+                WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
+                    .build()
+                    .map_err(|e| bad(&e))?,
+            ),
+            mode == SslMode::VerifyFull,
+        ),
+    };
+    let verifier = Arc::new(Verifier {
+        provider: provider.clone(),
+        chain,
+        check_name,
+    });
     let config = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| bad(&e))?
@@ -104,22 +108,36 @@ fn provider() -> Arc<CryptoProvider> {
     })
 }
 
-/// `prefer` and `require` without CA certificates: encryption without
-/// authentication of the server, as in libpq. The handshake signatures are
-/// still checked.
+/// How the server's certificate is checked: not at all (`prefer`, and
+/// `require` without CA certificates: encryption without authentication,
+/// as in libpq), its chain only (`verify-ca`, and `require` with CA
+/// certificates), or its chain and name (`verify-full`). The handshake
+/// signatures are always checked.
 #[derive(Debug)]
-struct Unverified(Arc<CryptoProvider>);
+struct Verifier {
+    provider: Arc<CryptoProvider>,
+    chain: Option<Arc<WebPkiServerVerifier>>,
+    check_name: bool,
+}
 
-impl ServerCertVerifier for Unverified {
+impl ServerCertVerifier for Verifier {
     fn verify_server_cert(
         &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp: &[u8],
-        _now: UnixTime,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
     ) -> std::result::Result<ServerCertVerified, TlsError> {
-        Ok(ServerCertVerified::assertion())
+        let Some(chain) = &self.chain else {
+            return Ok(ServerCertVerified::assertion());
+        };
+        match chain.verify_server_cert(end_entity, intermediates, server_name, ocsp, now) {
+            Err(TlsError::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) if !self.check_name => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
     }
 
     fn verify_tls12_signature(
@@ -132,7 +150,7 @@ impl ServerCertVerifier for Unverified {
             message,
             cert,
             dss,
-            &self.0.signature_verification_algorithms,
+            &self.provider.signature_verification_algorithms,
         )
     }
 
@@ -146,59 +164,13 @@ impl ServerCertVerifier for Unverified {
             message,
             cert,
             dss,
-            &self.0.signature_verification_algorithms,
+            &self.provider.signature_verification_algorithms,
         )
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
-/// `verify-ca`: the chain must lead to a configured CA; the host name is
-/// not checked.
-#[derive(Debug)]
-struct ChainOnly(Arc<WebPkiServerVerifier>);
-
-impl ServerCertVerifier for ChainOnly {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp: &[u8],
-        now: UnixTime,
-    ) -> std::result::Result<ServerCertVerified, TlsError> {
-        match self
-            .0
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
-        {
-            Err(TlsError::InvalidCertificate(
-                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            )) => Ok(ServerCertVerified::assertion()),
-            other => other,
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, TlsError> {
-        self.0.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, TlsError> {
-        self.0.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
