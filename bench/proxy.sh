@@ -8,6 +8,10 @@
 # install it), the same pgbench runs go through it too (session pooling,
 # trust auth: the lightest relay there is) as a reference for what any
 # extra hop costs on this machine.
+# DPTEXT_BENCH_RELAY_CORES=K (default 0: no pinning) gives the relays (the
+# proxy, pgbouncer) the last K cores and PostgreSQL and pgbench the others,
+# for every run including the direct ones: the deployment the 80% target
+# assumes, where the relay does not take the server's cores. Needs nproc > K.
 # Usage: bench/proxy.sh [seconds per pgbench run, default 10]
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 resolve_state
@@ -43,8 +47,22 @@ INI
   chown -R "$RUN_USER" "$STATE/pgbouncer" 2>/dev/null || true
   as_user pgbouncer -d "$STATE/pgbouncer/pgbouncer.ini" && PGB=1
 fi
-tps() { pgbench -n -S -T "$SECS" -c 4 -j 2 -M "$1" "${@:2}" "$PGDATABASE" 2>&1 | awk '/^tps/ {print $3; exit}'; }
-echo "pgbench -S, 4 clients, ${SECS}s each:"
+PIN=()
+K="${DPTEXT_BENCH_RELAY_CORES:-0}"
+CLIENTS="${DPTEXT_BENCH_CLIENTS:-4}"
+N=$(nproc)
+if [ "$K" -gt 0 ]; then
+  [ "$N" -gt "$K" ] || { echo "DPTEXT_BENCH_RELAY_CORES=$K needs more than $K cores (have $N)" >&2; exit 2; }
+  relay="$((N - K))-$((N - 1))"; rest="0-$((N - K - 1))"
+  taskset -a -cp "$relay" "$(pgrep -x dptext-proxy | head -1)" >/dev/null
+  [ -n "$PGB" ] && taskset -a -cp "$relay" "$(cat "$STATE/pgbouncer/pgbouncer.pid")" >/dev/null
+  # New backends inherit the postmaster's cores.
+  taskset -a -cp "$rest" "$(head -1 "$PGDEMO/data/postmaster.pid")" >/dev/null
+  PIN=(taskset -c "$rest")
+  echo "pinned: relays on cores $relay; PostgreSQL and pgbench on $rest"
+fi
+tps() { "${PIN[@]}" pgbench -n -S -T "$SECS" -c "$CLIENTS" -j 2 -M "$1" "${@:2}" "$PGDATABASE" 2>&1 | awk '/^tps/ {print $3; exit}'; }
+echo "pgbench -S, $CLIENTS clients, ${SECS}s each:"
 for mode in simple prepared; do
   d=$(tps "$mode" -h 127.0.0.1 -p "$PGPORT" -U postgres)
   p=$(tps "$mode" -h 127.0.0.1 -p "$PROXY_PORT" -U admin)
@@ -69,4 +87,5 @@ u=$(lat -h 127.0.0.1 -p "$PROXY_PORT" -U admin "$PGDATABASE")
 m=$(lat -h 127.0.0.1 -p "$PROXY_PORT" -U analyst "$PGDATABASE")
 printf 'SELECT 1,000 notes (median of 5, ms, psql connect included): direct %.0f | proxy unmasked %.0f | proxy masked (SanText) %.0f\n' "$d" "$u" "$m"
 "$REPO/scripts/proxy.sh" stop
+[ "$K" -gt 0 ] && taskset -a -cp "0-$((N - 1))" "$(head -1 "$PGDEMO/data/postmaster.pid")" >/dev/null
 if [ -n "$PGB" ]; then as_user kill "$(cat "$STATE/pgbouncer/pgbouncer.pid")" 2>/dev/null || true; fi

@@ -177,7 +177,8 @@ pub struct Upstream {
 pub enum SslMode {
     /// Never.
     Disable,
-    /// When the server offers it, without checking its certificate;
+    /// When the server offers it and the handshake succeeds, without
+    /// checking its certificate (even with `sslrootcert`, unlike libpq);
     /// plain otherwise (libpq's default).
     #[default]
     Prefer,

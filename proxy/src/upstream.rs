@@ -37,10 +37,14 @@ pub async fn open(cfg: &config::Upstream) -> Result<Pin<Box<dyn Stream>>> {
         return Ok(Box::pin(s));
     }
     let at = || format!("{}:{}", cfg.host, cfg.port);
-    let mut s = tokio::net::TcpStream::connect((cfg.host.as_str(), cfg.port))
-        .await
-        .map_err(|e| ProxyError::Upstream(format!("connecting to {}: {e}", at())))?;
-    s.set_nodelay(true)?;
+    let tcp = || async {
+        let s = tokio::net::TcpStream::connect((cfg.host.as_str(), cfg.port))
+            .await
+            .map_err(|e| ProxyError::Upstream(format!("connecting to {}: {e}", at())))?;
+        s.set_nodelay(true)?;
+        Ok::<_, ProxyError>(s)
+    };
+    let mut s = tcp().await?;
     let Some(connector) = crate::tls::upstream_connector(cfg)? else {
         return Ok(Box::pin(s));
     };
@@ -53,11 +57,16 @@ pub async fn open(cfg: &config::Upstream) -> Result<Pin<Box<dyn Stream>>> {
     match answer[0] {
         b'S' => {
             let name = crate::tls::server_name(&cfg.host)?;
-            let tls = connector
-                .connect(name, s)
-                .await
-                .map_err(|e| ProxyError::Upstream(format!("TLS to {}: {e}", at())))?;
-            Ok(Box::pin(tls))
+            match connector.connect(name, s).await {
+                Ok(tls) => Ok(Box::pin(tls)),
+                // As libpq: prefer retries without TLS when the handshake
+                // fails (e.g. a server with only TLS 1.0 or old ciphers).
+                Err(e) if cfg.sslmode == config::SslMode::Prefer => {
+                    tracing::warn!(upstream = %at(), error = %e, "TLS handshake failed; sslmode=prefer connects without TLS");
+                    Ok(Box::pin(tcp().await?))
+                }
+                Err(e) => Err(ProxyError::Upstream(format!("TLS to {}: {e}", at()))),
+            }
         }
         b'N' if cfg.sslmode == config::SslMode::Prefer => Ok(Box::pin(s)),
         b'N' => Err(ProxyError::Upstream(format!(

@@ -660,6 +660,7 @@ masked = false
         .expect_err("verify-full without sslrootcert")
         .to_string();
     assert!(err.contains("sslrootcert"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

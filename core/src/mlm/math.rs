@@ -18,8 +18,9 @@ const BLOCK: usize = 256;
 /// Lanes of the per-block accumulators.
 const LANES: usize = 8;
 
-/// `e^x` for `f32`, within 2 ulp for `x` in [-87, 88]; smaller `x` gives
-/// about 1e-38 rather than a subnormal or 0, larger ones saturate.
+/// `e^x` for `f32`, within 2 ulp for `x` in [-87, 88]; 0 below (no
+/// subnormals, and `-inf` gives 0), larger ones saturate near 1.7e38, NaN
+/// stays NaN.
 #[inline(always)]
 pub fn exp_f32(x: f32) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
@@ -28,6 +29,7 @@ pub fn exp_f32(x: f32) -> f32 {
     // Adding 1.5 * 2^23 rounds to the nearest integer and leaves it in
     // the low mantissa bits.
     const MAGIC: f32 = 12_582_912.0;
+    let tiny = x < -87.0;
     let x = x.clamp(-87.0, 88.0);
     let t = x * LOG2E + MAGIC;
     let n = t - MAGIC;
@@ -40,7 +42,12 @@ pub fn exp_f32(x: f32) -> f32 {
     p = p * r + 1.666_666_5e-1;
     p = p * r + 0.5;
     let e = p * r * r + r + 1.0;
-    e * f32::from_bits(((ni + 127) << 23) as u32)
+    let y = e * f32::from_bits(((ni + 127) << 23) as u32);
+    if tiny {
+        0.0
+    } else {
+        y
+    }
 }
 
 /// The largest entry (`-inf` for an empty slice).
@@ -111,8 +118,22 @@ pub fn kl(z: &[f32], log_q: &[f32], scratch: &mut Vec<f32>) -> f64 {
     let inv = (1.0 / s) as f32;
     let e = &scratch[..];
     let n = z.len().min(log_q.len());
-    // p * (log p - log q), with p = e / s and log p = z - lz.
-    block_sum(n, |i| e[i] * inv * ((z[i] - lz) - log_q[i])).max(0.0)
+    // p * (log p - log q), with p = e / s and log p = z - lz; entries with
+    // p = 0 add nothing (also where z = -inf).
+    let kl = block_sum(n, |i| {
+        let t = e[i] * inv * ((z[i] - lz) - log_q[i]);
+        if e[i] > 0.0 {
+            t
+        } else {
+            0.0
+        }
+    });
+    // NaN logits (a broken model) must not look like a perfect fit.
+    if kl.is_nan() {
+        f64::INFINITY
+    } else {
+        kl.max(0.0)
+    }
 }
 
 /// The Hellinger distance between `softmax(z)` and `q` (log-probabilities),
@@ -130,7 +151,12 @@ pub fn hellinger(z: &[f32], log_q: &[f32], scratch: &mut Vec<f32>) -> f64 {
             let d = e[i].sqrt() * inv_sqrt - exp_f32(0.5 * log_q[i]);
             d * d
         });
-    h2.clamp(0.0, 1.0).sqrt()
+    // NaN logits (a broken model): the largest distance, not a fit.
+    if h2.is_nan() {
+        1.0
+    } else {
+        h2.clamp(0.0, 1.0).sqrt()
+    }
 }
 
 #[cfg(test)]
@@ -150,8 +176,7 @@ mod tests {
         // 2 ulp of f32 is 2.4e-7.
         assert!(worst < 2.4e-7, "worst relative error {worst:e}");
         assert_eq!(exp_f32(0.0), 1.0);
-        assert!(exp_f32(-1000.0) < 1e-37 && exp_f32(-1000.0) >= 0.0);
-        assert!(exp_f32(f32::NEG_INFINITY) >= 0.0);
+        assert_eq!(exp_f32(-1000.0), 0.0);
     }
 
     /// The `f64` textbook formulas the fast ones must match.
@@ -206,6 +231,29 @@ mod tests {
             assert!(kl(&z, &log_p, &mut scratch) < 1e-6);
             assert!(hellinger(&z, &log_p, &mut scratch) < 1e-3);
         }
+    }
+
+    #[test]
+    fn infinite_and_nan_logits_are_handled() {
+        let mut scratch = Vec::new();
+        let z = vec![2.0f32, 1.0, f32::NEG_INFINITY, 0.5];
+        let mut log_q = Vec::new();
+        push_log_softmax(&[1.0, 2.0, -3.0, 0.5], &mut log_q, &mut scratch);
+        // -inf logit: probability 0, the other terms count.
+        let got = kl(&z, &log_q, &mut scratch);
+        let finite: Vec<f32> = vec![2.0, 1.0, -200.0, 0.5];
+        let want = kl(&finite, &log_q, &mut scratch);
+        assert!(got > 0.1 && (got - want).abs() < 1e-6, "{got} vs {want}");
+        // The reference has -inf where the row has mass: infinite.
+        let mut lq_inf = log_q.clone();
+        lq_inf[0] = f32::NEG_INFINITY;
+        assert_eq!(kl(&z, &lq_inf, &mut scratch), f64::INFINITY);
+        // NaN logits: not a perfect fit.
+        let nan = vec![f32::NAN, 1.0, 0.0, 0.5];
+        assert_eq!(kl(&nan, &log_q, &mut scratch), f64::INFINITY);
+        assert_eq!(hellinger(&nan, &log_q, &mut scratch), 1.0);
+        assert_eq!(exp_f32(f32::NEG_INFINITY), 0.0);
+        assert!(exp_f32(f32::NAN).is_nan());
     }
 
     #[test]
