@@ -120,7 +120,7 @@ fn main() {
         threads
     );
     // Warm-up, then each timed over the same work.
-    let _ = scorer.originals(&work[0].ids);
+    let _ = scorer.score(work[0]);
     let r0 = mlm.rows_run();
     let t = Instant::now();
     let mut ours = Vec::new();

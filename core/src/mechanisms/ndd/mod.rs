@@ -206,12 +206,6 @@ impl<'a> Scorer<'a> {
         }
     }
 
-    /// `MLM(W, k)` for every position `k` of `ids` (one masked copy each).
-    pub fn originals(&self, ids: &[u32]) -> Result<Vec<Vec<f32>>> {
-        let rows: Vec<Row> = (0..ids.len()).map(|k| self.masked_row(ids, k)).collect();
-        self.mlm.log_probs(&rows)
-    }
-
     /// The edited texts and the jobs of every candidate of every span.
     fn plan<'w>(&self, window: &'w Window) -> State<'w> {
         let ids = &window.ids[..];
