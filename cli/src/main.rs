@@ -105,7 +105,9 @@ struct SanitizeArgs {
     /// Where models run: cpu or cuda (falls back to the CPU with one warning).
     #[arg(long, default_value = "cpu")]
     device: String,
-    /// ONNX Runtime intra-op threads (default: all cores).
+    /// ONNX Runtime threads (default: all cores): the detection model's
+    /// intra-op threads; the masked LM spreads them over a pool of
+    /// single-threaded sessions (up to 8).
     #[arg(long)]
     threads: Option<usize>,
     /// Privacy parameter (> 0); not used by deidentify.

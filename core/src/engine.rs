@@ -49,7 +49,9 @@ pub struct EngineConfig {
     pub cache_bytes: u64,
     /// Largest input accepted, in bytes.
     pub max_input_bytes: usize,
-    /// Intra-op threads of ONNX Runtime sessions (1 inside PostgreSQL).
+    /// ONNX Runtime threads (1 inside PostgreSQL): the detection model's
+    /// intra-op threads; on the CPU the masked LM keeps one single-threaded
+    /// session per thread, up to [`crate::mlm::MAX_SESSIONS`].
     pub model_threads: usize,
     /// Largest input `detect` accepts, in bytes.
     pub max_detect_bytes: usize,

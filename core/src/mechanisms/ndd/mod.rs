@@ -174,8 +174,8 @@ struct State<'w> {
     /// Edited tokens per span and candidate.
     edited: Vec<Vec<Vec<u32>>>,
     tallies: Vec<Vec<Tally>>,
-    /// `MLM(W, k)` per position, once computed.
-    originals: Vec<Vec<f32>>,
+    /// `MLM(W, k)` per position, computed when a masked copy first needs it.
+    originals: Vec<Option<Vec<f32>>>,
 }
 
 /// A masked copy to run: position `k` of window `w`'s original, or job
@@ -255,80 +255,128 @@ impl<'a> Scorer<'a> {
             ids,
             edited,
             tallies,
-            originals: Vec::new(),
+            originals: vec![None; ids.len()],
         }
     }
 
     /// Runs the next `take(tally)` jobs (nearest first) of each candidate
-    /// of every window, all in shared batches; windows without originals
-    /// get them first, in the same batches. Rows are built one batch at a
-    /// time, so memory holds one batch of rows and one of logits.
+    /// of every window, all in shared batches, with the masked copies of
+    /// the original they compare with when not computed yet (a position no
+    /// job needs, such as one inside the only span, is never run). Rows
+    /// are built one batch at a time, so memory holds one batch of rows and
+    /// one of logits.
     fn advance(
         &self,
         states: &mut [State<'_>],
         take: impl Fn(&[Tally], usize) -> usize,
     ) -> Result<()> {
         let mut work: Vec<Item> = Vec::new();
-        for (w, st) in states.iter_mut().enumerate() {
-            if st.originals.is_empty() && !st.ids.is_empty() {
-                st.originals = vec![Vec::new(); st.ids.len()];
-                work.extend((0..st.ids.len()).map(|k| Item::Original(w, k)));
-            }
-        }
         for (w, st) in states.iter().enumerate() {
+            let mut wanted = vec![false; st.ids.len()];
             for (s, per) in st.tallies.iter().enumerate() {
                 for (c, t) in per.iter().enumerate() {
                     let n = take(per, c).min(t.jobs.len() - t.done);
-                    work.extend(
-                        t.order[t.done..t.done + n]
-                            .iter()
-                            .map(|&x| Item::Edit(w, s, c, x)),
-                    );
+                    for &x in &t.order[t.done..t.done + n] {
+                        work.push(Item::Edit(w, s, c, x));
+                        let k = t.jobs[x].k;
+                        if st.originals[k].is_none() && !wanted[k] {
+                            wanted[k] = true;
+                            work.push(Item::Original(w, k));
+                        }
+                    }
                 }
             }
         }
-        // Sorted by row length, so that a batch pads little; originals
-        // first, so each is ready before any masked copy of an edit needs it.
-        work.sort_by_key(|item| match *item {
-            Item::Original(w, _) => (false, states[w].ids.len()),
-            Item::Edit(w, s, c, _) => (true, states[w].edited[s][c].len()),
-        });
+        // The originals first, then the edits that compare with them; each
+        // sorted by row length, so that a call pads little.
         let len = |item: &Item| match *item {
             Item::Original(w, _) => states[w].ids.len(),
             Item::Edit(w, s, c, _) => states[w].edited[s][c].len(),
         };
-        let lens: Vec<usize> = work.iter().map(len).collect();
-        let cuts = batch_cuts(&lens, self.mlm.batch());
-        let mut scratch = Vec::new();
-        for chunk in cuts.windows(2).map(|c| &work[c[0]..c[1]]) {
-            let rows: Vec<Row> = chunk
-                .iter()
-                .map(|item| match *item {
-                    Item::Original(w, k) => self.masked_row(states[w].ids, k),
-                    Item::Edit(w, s, c, x) => {
-                        let st = &states[w];
-                        self.masked_row(&st.edited[s][c], st.tallies[s][c].jobs[x].k2)
-                    }
-                })
-                .collect();
-            self.mlm.logits_each(&rows, |r, z| match chunk[r] {
-                Item::Original(w, k) => {
-                    let mut lp = Vec::with_capacity(z.len());
-                    math::push_log_softmax(z, &mut lp, &mut scratch);
-                    states[w].originals[k] = lp;
-                }
-                Item::Edit(w, s, c, x) => {
-                    let st = &mut states[w];
-                    let t = &mut st.tallies[s][c];
-                    let job = t.jobs[x];
-                    let d = divergence(z, &st.originals[job.k], self.divergence, &mut scratch);
-                    t.div[x] = d;
-                    t.partial += job.w * d;
-                    t.done += 1;
-                }
-            })?;
+        let (mut originals, mut edits): (Vec<Item>, Vec<Item>) = work
+            .into_iter()
+            .partition(|item| matches!(item, Item::Original(..)));
+        originals.sort_by_key(len);
+        edits.sort_by_key(len);
+        let logp = self.run_items(states, &originals, |_, z, scratch| {
+            let mut lp = Vec::with_capacity(z.len());
+            math::push_log_softmax(z, &mut lp, scratch);
+            lp
+        })?;
+        for (item, lp) in originals.iter().zip(logp) {
+            if let Item::Original(w, k) = *item {
+                states[w].originals[k] = Some(lp);
+            }
+        }
+        let view: &[State<'_>] = states;
+        let divs = self.run_items(view, &edits, |item, z, scratch| match *item {
+            Item::Edit(w, s, c, x) => {
+                let st = &view[w];
+                let k = st.tallies[s][c].jobs[x].k;
+                st.originals[k]
+                    .as_ref()
+                    .map(|log_q| divergence(z, log_q, self.divergence, scratch))
+            }
+            Item::Original(..) => None,
+        })?;
+        for (item, d) in edits.iter().zip(divs) {
+            let (Item::Edit(w, s, c, x), Some(d)) = (*item, d) else {
+                return Err(Error::Model(
+                    "a masked copy was scored before its original".into(),
+                ));
+            };
+            let t = &mut states[w].tallies[s][c];
+            t.div[x] = d;
+            t.partial += t.jobs[x].w * d;
+            t.done += 1;
         }
         Ok(())
+    }
+
+    /// Runs the masked copies `items` (sorted by length) in calls spread
+    /// over the model's sessions, `f` applied to each row's logits on the
+    /// thread that ran it; the values in the order of `items`.
+    fn run_items<T: Send>(
+        &self,
+        states: &[State<'_>],
+        items: &[Item],
+        f: impl Fn(&Item, &[f32], &mut Vec<f32>) -> T + Sync,
+    ) -> Result<Vec<T>> {
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        let lens: Vec<usize> = items
+            .iter()
+            .map(|item| match *item {
+                Item::Original(w, _) => states[w].ids.len(),
+                Item::Edit(w, s, c, _) => states[w].edited[s][c].len(),
+            })
+            .collect();
+        // At least one call per session when there are rows enough.
+        let batch = self
+            .mlm
+            .batch()
+            .min(items.len().div_ceil(self.mlm.pool()))
+            .max(1);
+        let cuts = batch_cuts(&lens, batch);
+        let chunk = |i: usize| &items[cuts[i]..cuts[i + 1]];
+        let out = self.mlm.map_calls(
+            cuts.len() - 1,
+            |i| {
+                chunk(i)
+                    .iter()
+                    .map(|item| match *item {
+                        Item::Original(w, k) => self.masked_row(states[w].ids, k),
+                        Item::Edit(w, s, c, x) => {
+                            let st = &states[w];
+                            self.masked_row(&st.edited[s][c], st.tallies[s][c].jobs[x].k2)
+                        }
+                    })
+                    .collect()
+            },
+            |i, r, z, scratch| f(&chunk(i)[r], z, scratch),
+        )?;
+        Ok(out.into_iter().flatten().collect())
     }
 
     /// NDD of every candidate of every span of `window` (which must fit the
@@ -356,12 +404,15 @@ impl<'a> Scorer<'a> {
     /// promising one of each span is completed, and a candidate whose lower
     /// bound exceeds a complete candidate's NDD is dropped. The rest
     /// continue in rounds of doubling size. Each round is one set of
-    /// batches shared by all spans of all windows (a model call costs about
-    /// as much as two rows of a full batch, so rounds are few).
+    /// batches shared by all spans of all windows: on the CPU a model call
+    /// costs about as much as three rows (more when its weights have left
+    /// the cache), so rounds are few. A best-first order (one candidate per
+    /// span and round) ran 14% fewer rows but 2.5 times the calls, and took
+    /// the same time (docs/benchmarks.md).
     pub fn choose(&self, windows: &[Window]) -> Result<Vec<Vec<Option<Choice>>>> {
         let mut states: Vec<State<'_>> = windows.iter().map(|w| self.plan(w)).collect();
-        // Round 1: the originals, and each candidate's neighbours up to
-        // distance 2 on each side.
+        // Round 1: each candidate's neighbours up to distance 2 on each
+        // side, with the masked copies of the original they compare with.
         self.advance(&mut states, |per, c| {
             let t = &per[c];
             t.order.iter().take_while(|&&x| t.jobs[x].d <= 2).count()
@@ -384,17 +435,8 @@ impl<'a> Scorer<'a> {
         loop {
             let mut more = false;
             for per in states.iter_mut().flat_map(|st| st.tallies.iter_mut()) {
-                let bound = per
-                    .iter()
-                    .filter(|t| t.complete())
-                    .map(Tally::total)
-                    .fold(f64::INFINITY, f64::min);
-                for t in per.iter_mut().filter(|t| !t.complete()) {
-                    if t.partial > bound * (1.0 + PRUNE_MARGIN) {
-                        t.pruned = true;
-                    }
-                    more |= !t.pruned;
-                }
+                prune(per);
+                more |= per.iter().any(|t| !t.pruned && !t.complete());
             }
             if !more {
                 break;
@@ -524,6 +566,22 @@ impl<'a> Scorer<'a> {
             }],
         };
         Ok(self.score(&one)?[0][0])
+    }
+}
+
+/// Drops the incomplete candidates whose lower bound exceeds the smallest
+/// complete NDD (by more than [`PRUNE_MARGIN`]: sums of the same terms in
+/// another order may differ in their last bits).
+fn prune(per: &mut [Tally]) {
+    let bound = per
+        .iter()
+        .filter(|t| t.complete())
+        .map(Tally::total)
+        .fold(f64::INFINITY, f64::min);
+    for t in per.iter_mut().filter(|t| !t.complete()) {
+        if t.partial > bound * (1.0 + PRUNE_MARGIN) {
+            t.pruned = true;
+        }
     }
 }
 

@@ -147,6 +147,113 @@ fn batched_scores_equal_naive_ones_and_identical_texts_score_zero() {
     assert!(Scorer::new(&mlm, 1.5, Divergence::Kl).is_err());
 }
 
+/// The original's masked copies run only where a neighbour needs them:
+/// in a window with one span, never inside the span (the naive baseline of
+/// the benchmark counts the same way).
+#[test]
+fn originals_run_only_at_neighbour_positions() {
+    let Some(mlm) = load(Device::Cpu) else { return };
+    let scorer = Scorer::new(&mlm, 0.9, Divergence::Kl).unwrap();
+    let ids = mlm
+        .encode("Call Maria Lopez at the Springfield clinic before Friday.")
+        .unwrap()
+        .ids;
+    let n = ids.len();
+    let cands: Vec<Vec<u32>> = ["Anna Berg", "Peter", "Dr. Okafor"]
+        .iter()
+        .map(|c| mlm.encode(c).unwrap().ids)
+        .collect();
+    let one = |spans: Vec<SpanCandidates>| Window {
+        ids: ids.clone(),
+        spans,
+    };
+    let span = |start, end| SpanCandidates {
+        start,
+        end,
+        candidates: cands.clone(),
+    };
+    // One span of 2 tokens: n - 2 originals and n - 2 jobs per candidate.
+    let before = mlm.rows_run();
+    scorer.score(&one(vec![span(1, 3)])).unwrap();
+    assert_eq!(mlm.rows_run() - before, ((n - 2) * 4) as u64);
+    // Two spans: every position is some span's neighbour.
+    let before = mlm.rows_run();
+    scorer
+        .score(&one(vec![span(1, 3), span(n - 2, n - 1)]))
+        .unwrap();
+    assert_eq!(
+        mlm.rows_run() - before,
+        (n + (n - 2) * 3 + (n - 1) * 3) as u64
+    );
+}
+
+/// A pool of sessions computes exactly what one session does: the same
+/// scores, winners and log-probabilities, bit for bit, and an error in any
+/// call reaches the caller.
+#[test]
+fn a_session_pool_agrees_with_one_session_bit_for_bit() {
+    let Some(one) = crate::assets::load_or_skip(|dir| {
+        MaskedLm::load_sessions(&dir.join(ORT_LIB), &mlm_dir(), 1, 1, Device::Cpu, 8)
+    }) else {
+        return;
+    };
+    let Some(pool) = crate::assets::load_or_skip(|dir| {
+        MaskedLm::load_sessions(&dir.join(ORT_LIB), &mlm_dir(), 3, 1, Device::Cpu, 8)
+    }) else {
+        return;
+    };
+    assert_eq!((one.pool(), pool.pool()), (1, 3));
+    let texts = [
+        "Patient John Smith was admitted to Boston General on March 3 with chest pain.",
+        "Call Maria Lopez at the Springfield clinic before Friday.",
+    ];
+    let cands: Vec<Vec<u32>> = ["Moscow", "Anna Berg", "the city of Paris", "Ohio", "1926"]
+        .iter()
+        .map(|c| one.encode(c).unwrap().ids)
+        .collect();
+    let windows: Vec<Window> = texts
+        .iter()
+        .map(|t| {
+            let ids = one.encode(t).unwrap().ids;
+            let n = ids.len();
+            Window {
+                spans: vec![
+                    SpanCandidates {
+                        start: 1,
+                        end: 3,
+                        candidates: cands.clone(),
+                    },
+                    SpanCandidates {
+                        start: n - 3,
+                        end: n - 1,
+                        candidates: cands[1..].to_vec(),
+                    },
+                ],
+                ids,
+            }
+        })
+        .collect();
+    let a = Scorer::new(&one, 0.9, Divergence::Kl).unwrap();
+    let b = Scorer::new(&pool, 0.9, Divergence::Kl).unwrap();
+    for w in &windows {
+        assert_eq!(a.score(w).unwrap(), b.score(w).unwrap());
+    }
+    assert_eq!(a.choose(&windows).unwrap(), b.choose(&windows).unwrap());
+    let rows: Vec<Row> = (1..12).map(|k| a.masked_row(&windows[0].ids, k)).collect();
+    assert_eq!(
+        one.log_probs(&rows).unwrap(),
+        pool.log_probs(&rows).unwrap()
+    );
+    // A row longer than the model takes, in the last call of the pool.
+    let mut bad = rows.clone();
+    bad.push(Row {
+        ids: vec![101; one.config().max_position_embeddings + 1],
+        position: 1,
+    });
+    let err = pool.log_probs(&bad).unwrap_err().to_string();
+    assert!(err.contains("exceeds"), "{err}");
+}
+
 /// The pruned search must return exactly the full evaluation's winner
 /// (first of equals) and its NDD, with fewer masked copies.
 #[test]
