@@ -117,6 +117,29 @@ class Layer(nn.Module):
         a = self.attention(x, bias)
         return self.output(self.intermediate(a), a)
 
+    def forward_at(self, x, bias, positions):
+        """The layer's output at one position per row ([batch, hidden]): keys and
+        values from every position, the query, attention output and feed-forward at
+        positions[b] only. The same numbers as forward(x, bias)[b, positions[b]]."""
+        sa = self.attention.self
+        b, s, hdim = x.shape
+        xg = torch.gather(x, 1, positions.view(-1, 1, 1).expand(-1, 1, hdim))  # [b, 1, H]
+
+        def split(t, n):
+            return t.view(b, n, sa.h, sa.d).transpose(1, 2)
+
+        q, k, v = split(sa.query(xg), 1), split(sa.key(x), s), split(sa.value(x), s)
+        # The query twice: onnxruntime multiplies a one-row matrix with another
+        # kernel, whose sums over the (padded) sequence depend on the padding; with
+        # two rows it takes the general kernel, and the logits equal the full
+        # layer's bit for bit, whatever the padding (checked by export.verify).
+        q = torch.cat([q, q], 2)
+        att = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(sa.d) + bias
+        ctx = torch.matmul(att.softmax(-1), v)[:, :, :1, :]
+        ctx = ctx.transpose(1, 2).reshape(b, 1, sa.h * sa.d)
+        a = self.attention.output(ctx, xg)
+        return self.output(self.intermediate(a), a).squeeze(1)
+
 
 class Encoder(nn.Module):
     def __init__(self, c):
@@ -247,8 +270,15 @@ class ExportMLM(nn.Module):
             requires_grad=False)
 
     def forward(self, input_ids, attention_mask, positions):
-        h = self.m.hidden(input_ids, attention_mask)
-        idx = positions.view(-1, 1, 1).expand(-1, 1, h.shape[-1])
-        g = torch.gather(h, 1, idx).squeeze(1)          # [batch, hidden]
+        # Only positions[b] of the last layer is read: that layer runs its query,
+        # attention output and feed-forward there alone (1.32x faster on the
+        # default model at 64 rows of 16 tokens, the same logits bit for bit).
+        bert = self.m.bert
+        bias = (1.0 - attention_mask[:, None, None, :].to(torch.float32)) * -10000.0
+        x = bert.embeddings(input_ids)
+        *first, last = bert.encoder.layer
+        for layer in first:
+            x = layer(x, bias)
+        g = last.forward_at(x, bias, positions)           # [batch, hidden]
         t = self.m.cls.predictions.transform(g)
         return torch.matmul(t, self.decoder_t) + self.m.cls.predictions.bias  # [batch, vocab]
