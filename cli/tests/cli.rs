@@ -385,12 +385,26 @@ fn ndd_distorts_spans_with_the_given_model_device_and_threads() {
     // falls back to the CPU with one warning and the same text.
     assert_eq!(out, stdout(&run("cpu")));
     let cuda = run("cuda");
-    assert_eq!(stdout(&cuda), out);
     let warnings = String::from_utf8_lossy(&cuda.stderr);
-    assert!(
-        warnings.contains("CUDA") || warnings.contains("cuda"),
-        "no fallback warning: {warnings}"
-    );
+    let fallbacks = warnings
+        .matches("CUDA unavailable, running on the CPU")
+        .count();
+    if fallbacks > 0 || !cfg!(feature = "cuda") {
+        assert_eq!(fallbacks, 1, "one fallback warning: {warnings}");
+        assert_eq!(stdout(&cuda), out);
+    } else {
+        // A cuda build on a GPU machine: CUDA ran. Near-ties (about 1e-5)
+        // may be ordered differently from the CPU, so only the shape of
+        // the result is compared.
+        let text = stdout(&cuda);
+        let got: Vec<&str> = text.lines().collect();
+        assert_eq!(got.len(), 2, "{text}");
+        assert!(
+            !got[0].contains("John Smith") && got[0].starts_with("Patient "),
+            "{text}"
+        );
+        assert_eq!(got[1], "No names here.");
+    }
     // A model directory that does not exist, a device that does not exist.
     let missing = dptext(
         &a,

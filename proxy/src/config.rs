@@ -97,6 +97,16 @@ pub struct Config {
     /// Sanitization worker threads (default: the number of cores).
     #[serde(default)]
     pub workers: Option<usize>,
+    /// Where the models (detection, the masked LM of NDD) run: `"cpu"`
+    /// (default) or `"cuda"` (a build with the `cuda` feature and ONNX
+    /// Runtime's GPU library in `DPTEXT_ORT_LIB`; falls back to the CPU
+    /// with one warning).
+    #[serde(default)]
+    pub device: Option<String>,
+    /// Directory of the masked LM that NDD uses (default: `<assets>/mlm`,
+    /// the project's model), as `dptext.mlm_model`.
+    #[serde(default)]
+    pub mlm_model: Option<String>,
     /// The real server.
     pub upstream: Upstream,
     /// Client users.
@@ -409,6 +419,7 @@ impl Config {
             r.spec()?;
         }
         self.masking.spec()?;
+        self.device()?;
         if let Some(k) = &self.key {
             if k.expose().len() < dptext_core::rng::MIN_KEY_BYTES {
                 return Err(ProxyError::Config(format!(
@@ -432,6 +443,15 @@ impl Config {
             ));
         }
         Ok(())
+    }
+
+    /// The device the models run on.
+    pub fn device(&self) -> Result<dptext_core::runtime::Device> {
+        self.device
+            .as_deref()
+            .unwrap_or("cpu")
+            .parse()
+            .map_err(|e| ProxyError::Config(format!("{e}")))
     }
 
     /// The random mode: keyed with the key, else the OS generator.
@@ -472,6 +492,25 @@ params = { eps = 3.0 }
         assert!(c.users[0].masked);
         assert_eq!(c.rules[0].qualified(), ("public".into(), "records".into()));
         assert_eq!(c.masking.expressions, Expressions::Sanitize);
+    }
+
+    #[test]
+    fn device_and_model_directory_are_read_and_checked() {
+        use dptext_core::runtime::Device;
+        let c = Config::parse(GOOD).unwrap();
+        assert_eq!(c.device().unwrap(), Device::Cpu);
+        assert_eq!(c.mlm_model, None);
+        let with = GOOD.replace(
+            "key =",
+            "device = \"cuda\"\nmlm_model = \"/srv/models/bert-base-cased\"\nkey =",
+        );
+        let c = Config::parse(&with).unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.device().unwrap(), Device::Cuda);
+        assert_eq!(c.mlm_model.as_deref(), Some("/srv/models/bert-base-cased"));
+        let c = Config::parse(&GOOD.replace("key =", "device = \"tpu\"\nkey =")).unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("device") && e.contains("tpu"), "{e}");
     }
 
     #[test]

@@ -33,6 +33,8 @@ pub fn shared(config: config::Config) -> Result<Arc<session::Shared>> {
         dptext_core::assets::resolve_dir(config.assets_dir.as_deref().map(std::path::Path::new));
     let mut ec = dptext_core::EngineConfig::new(dir);
     ec.build_mappings = false;
+    ec.device = config.device()?;
+    ec.mlm_dir = config.mlm_model.as_ref().map(std::path::PathBuf::from);
     let engine = Arc::new(dptext_core::Engine::new(ec));
     let workers = config
         .workers

@@ -284,15 +284,11 @@ impl MaskedLm {
         build: impl Fn(usize) -> Vec<Row> + Sync,
         f: impl Fn(usize, usize, &[f32], &mut Vec<f32>) -> T + Sync,
     ) -> Result<Vec<Vec<T>>> {
-        let v = self.config.vocab_size;
         let one = |session: &mut Session, i: usize, scratch: &mut Vec<f32>| -> Result<Vec<T>> {
             let rows = build(i);
-            let out = self.run_batch(session, &rows)?;
-            Ok(out
-                .chunks(v)
-                .enumerate()
-                .map(|(r, z)| f(i, r, z, scratch))
-                .collect())
+            let mut vals = Vec::with_capacity(rows.len());
+            self.run_batch(session, &rows, &mut |r, z| vals.push(f(i, r, z, scratch)))?;
+            Ok(vals)
         };
         let workers = self.sessions.len().min(calls);
         if workers <= 1 {
@@ -361,8 +357,14 @@ impl MaskedLm {
         Ok(out.into_iter().flatten().collect())
     }
 
-    /// One model call: the logits rows, concatenated (`rows.len() * vocab`).
-    fn run_batch(&self, session: &mut Session, rows: &[Row]) -> Result<Vec<f32>> {
+    /// One model call: `each(r, logits)` for every row, in order, on the
+    /// runtime's output (copied only when it is not contiguous).
+    fn run_batch(
+        &self,
+        session: &mut Session,
+        rows: &[Row],
+        each: &mut dyn FnMut(usize, &[f32]),
+    ) -> Result<()> {
         let b = rows.len();
         self.rows_run.fetch_add(b as u64, Ordering::Relaxed);
         let s = rows.iter().map(|r| r.ids.len()).max().unwrap_or(0);
@@ -398,17 +400,25 @@ impl MaskedLm {
         let logits = outputs[0].try_extract_array::<f32>().map_err(model_err)?;
         let shape = logits.shape().to_vec();
         let v = self.config.vocab_size;
-        let mut out = Vec::with_capacity(b * v);
+        let mut copy = Vec::new();
+        let mut row_of = |at: ndarray::ArrayViewD<'_, f32>, r: usize| match at.as_slice() {
+            Some(z) => each(r, z),
+            None => {
+                copy.clear();
+                copy.extend(at.iter().copied());
+                each(r, &copy);
+            }
+        };
         match shape.as_slice() {
-            [bb, vv] if *bb == b && *vv == v => match logits.as_slice() {
-                Some(all) => out.extend_from_slice(all),
-                None => out.extend(logits.iter().copied()),
-            },
+            [bb, vv] if *bb == b && *vv == v => {
+                for r in 0..b {
+                    row_of(logits.index_axis(ndarray::Axis(0), r), r);
+                }
+            }
             [bb, ss, vv] if *bb == b && *ss == s && *vv == v => {
                 for (r, row) in rows.iter().enumerate() {
                     let all = logits.index_axis(ndarray::Axis(0), r);
-                    let at = all.index_axis(ndarray::Axis(0), row.position);
-                    out.extend(at.iter().copied());
+                    row_of(all.index_axis(ndarray::Axis(0), row.position), r);
                 }
             }
             _ => {
@@ -417,7 +427,7 @@ impl MaskedLm {
                 )))
             }
         }
-        Ok(out)
+        Ok(())
     }
 }
 
