@@ -252,3 +252,73 @@ pub async fn cancel(cfg: &config::Upstream, body: &[u8]) -> Result<()> {
     s.shutdown().await?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+    use tokio::net::TcpListener;
+
+    /// An SSLRequest: length 8, code 80877103.
+    const SSL_REQUEST: [u8; 8] = [0, 0, 0, 8, 4, 210, 22, 47];
+
+    fn upstream(port: u16, sslmode: &str) -> config::Upstream {
+        toml::from_str(&format!(
+            "host = \"127.0.0.1\"\nport = {port}\nuser = \"u\"\ndbname = \"d\"\nsslmode = \"{sslmode}\""
+        ))
+        .expect("upstream")
+    }
+
+    /// A server that says 'S' to the SSLRequest and then answers the
+    /// handshake with bytes that are not TLS; a second connection must
+    /// come (for `prefer`) and carry plain bytes from the start.
+    async fn broken_tls_server(listener: TcpListener) -> Vec<u8> {
+        let (mut first, _) = listener.accept().await.expect("first connection");
+        let mut req = [0u8; 8];
+        first.read_exact(&mut req).await.expect("SSLRequest");
+        assert_eq!(req, SSL_REQUEST);
+        first.write_all(b"S").await.expect("S");
+        first
+            .write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+            .await
+            .expect("garbage");
+        drop(first);
+        let (mut second, _) = listener.accept().await.expect("second connection");
+        let mut got = vec![0u8; 5];
+        second.read_exact(&mut got).await.expect("plain bytes");
+        got
+    }
+
+    #[tokio::test]
+    async fn prefer_retries_without_tls_after_a_failed_handshake() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let server = tokio::spawn(broken_tls_server(listener));
+        let mut s = open(&upstream(port, "prefer"))
+            .await
+            .expect("prefer connects");
+        s.write_all(b"hello").await.expect("write");
+        s.flush().await.expect("flush");
+        assert_eq!(server.await.expect("server"), b"hello");
+    }
+
+    #[tokio::test]
+    async fn require_fails_when_the_handshake_fails() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.expect("connection");
+            let mut req = [0u8; 8];
+            s.read_exact(&mut req).await.expect("SSLRequest");
+            s.write_all(b"S").await.expect("S");
+            s.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+                .await
+                .expect("garbage");
+        });
+        let err = match open(&upstream(port, "require")).await {
+            Ok(_) => panic!("require connected without TLS"),
+            Err(e) => e.to_string(),
+        };
+        assert!(err.contains("TLS to 127.0.0.1"), "{err}");
+    }
+}
