@@ -400,7 +400,9 @@ fn ndd_distorts_spans_with_the_given_model_device_and_threads() {
         let got: Vec<&str> = text.lines().collect();
         assert_eq!(got.len(), 2, "{text}");
         assert!(
-            !got[0].contains("John Smith") && got[0].starts_with("Patient "),
+            !got[0].contains("John Smith")
+                && got[0].starts_with("Patient ")
+                && got[0].contains(" was seen in "),
             "{text}"
         );
         assert_eq!(got[1], "No names here.");

@@ -97,14 +97,15 @@ pub struct Config {
     /// Sanitization worker threads (default: the number of cores).
     #[serde(default)]
     pub workers: Option<usize>,
-    /// Where the models (detection, the masked LM of NDD) run: `"cpu"`
-    /// (default) or `"cuda"` (a build with the `cuda` feature and ONNX
-    /// Runtime's GPU library in `DPTEXT_ORT_LIB`; falls back to the CPU
-    /// with one warning).
+    /// Where the masked LM of NDD runs: `"cpu"` (default) or `"cuda"` (a
+    /// build with the `cuda` feature and ONNX Runtime's GPU library in
+    /// `DPTEXT_ORT_LIB`; falls back to the CPU with one warning). The
+    /// detection model always runs on the CPU.
     #[serde(default)]
     pub device: Option<String>,
     /// Directory of the masked LM that NDD uses (default: `<assets>/mlm`,
-    /// the project's model), as `dptext.mlm_model`.
+    /// the project's model), as `dptext.mlm_model`; relative to the
+    /// proxy's working directory. Checked at load: it must exist.
     #[serde(default)]
     pub mlm_model: Option<String>,
     /// The real server.
@@ -420,6 +421,14 @@ impl Config {
         }
         self.masking.spec()?;
         self.device()?;
+        if let Some(dir) = &self.mlm_model {
+            let p = std::path::Path::new(dir);
+            if !p.join("model.onnx").is_file() {
+                return Err(ProxyError::Config(format!(
+                    "mlm_model = \"{dir}\": no model.onnx there"
+                )));
+            }
+        }
         if let Some(k) = &self.key {
             if k.expose().len() < dptext_core::rng::MIN_KEY_BYTES {
                 return Err(ProxyError::Config(format!(
@@ -500,14 +509,21 @@ params = { eps = 3.0 }
         let c = Config::parse(GOOD).unwrap();
         assert_eq!(c.device().unwrap(), Device::Cpu);
         assert_eq!(c.mlm_model, None);
+        let mlm = concat!(env!("CARGO_MANIFEST_DIR"), "/../models/mlm");
         let with = GOOD.replace(
             "key =",
-            "device = \"cuda\"\nmlm_model = \"/srv/models/bert-base-cased\"\nkey =",
+            &format!("device = \"cuda\"\nmlm_model = \"{mlm}\"\nkey ="),
         );
         let c = Config::parse(&with).unwrap();
         c.validate().unwrap();
         assert_eq!(c.device().unwrap(), Device::Cuda);
-        assert_eq!(c.mlm_model.as_deref(), Some("/srv/models/bert-base-cased"));
+        assert_eq!(c.mlm_model.as_deref(), Some(mlm));
+        let c = Config::parse(&with.replace(mlm, "/nonexistent/mlm")).unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("mlm_model") && e.contains("no model.onnx"),
+            "{e}"
+        );
         let c = Config::parse(&GOOD.replace("key =", "device = \"tpu\"\nkey =")).unwrap();
         let e = c.validate().unwrap_err().to_string();
         assert!(e.contains("device") && e.contains("tpu"), "{e}");

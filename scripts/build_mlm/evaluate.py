@@ -186,6 +186,18 @@ def torch_logits_fn(model):
     return fn
 
 
+def torch_full_logits_fn(model):
+    """The plain masked LM (every layer on every position), read at positions[b]: the
+    reference that ExportMLM's shortcut in the last layer must reproduce."""
+    import torch
+
+    def fn(x, a, p):
+        with torch.no_grad():
+            out = model(torch.from_numpy(x), torch.from_numpy(a))
+            return out[torch.arange(len(p)), torch.from_numpy(p)].numpy()
+    return fn
+
+
 def ort_logits_fn(path):
     import onnxruntime as ort
     so = ort.SessionOptions()

@@ -109,8 +109,10 @@ impl MaskedLm {
     /// Loads the model in `dir` with the ONNX Runtime library `lib` and
     /// `threads` threads, on `device` (CPU when it cannot start), running
     /// at most `batch` rows per model call. On the CPU the threads go to a
-    /// pool of `min(threads, MAX_SESSIONS)` sessions; on CUDA to one
-    /// session's intra-op threads.
+    /// pool of `min(threads, MAX_SESSIONS)` sessions, each with
+    /// `threads / sessions` intra-op threads (12 threads: 8 sessions of
+    /// one); on CUDA, and when CUDA falls back to the CPU, to one session's
+    /// intra-op threads.
     pub fn load(
         lib: &Path,
         dir: &Path,
@@ -291,8 +293,11 @@ impl MaskedLm {
             Ok(vals)
         };
         let workers = self.sessions.len().min(calls);
-        if workers <= 1 {
-            let mut session = lock(&self.sessions[0]);
+        if workers == 0 {
+            return Ok(Vec::new());
+        }
+        if workers == 1 {
+            let mut session = self.session(0);
             let mut scratch = Vec::new();
             return (0..calls)
                 .map(|i| one(&mut session, i, &mut scratch))
@@ -300,8 +305,10 @@ impl MaskedLm {
         }
         let next = AtomicUsize::new(0);
         let failed = AtomicBool::new(false);
-        let work = |slot: &Mutex<Session>| -> Result<Done<T>> {
-            let mut session = lock(slot);
+        let work = |w: usize| -> Result<Done<T>> {
+            // A session is taken only once there is a call to run, and a
+            // free one first: another caller may be using some.
+            let mut session = None;
             let mut scratch = Vec::new();
             let mut mine = Vec::new();
             loop {
@@ -309,7 +316,8 @@ impl MaskedLm {
                 if i >= calls || failed.load(Ordering::Relaxed) {
                     return Ok(mine);
                 }
-                match one(&mut session, i, &mut scratch) {
+                let s = session.get_or_insert_with(|| self.session(w));
+                match one(s, i, &mut scratch) {
                     Ok(vals) => mine.push((i, vals)),
                     Err(e) => {
                         failed.store(true, Ordering::Relaxed);
@@ -319,11 +327,13 @@ impl MaskedLm {
             }
         };
         let parts: Vec<Result<Done<T>>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = self.sessions[1..workers]
-                .iter()
-                .map(|slot| scope.spawn(|| work(slot)))
+            let handles: Vec<_> = (1..workers)
+                .map(|w| {
+                    let work = &work;
+                    scope.spawn(move || work(w))
+                })
                 .collect();
-            let mut parts = vec![work(&self.sessions[0])];
+            let mut parts = vec![work(0)];
             for h in handles {
                 parts.push(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
             }
@@ -428,6 +438,22 @@ impl MaskedLm {
             }
         }
         Ok(())
+    }
+}
+
+impl MaskedLm {
+    /// A free session, looking from `from` on, or else session `from`
+    /// once it is free.
+    fn session(&self, from: usize) -> MutexGuard<'_, Session> {
+        let n = self.sessions.len();
+        for k in 0..n {
+            match self.sessions[(from + k) % n].try_lock() {
+                Ok(g) => return g,
+                Err(std::sync::TryLockError::Poisoned(p)) => return p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => {}
+            }
+        }
+        lock(&self.sessions[from % n])
     }
 }
 
