@@ -243,7 +243,9 @@ fn a_session_pool_agrees_with_one_session_bit_for_bit() {
     // Callers sharing the pool at once get the same answers.
     let both: Vec<_> = std::thread::scope(|s| {
         let runs: Vec<_> = (0..3).map(|_| s.spawn(|| b.choose(&windows))).collect();
-        runs.into_iter().map(|h| h.join().unwrap().unwrap()).collect()
+        runs.into_iter()
+            .map(|h| h.join().unwrap().unwrap())
+            .collect()
     });
     assert!(both.iter().all(|c| *c == want));
     let rows: Vec<Row> = (1..12).map(|k| a.masked_row(&windows[0].ids, k)).collect();
