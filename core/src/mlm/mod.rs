@@ -240,6 +240,27 @@ impl MaskedLm {
         self.sessions.len()
     }
 
+    /// Rows per call for `rows` rows: at most [`MaskedLm::batch`], and
+    /// few enough that every session gets a call when there are rows
+    /// enough.
+    pub fn rows_per_call(&self, rows: usize) -> usize {
+        self.batch.min(rows.div_ceil(self.pool())).max(1)
+    }
+
+    /// A free session, looking from `from` on, or else session `from`
+    /// once it is free.
+    fn session(&self, from: usize) -> MutexGuard<'_, Session> {
+        let n = self.sessions.len();
+        for k in 0..n {
+            match self.sessions[(from + k) % n].try_lock() {
+                Ok(g) => return g,
+                Err(std::sync::TryLockError::Poisoned(p)) => return p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => {}
+            }
+        }
+        lock(&self.sessions[from % n])
+    }
+
     /// Masked copies (rows) this model has run since it was loaded.
     pub fn rows_run(&self) -> u64 {
         self.rows_run.load(Ordering::Relaxed)
@@ -353,7 +374,7 @@ impl MaskedLm {
     /// Log-probabilities at each row's position, all kept; the rows are
     /// spread over the session pool.
     pub fn log_probs(&self, rows: &[Row]) -> Result<Vec<Vec<f32>>> {
-        let per = self.batch.min(rows.len().div_ceil(self.pool())).max(1);
+        let per = self.rows_per_call(rows.len());
         let calls = rows.len().div_ceil(per);
         let out = self.map_calls(
             calls,
@@ -438,22 +459,6 @@ impl MaskedLm {
             }
         }
         Ok(())
-    }
-}
-
-impl MaskedLm {
-    /// A free session, looking from `from` on, or else session `from`
-    /// once it is free.
-    fn session(&self, from: usize) -> MutexGuard<'_, Session> {
-        let n = self.sessions.len();
-        for k in 0..n {
-            match self.sessions[(from + k) % n].try_lock() {
-                Ok(g) => return g,
-                Err(std::sync::TryLockError::Poisoned(p)) => return p.into_inner(),
-                Err(std::sync::TryLockError::WouldBlock) => {}
-            }
-        }
-        lock(&self.sessions[from % n])
     }
 }
 

@@ -186,6 +186,16 @@ enum Item {
     Edit(usize, usize, usize, usize),
 }
 
+impl Item {
+    /// Tokens of its row (without `[CLS]`/`[SEP]`).
+    fn len(self, states: &[State<'_>]) -> usize {
+        match self {
+            Item::Original(w, _) => states[w].ids.len(),
+            Item::Edit(w, s, c, _) => states[w].edited[s][c].len(),
+        }
+    }
+}
+
 impl<'a> Scorer<'a> {
     /// A scorer with distance weight `mu` and divergence `divergence`.
     pub fn new(mlm: &'a MaskedLm, mu: f64, divergence: Divergence) -> Result<Self> {
@@ -289,15 +299,11 @@ impl<'a> Scorer<'a> {
         }
         // The originals first, then the edits that compare with them; each
         // sorted by row length, so that a call pads little.
-        let len = |item: &Item| match *item {
-            Item::Original(w, _) => states[w].ids.len(),
-            Item::Edit(w, s, c, _) => states[w].edited[s][c].len(),
-        };
         let (mut originals, mut edits): (Vec<Item>, Vec<Item>) = work
             .into_iter()
             .partition(|item| matches!(item, Item::Original(..)));
-        originals.sort_by_key(len);
-        edits.sort_by_key(len);
+        originals.sort_by_key(|item| item.len(states));
+        edits.sort_by_key(|item| item.len(states));
         let logp = self.run_items(states, &originals, |_, z, scratch| {
             let mut lp = Vec::with_capacity(z.len());
             math::push_log_softmax(z, &mut lp, scratch);
@@ -345,20 +351,8 @@ impl<'a> Scorer<'a> {
         if items.is_empty() {
             return Ok(Vec::new());
         }
-        let lens: Vec<usize> = items
-            .iter()
-            .map(|item| match *item {
-                Item::Original(w, _) => states[w].ids.len(),
-                Item::Edit(w, s, c, _) => states[w].edited[s][c].len(),
-            })
-            .collect();
-        // At least one call per session when there are rows enough.
-        let batch = self
-            .mlm
-            .batch()
-            .min(items.len().div_ceil(self.mlm.pool()))
-            .max(1);
-        let cuts = batch_cuts(&lens, batch);
+        let lens: Vec<usize> = items.iter().map(|item| item.len(states)).collect();
+        let cuts = batch_cuts(&lens, self.mlm.rows_per_call(items.len()));
         let chunk = |i: usize| &items[cuts[i]..cuts[i + 1]];
         let out = self.mlm.map_calls(
             cuts.len() - 1,
