@@ -115,7 +115,8 @@ async fn in_time<T>(f: impl std::future::Future<Output = Result<T>>) -> Result<T
         .map_err(|_| ProxyError::Protocol("startup took too long".into()))?
 }
 
-const SSL_REQUEST: i32 = 80_877_103;
+/// The startup code of an SSLRequest (clients' and the proxy's own).
+pub(crate) const SSL_REQUEST: i32 = 80_877_103;
 const GSSENC_REQUEST: i32 = 80_877_104;
 
 /// Serves one TCP client to its end: TLS when the client asks for it and

@@ -48,8 +48,7 @@ pub async fn open(cfg: &config::Upstream) -> Result<Pin<Box<dyn Stream>>> {
     let Some(connector) = crate::tls::upstream_connector(cfg)? else {
         return Ok(Box::pin(s));
     };
-    // SSLRequest: length 8, code 1234.5679.
-    s.write_all(&[0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f]).await?;
+    s.write_all(&ssl_request()).await?;
     // Exactly one byte: nothing the server sends before the handshake may
     // be read as part of it (CVE-2021-23214).
     let mut answer = [0u8; 1];
@@ -79,6 +78,14 @@ pub async fn open(cfg: &config::Upstream) -> Result<Pin<Box<dyn Stream>>> {
             char::from(other)
         ))),
     }
+}
+
+/// An SSLRequest: length 8, then the request code.
+fn ssl_request() -> [u8; 8] {
+    let mut req = [0u8; 8];
+    req[..4].copy_from_slice(&8i32.to_be_bytes());
+    req[4..].copy_from_slice(&crate::session::SSL_REQUEST.to_be_bytes());
+    req
 }
 
 async fn send(s: &mut Pin<Box<dyn Stream>>, f: Frame) -> Result<()> {
@@ -259,9 +266,6 @@ mod tests {
     use tokio::io::AsyncReadExt;
     use tokio::net::TcpListener;
 
-    /// An SSLRequest: length 8, code 80877103.
-    const SSL_REQUEST: [u8; 8] = [0, 0, 0, 8, 4, 210, 22, 47];
-
     fn upstream(port: u16, sslmode: &str) -> config::Upstream {
         toml::from_str(&format!(
             "host = \"127.0.0.1\"\nport = {port}\nuser = \"u\"\ndbname = \"d\"\nsslmode = \"{sslmode}\""
@@ -269,20 +273,24 @@ mod tests {
         .expect("upstream")
     }
 
-    /// A server that says 'S' to the SSLRequest and then answers the
-    /// handshake with bytes that are not TLS; a second connection must
-    /// come (for `prefer`) and carry plain bytes from the start.
-    async fn broken_tls_server(listener: TcpListener) -> Vec<u8> {
-        let (mut first, _) = listener.accept().await.expect("first connection");
+    /// Accepts one connection, says 'S' to its SSLRequest (the bytes
+    /// libpq sends: length 8, code 80877103) and answers the handshake
+    /// with bytes that are not TLS.
+    async fn break_handshake(listener: &TcpListener) {
+        let (mut s, _) = listener.accept().await.expect("connection");
         let mut req = [0u8; 8];
-        first.read_exact(&mut req).await.expect("SSLRequest");
-        assert_eq!(req, SSL_REQUEST);
-        first.write_all(b"S").await.expect("S");
-        first
-            .write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+        s.read_exact(&mut req).await.expect("SSLRequest");
+        assert_eq!(req, [0, 0, 0, 8, 4, 210, 22, 47]);
+        s.write_all(b"S").await.expect("S");
+        s.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n")
             .await
             .expect("garbage");
-        drop(first);
+    }
+
+    /// A broken handshake, then a second connection that must come (for
+    /// `prefer`) and carry plain bytes from the start.
+    async fn broken_tls_server(listener: TcpListener) -> Vec<u8> {
+        break_handshake(&listener).await;
         let (mut second, _) = listener.accept().await.expect("second connection");
         let mut got = vec![0u8; 5];
         second.read_exact(&mut got).await.expect("plain bytes");
@@ -306,15 +314,7 @@ mod tests {
     async fn require_fails_when_the_handshake_fails() {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let port = listener.local_addr().expect("addr").port();
-        tokio::spawn(async move {
-            let (mut s, _) = listener.accept().await.expect("connection");
-            let mut req = [0u8; 8];
-            s.read_exact(&mut req).await.expect("SSLRequest");
-            s.write_all(b"S").await.expect("S");
-            s.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n")
-                .await
-                .expect("garbage");
-        });
+        tokio::spawn(async move { break_handshake(&listener).await });
         let err = match open(&upstream(port, "require")).await {
             Ok(_) => panic!("require connected without TLS"),
             Err(e) => e.to_string(),
