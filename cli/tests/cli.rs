@@ -330,18 +330,18 @@ fn custext_through_params_and_custext_map() {
 /// The real assets (detection model, ONNX Runtime) and the committed
 /// masked LM, or `None` to skip (unless `DPTEXT_REQUIRE_ASSETS=1`).
 fn real_assets() -> Option<(PathBuf, PathBuf)> {
-    let dir = dptext_core::assets::resolve_dir(None);
     let mlm = Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/mlm");
-    let ok = dir.join("rampart").is_dir() && dir.join("onnxruntime").is_dir();
-    if !ok {
-        assert!(
-            std::env::var("DPTEXT_REQUIRE_ASSETS").as_deref() != Ok("1"),
-            "DPTEXT_REQUIRE_ASSETS=1 but {} has no rampart/onnxruntime",
-            dir.display()
-        );
-        return None;
-    }
-    Some((dir, mlm))
+    dptext_core::assets::load_or_skip(|dir| {
+        for asset in ["rampart", "onnxruntime"] {
+            if !dir.join(asset).is_dir() {
+                return Err(dptext_core::Error::MissingAsset {
+                    asset: asset.into(),
+                    path: dir.join(asset),
+                });
+            }
+        }
+        Ok((dir.to_path_buf(), mlm))
+    })
 }
 
 #[test]

@@ -203,12 +203,11 @@ pub fn verify(dir: &Path, manifest: &Manifest) -> Result<Vec<Problem>> {
     Ok(problems)
 }
 
-/// For tests that need installed assets: runs `load` on the assets
-/// directory; when it fails, the test is skipped (`None`), unless
-/// `DPTEXT_REQUIRE_ASSETS=1` (the project's test command sets it), where
-/// it fails instead.
-#[cfg(test)]
-pub(crate) fn load_or_skip<T>(load: impl FnOnce(&Path) -> Result<T>) -> Option<T> {
+/// For tests (this crate's and the other crates') that need installed
+/// assets: runs `load` on the assets directory; when it fails, the test is
+/// skipped (`None`), unless `DPTEXT_REQUIRE_ASSETS=1` (the project's test
+/// command sets it), where it fails instead.
+pub fn load_or_skip<T>(load: impl FnOnce(&Path) -> Result<T>) -> Option<T> {
     match load(&resolve_dir(None)) {
         Ok(v) => Some(v),
         Err(e) => {
