@@ -158,9 +158,22 @@ class Bert(nn.Module):
         self.embeddings = Embeddings(c)
         self.encoder = Encoder(c)
 
+    @staticmethod
+    def attention_bias(attention_mask):
+        return (1.0 - attention_mask[:, None, None, :].to(torch.float32)) * -10000.0
+
     def forward(self, input_ids, attention_mask):
-        bias = (1.0 - attention_mask[:, None, None, :].to(torch.float32)) * -10000.0
-        return self.encoder(self.embeddings(input_ids), bias)
+        return self.encoder(self.embeddings(input_ids), self.attention_bias(attention_mask))
+
+    def forward_at(self, input_ids, attention_mask, positions):
+        """forward(...)[b, positions[b]] ([batch, hidden]), the last layer run at those
+        positions only (Layer.forward_at)."""
+        bias = self.attention_bias(attention_mask)
+        x = self.embeddings(input_ids)
+        *first, last = self.encoder.layer
+        for layer in first:
+            x = layer(x, bias)
+        return last.forward_at(x, bias, positions)
 
 
 class Transform(nn.Module):
@@ -273,12 +286,6 @@ class ExportMLM(nn.Module):
         # Only positions[b] of the last layer is read: that layer runs its query,
         # attention output and feed-forward there alone (1.32x faster on the
         # default model at 64 rows of 16 tokens, the same logits bit for bit).
-        bert = self.m.bert
-        bias = (1.0 - attention_mask[:, None, None, :].to(torch.float32)) * -10000.0
-        x = bert.embeddings(input_ids)
-        *first, last = bert.encoder.layer
-        for layer in first:
-            x = layer(x, bias)
-        g = last.forward_at(x, bias, positions)           # [batch, hidden]
+        g = self.m.bert.forward_at(input_ids, attention_mask, positions)  # [batch, hidden]
         t = self.m.cls.predictions.transform(g)
         return torch.matmul(t, self.decoder_t) + self.m.cls.predictions.bias  # [batch, vocab]
