@@ -79,8 +79,9 @@ pub struct Row {
 /// [`MAX_SESSIONS`], the threads shared among them) and spreads the calls
 /// of [`MaskedLm::map_calls`] over them: each call and the arithmetic on
 /// its logits run on one thread. Two single-threaded sessions ran the
-/// default model's batches 1.9 times as fast as one, two intra-op threads
-/// 1.7 times (2 cores). On CUDA there is one session.
+/// default model's 64-row calls 1.89 times as fast as one, one session of
+/// two intra-op threads 1.39 times (2 cores, `mlm_calls` benchmark). On
+/// CUDA there is one session.
 pub struct MaskedLm {
     sessions: Vec<Mutex<Session>>,
     tokenizer: tokenizers::Tokenizer,
