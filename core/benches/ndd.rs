@@ -10,7 +10,10 @@
 //! # options (env): NDD_BENCH_NOTES (default 30), DPTEXT_DEVICE (cpu|cuda),
 //! # DPTEXT_MLM_DIR (default models/mlm), NDD_BENCH_THREADS (default 1),
 //! # DPTEXT_ORT_LIB (another ONNX Runtime library), DPTEXT_DEMO_DATA (the notes),
-//! # NDD_BENCH_BATCH (rows per model call, default 64)
+//! # NDD_BENCH_BATCH (rows per model call, default 64),
+//! # NDD_BENCH_REPS (runs of each computation, the fastest counts; default 1),
+//! # NDD_BENCH_DUMP (a path: write every NDD term there as JSON, for
+//! # bench/ndd_schedules.py, and time nothing)
 //! ```
 //!
 //! A third run picks each span's winner with [`Scorer::choose`] (exact
@@ -60,6 +63,7 @@ fn main() {
     let threads = env("NDD_BENCH_THREADS", 1).max(1);
     let n_notes = env("NDD_BENCH_NOTES", 30);
     let batch = env("NDD_BENCH_BATCH", 64);
+    let reps = env("NDD_BENCH_REPS", 1).max(1);
     let mlm_dir = std::env::var_os("DPTEXT_MLM_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../models/mlm")));
@@ -121,6 +125,44 @@ fn main() {
         }
         notes_work.push(work);
     }
+    // Every term of the work, for bench/ndd_schedules.py, instead of the
+    // timings.
+    if let Ok(path) = std::env::var("NDD_BENCH_DUMP") {
+        let scorer = Scorer::new(mlm, 0.9, Divergence::Kl).expect("scorer");
+        let dump: Vec<Vec<serde_json::Value>> = notes_work
+            .iter()
+            .map(|note| {
+                note.iter()
+                    .map(|w| {
+                        let terms = scorer.score_terms(w).expect("terms");
+                        let spans: Vec<Vec<Vec<[f64; 4]>>> = terms
+                            .iter()
+                            .map(|per| {
+                                per.iter()
+                                    .map(|ts| {
+                                        ts.iter()
+                                            .map(|t| {
+                                                [
+                                                    t.position as f64,
+                                                    t.distance as f64,
+                                                    t.weight,
+                                                    t.divergence,
+                                                ]
+                                            })
+                                            .collect()
+                                    })
+                                    .collect()
+                            })
+                            .collect();
+                        serde_json::json!({ "tokens": w.ids.len(), "spans": spans })
+                    })
+                    .collect()
+            })
+            .collect();
+        std::fs::write(&path, serde_json::to_string(&dump).expect("json")).expect("write the dump");
+        eprintln!("ndd bench: terms written to {path}");
+        return;
+    }
     let work: Vec<&Window> = notes_work.iter().flatten().collect();
     let spans: usize = work.iter().map(|w| w.spans.len()).sum();
     let n = work.len() as f64;
@@ -137,11 +179,16 @@ fn main() {
         let scorer = Scorer::new(mlm, 0.9, Divergence::Kl).expect("scorer");
         // Warm-up, then each timed over the same work.
         let _ = scorer.score(work[0]);
+        // The fastest of `reps` runs, and the masked copies of one.
         let timed = |f: &mut dyn FnMut()| {
-            let r = mlm.rows_run();
-            let t = Instant::now();
-            f();
-            (t.elapsed().as_secs_f64(), mlm.rows_run() - r)
+            let mut best = (f64::INFINITY, 0);
+            for _ in 0..reps {
+                let r = mlm.rows_run();
+                let t = Instant::now();
+                f();
+                best = (best.0.min(t.elapsed().as_secs_f64()), mlm.rows_run() - r);
+            }
+            best
         };
         let mut naive = Vec::new();
         let mut ours = Vec::new();

@@ -100,6 +100,19 @@ pub struct Choice {
     pub ndd: f64,
 }
 
+/// One term of an NDD: the divergence at one unedited neighbour.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Term {
+    /// The neighbour's token position in the unedited window.
+    pub position: usize,
+    /// Its distance to the span, in tokens (1 for an adjacent token).
+    pub distance: usize,
+    /// `mu^distance`.
+    pub weight: f64,
+    /// The divergence of its masked-LM distributions (unedited, edited).
+    pub divergence: f64,
+}
+
 /// One masked copy to score: the neighbour `k` of the original, its
 /// position `k2` in the edited text, its weight and its distance.
 #[derive(Debug, Clone, Copy)]
@@ -377,13 +390,47 @@ impl<'a> Scorer<'a> {
     /// model with any candidate in place): the original's distributions
     /// once, and all masked copies in batches.
     pub fn score(&self, window: &Window) -> Result<Vec<Vec<f64>>> {
+        Ok(self
+            .score_terms(window)?
+            .iter()
+            .map(|per| {
+                per.iter()
+                    .map(|terms| {
+                        terms
+                            .iter()
+                            .fold(0.0, |acc, t| acc + t.weight * t.divergence)
+                    })
+                    .collect()
+            })
+            .collect())
+    }
+
+    /// The terms of every candidate's NDD, per span and candidate, in the
+    /// order [`Scorer::score`] sums them (by neighbour position): what the
+    /// schedule analyses of the NDD benchmark read (`NDD_BENCH_DUMP`).
+    pub fn score_terms(&self, window: &Window) -> Result<Vec<Vec<Vec<Term>>>> {
         let mut states = [self.plan(window)];
         self.advance(&mut states, |per, c| per[c].jobs.len())?;
         let [st] = states;
         Ok(st
             .tallies
             .iter()
-            .map(|per| per.iter().map(Tally::total).collect())
+            .map(|per| {
+                per.iter()
+                    .map(|t| {
+                        t.jobs
+                            .iter()
+                            .zip(&t.div)
+                            .map(|(j, &divergence)| Term {
+                                position: j.k,
+                                distance: j.d,
+                                weight: j.w,
+                                divergence,
+                            })
+                            .collect()
+                    })
+                    .collect()
+            })
             .collect())
     }
 
@@ -393,24 +440,23 @@ impl<'a> Scorer<'a> {
     /// copies.
     ///
     /// Every term of the sum is a weighted divergence, never negative, so a
-    /// candidate's partial sum is a lower bound of its NDD. Candidates are
-    /// scored nearest neighbours first (the heaviest terms); the most
-    /// promising one of each span is completed, and a candidate whose lower
-    /// bound exceeds a complete candidate's NDD is dropped. The rest
-    /// continue in rounds of doubling size. Each round is one set of
-    /// batches shared by all spans of all windows: on the CPU a model call
-    /// costs about as much as three rows (more when its weights have left
-    /// the cache), so rounds are few. A best-first order (one candidate per
-    /// span and round) ran 14% fewer rows but 2.5 times the calls, and took
-    /// the same time (docs/benchmarks.md).
+    /// candidate's partial sum is a lower bound of its NDD, whatever terms
+    /// it holds. Each candidate first gets its two nearest neighbours (the
+    /// heaviest weights); the lowest of each span is completed; then the
+    /// others continue with the neighbours where that complete candidate's
+    /// terms were largest (see [`reorder`]), and a candidate whose lower
+    /// bound exceeds a complete candidate's NDD is dropped. Each round is
+    /// one set of batches shared by all spans of all windows, and its step
+    /// grows by half (1, 1, 2, 3, 5, ... per survivor): on the CPU a model
+    /// call costs about as much as three rows (more when its weights have
+    /// left the cache), so rounds stay few. A best-first order (one
+    /// candidate per span and round) ran fewer rows but 2.5 times the
+    /// calls, and was no faster (docs/benchmarks.md).
     pub fn choose(&self, windows: &[Window]) -> Result<Vec<Vec<Option<Choice>>>> {
         let mut states: Vec<State<'_>> = windows.iter().map(|w| self.plan(w)).collect();
-        // Round 1: each candidate's neighbours up to distance 2 on each
-        // side, with the masked copies of the original they compare with.
-        self.advance(&mut states, |per, c| {
-            let t = &per[c];
-            t.order.iter().take_while(|&&x| t.jobs[x].d <= 2).count()
-        })?;
+        // Round 1: each candidate's two nearest neighbours, with the masked
+        // copies of the original they compare with.
+        self.advance(&mut states, |per, c| per[c].order.len().min(FIRST_JOBS))?;
         // Round 2: each span's lowest partial sum completed.
         self.advance(&mut states, |per, c| {
             let leader = per
@@ -424,26 +470,29 @@ impl<'a> Scorer<'a> {
                 0
             }
         })?;
-        // Later rounds: the survivors, in steps of doubling size.
-        let mut step = 2;
+        // Later rounds: the survivors, heaviest terms of the best complete
+        // candidate first, in steps growing by half.
+        let mut step = 1.0_f64;
         loop {
             let mut more = false;
             for per in states.iter_mut().flat_map(|st| st.tallies.iter_mut()) {
                 prune(per);
+                reorder(per);
                 more |= per.iter().any(|t| !t.pruned && !t.complete());
             }
             if !more {
                 break;
             }
+            let n = step as usize;
             self.advance(&mut states, |per, c| {
                 let t = &per[c];
                 if t.pruned || t.complete() {
                     0
                 } else {
-                    step
+                    n
                 }
             })?;
-            step *= 2;
+            step *= STEP_GROWTH;
         }
         Ok(states
             .iter()
@@ -576,6 +625,45 @@ fn prune(per: &mut [Tally]) {
         if t.partial > bound * (1.0 + PRUNE_MARGIN) {
             t.pruned = true;
         }
+    }
+}
+
+/// Jobs per candidate in the first round of [`Scorer::choose`]: the nearest
+/// neighbour on each side.
+const FIRST_JOBS: usize = 2;
+
+/// How the step of [`Scorer::choose`]'s later rounds grows (1, 1, 2, 3, 5,
+/// 7, 11, ... jobs per survivor and round).
+const STEP_GROWTH: f64 = 1.5;
+
+/// Orders the jobs left to each survivor by the weighted divergence the
+/// best complete candidate got at the same neighbour (largest first,
+/// nearest among equals). Candidates of one span share their neighbours
+/// (job `x` is the same position `k` in all of them), and a neighbour the
+/// edit moved a lot in one candidate tends to move in the others, so the
+/// lower bounds pass the best NDD after fewer jobs. Any order is exact:
+/// every term is non-negative.
+fn reorder(per: &mut [Tally]) {
+    let Some(best) = per
+        .iter()
+        .filter(|t| t.complete())
+        .min_by(|a, b| a.total().total_cmp(&b.total()))
+    else {
+        return;
+    };
+    let key: Vec<f64> = best
+        .jobs
+        .iter()
+        .zip(&best.div)
+        .map(|(j, d)| j.w * d)
+        .collect();
+    for t in per.iter_mut().filter(|t| !t.pruned && !t.complete()) {
+        let jobs = &t.jobs;
+        t.order[t.done..].sort_by(|&a, &b| {
+            key[b]
+                .total_cmp(&key[a])
+                .then((jobs[a].d, a).cmp(&(jobs[b].d, b)))
+        });
     }
 }
 

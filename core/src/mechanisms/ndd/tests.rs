@@ -356,6 +356,64 @@ fn pruned_choice_equals_the_full_argmin_with_fewer_rows() {
     }
 }
 
+fn tally(div: &[f64], done: usize) -> Tally {
+    // Neighbours at distances 1, 1, 2, 2, 3, ... (left and right).
+    let jobs: Vec<Job> = (0..div.len())
+        .map(|x| Job {
+            k: x,
+            k2: x,
+            w: 0.9f64.powi((x / 2 + 1) as i32),
+            d: x / 2 + 1,
+        })
+        .collect();
+    let order: Vec<usize> = (0..div.len()).collect();
+    let partial = jobs[..done].iter().zip(div).map(|(j, d)| j.w * d).sum();
+    Tally {
+        div: div
+            .iter()
+            .enumerate()
+            .map(|(x, &d)| if x < done { d } else { 0.0 })
+            .collect(),
+        jobs,
+        order,
+        done,
+        partial,
+        pruned: false,
+    }
+}
+
+/// Survivors continue where the best complete candidate's weighted terms
+/// were largest (nearest first among equals); what they have done, the
+/// complete and the pruned candidates are left as they are.
+#[test]
+fn survivors_continue_at_the_best_complete_candidates_largest_terms() {
+    let mut per = vec![
+        // Complete, NDD about 3.5: the best.
+        tally(&[0.1, 0.1, 0.0, 2.0, 0.0, 0.5, 1.0, 0.0], 8),
+        // Complete, larger: not the key.
+        tally(&[9.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 9.0], 8),
+        // Two survivors, two jobs done.
+        tally(&[0.2, 0.3, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], 2),
+        tally(&[0.1, 0.1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], 2),
+        // Pruned: untouched.
+        tally(&[5.0, 5.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], 2),
+    ];
+    per[4].pruned = true;
+    reorder(&mut per);
+    // Weighted key: x3 2.0 * 0.81, x6 1.0 * 0.656, x5 0.5 * 0.729, then
+    // the zeros x2, x4, x7 by distance.
+    for c in [2, 3] {
+        assert_eq!(per[c].order, [0, 1, 3, 6, 5, 2, 4, 7], "candidate {c}");
+    }
+    for c in [0, 1, 4] {
+        assert_eq!(per[c].order, (0..8).collect::<Vec<_>>(), "candidate {c}");
+    }
+    // Without a complete candidate there is no key: nothing moves.
+    let mut open = vec![tally(&[1.0, 0.0, 3.0], 1), tally(&[0.0, 2.0, 1.0], 1)];
+    reorder(&mut open);
+    assert!(open.iter().all(|t| t.order == [0, 1, 2]));
+}
+
 #[test]
 fn long_texts_are_scored_in_a_window_not_truncated() {
     let Some(mlm) = load(Device::Cpu) else { return };
