@@ -391,17 +391,9 @@ impl<'a> Scorer<'a> {
     /// once, and all masked copies in batches.
     pub fn score(&self, window: &Window) -> Result<Vec<Vec<f64>>> {
         Ok(self
-            .score_terms(window)?
+            .evaluate(window)?
             .iter()
-            .map(|per| {
-                per.iter()
-                    .map(|terms| {
-                        terms
-                            .iter()
-                            .fold(0.0, |acc, t| acc + t.weight * t.divergence)
-                    })
-                    .collect()
-            })
+            .map(|per| per.iter().map(Tally::total).collect())
             .collect())
     }
 
@@ -409,11 +401,8 @@ impl<'a> Scorer<'a> {
     /// order [`Scorer::score`] sums them (by neighbour position): what the
     /// schedule analyses of the NDD benchmark read (`NDD_BENCH_DUMP`).
     pub fn score_terms(&self, window: &Window) -> Result<Vec<Vec<Vec<Term>>>> {
-        let mut states = [self.plan(window)];
-        self.advance(&mut states, |per, c| per[c].jobs.len())?;
-        let [st] = states;
-        Ok(st
-            .tallies
+        Ok(self
+            .evaluate(window)?
             .iter()
             .map(|per| {
                 per.iter()
@@ -432,6 +421,14 @@ impl<'a> Scorer<'a> {
                     .collect()
             })
             .collect())
+    }
+
+    /// Every job of every candidate of `window` run: its tallies, complete.
+    fn evaluate(&self, window: &Window) -> Result<Vec<Vec<Tally>>> {
+        let mut states = [self.plan(window)];
+        self.advance(&mut states, |per, c| per[c].jobs.len())?;
+        let [st] = states;
+        Ok(st.tallies)
     }
 
     /// The candidate with the smallest NDD for each span of each window
@@ -612,15 +609,18 @@ impl<'a> Scorer<'a> {
     }
 }
 
+/// The complete candidate with the smallest NDD, if any is complete.
+fn best_complete(per: &[Tally]) -> Option<&Tally> {
+    per.iter()
+        .filter(|t| t.complete())
+        .min_by(|a, b| a.total().total_cmp(&b.total()))
+}
+
 /// Drops the incomplete candidates whose lower bound exceeds the smallest
 /// complete NDD (by more than [`PRUNE_MARGIN`]: sums of the same terms in
 /// another order may differ in their last bits).
 fn prune(per: &mut [Tally]) {
-    let bound = per
-        .iter()
-        .filter(|t| t.complete())
-        .map(Tally::total)
-        .fold(f64::INFINITY, f64::min);
+    let bound = best_complete(per).map_or(f64::INFINITY, Tally::total);
     for t in per.iter_mut().filter(|t| !t.complete()) {
         if t.partial > bound * (1.0 + PRUNE_MARGIN) {
             t.pruned = true;
@@ -644,11 +644,7 @@ const STEP_GROWTH: f64 = 1.5;
 /// lower bounds pass the best NDD after fewer jobs. Any order is exact:
 /// every term is non-negative.
 fn reorder(per: &mut [Tally]) {
-    let Some(best) = per
-        .iter()
-        .filter(|t| t.complete())
-        .min_by(|a, b| a.total().total_cmp(&b.total()))
-    else {
+    let Some(best) = best_complete(per) else {
         return;
     };
     let key: Vec<f64> = best
