@@ -52,6 +52,7 @@ class Candidate:
         self.done = 0
         self.partial = 0.0
         self.pruned = False
+        self.winner = False
 
     def complete(self):
         return self.done == len(self.terms)
@@ -108,7 +109,7 @@ def schedule(notes, first_jobs=None, first_distance=None, step0=1, growth=1.5,
 
         everything = 10**9
         if told_winner:
-            advance(lambda cs, c: everything if getattr(cs[c], "winner", False) else 0)
+            advance(lambda cs, c: everything if cs[c].winner else 0)
         else:
             if first_distance is not None:
                 advance(lambda cs, c: sum(1 for x in cs[c].terms if x[1] <= first_distance))
