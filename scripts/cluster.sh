@@ -22,6 +22,15 @@ shared_preload_libraries = 'dptext'
 max_parallel_workers_per_gather = 2
 CONF
   fi
+  # A random key, readable by the server only: masked roles get it with
+  # ALTER ROLE r SET dptext.key_file (the demo and the tests do). It is not
+  # set for the whole cluster, so that seeded examples stay reproducible
+  # (a key wins over a seed).
+  if [ ! -s "$DPTEXT_KEY_FILE" ]; then
+    ( umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$DPTEXT_KEY_FILE" )
+  fi
+  chown "$RUN_USER" "$DPTEXT_KEY_FILE" 2>/dev/null || true
+  chmod 600 "$DPTEXT_KEY_FILE"
   if as_user "$PG_BIN/pg_ctl" -D "$DATA" status >/dev/null 2>&1; then
     as_user "$PG_BIN/pg_ctl" -D "$DATA" -l "$LOG" -w restart >/dev/null
   else

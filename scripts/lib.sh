@@ -36,6 +36,10 @@ resolve_state() {
   [ -O "$STATE" ] || die "$STATE exists but belongs to another user: remove it or set DPTEXT_ASSETS"
   if [ -z "${DPTEXT_ASSETS_SET:-}" ]; then export DPTEXT_ASSETS="$STATE/assets"; fi
   PGDEMO="$STATE/demo-pg"
+  # The throwaway cluster's masking key (scripts/cluster.sh makes it): masked
+  # roles read labelled columns only under a key (ALTER ROLE r SET
+  # dptext.key_file = '$DPTEXT_KEY_FILE').
+  export DPTEXT_KEY_FILE="$PGDEMO/dptext.key"
   PGPORT="${DPTEXT_PG_PORT:-54329}"
   export PGHOST="$PGDEMO/run" PGPORT PGUSER=postgres PGDATABASE=dptext_demo
 }

@@ -4,7 +4,7 @@
 //! the architecture fixes: 22023 for invalid parameter values, 58P01 for
 //! missing assets (with a hint naming the fetch command), 54000 for inputs
 //! over the size limit, 0A000 for security labels on objects that cannot
-//! carry a rule.
+//! carry a rule, 42501 for what masking refuses a masked session.
 
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
@@ -19,6 +19,10 @@ pub enum ExtError {
     /// object that cannot carry a rule).
     #[error("{0}")]
     Unsupported(String),
+    /// A masked session asked for something masking does not allow, or
+    /// masking could not decide (which refuses the statement: fail closed).
+    #[error("{0}")]
+    Masked(String),
 }
 
 impl ExtError {
@@ -33,13 +37,14 @@ impl ExtError {
                 _ => PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
             },
             ExtError::Unsupported(_) => PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            ExtError::Masked(_) => PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
         }
     }
 
     fn hint(&self) -> Option<&'static str> {
         match self {
             ExtError::Core(e) => e.hint(),
-            ExtError::Unsupported(_) => None,
+            ExtError::Unsupported(_) | ExtError::Masked(_) => None,
         }
     }
 }

@@ -20,6 +20,7 @@ use pgrx::JsonB;
 mod error;
 mod ffi;
 pub mod guc;
+pub mod masking;
 pub mod rules;
 
 use error::OrRaise;
@@ -30,6 +31,7 @@ use error::OrRaise;
 pub extern "C-unwind" fn _PG_init() {
     guc::init();
     ffi::register_label_provider();
+    ffi::hooks::install();
     if guc::key_is_set() && !ffi::loading_at_server_start() {
         // Until this library was loaded, dptext.key was an ordinary
         // placeholder setting that SHOW displays to anyone.

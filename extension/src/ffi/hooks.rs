@@ -1,0 +1,284 @@
+//! PostgreSQL hooks of masking at the source: the planner hook (the query
+//! rewrite of [`super::rewrite`]), the utility hook (`COPY`, `TRUNCATE`,
+//! settings), the statistics hook (planner estimates) and the cache
+//! invalidation callback. Each chains to the hook that was installed
+//! before it.
+
+use std::ffi::{c_char, c_int, CStr};
+
+use pgrx::pg_sys::{self, NodeTag, Oid};
+use pgrx::{is_a, pg_guard, PgList};
+
+use crate::masking;
+
+static mut PREV_PLANNER: pg_sys::planner_hook_type = None;
+static mut PREV_UTILITY: pg_sys::ProcessUtility_hook_type = None;
+static mut PREV_STATS: pg_sys::get_relation_stats_hook_type = None;
+
+/// Installs the hooks; called once from `_PG_init`.
+pub fn install() {
+    // SAFETY: `_PG_init` runs once per process in its main thread, before
+    // any query; the previous hooks are saved and called in turn, as every
+    // PostgreSQL extension chains them. The callback is a valid
+    // `RelcacheCallbackFunction` that lives as long as the process.
+    unsafe {
+        PREV_PLANNER = pg_sys::planner_hook;
+        pg_sys::planner_hook = Some(planner);
+        PREV_UTILITY = pg_sys::ProcessUtility_hook;
+        pg_sys::ProcessUtility_hook = Some(utility);
+        PREV_STATS = pg_sys::get_relation_stats_hook;
+        pg_sys::get_relation_stats_hook = Some(relation_stats);
+        pg_sys::CacheRegisterRelcacheCallback(Some(relcache_changed), pg_sys::Datum::from(0));
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn relcache_changed(_arg: pg_sys::Datum, _relid: Oid) {
+    // Labels change rarely and a relation's rules depend on its ancestors
+    // and descendants, so any invalidation drops every cached decision.
+    masking::invalidate();
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn planner(
+    parse: *mut pg_sys::Query,
+    query_string: *const c_char,
+    cursor_options: c_int,
+    bound_params: pg_sys::ParamListInfo,
+) -> *mut pg_sys::PlannedStmt {
+    if !masking::in_lookup() && masking::session_is_masked() {
+        // SAFETY: `parse` is the rewritten query the planner was called
+        // with; the planner may modify it.
+        unsafe {
+            let survey = super::rewrite::survey(parse);
+            let policies = survey.policies();
+            if !policies.is_empty() && super::rewrite::rewrite(parse, &policies) > 0 {
+                masking::require_key();
+            }
+        }
+    }
+    // SAFETY: the previous hook, or the standard planner, with the
+    // arguments PostgreSQL passed.
+    let stmt = unsafe {
+        match PREV_PLANNER {
+            Some(prev) => prev(parse, query_string, cursor_options, bound_params),
+            None => pg_sys::standard_planner(parse, query_string, cursor_options, bound_params),
+        }
+    };
+    // A cached plan is reused only by the role it was planned for: the
+    // same statement is masked for one role and not for another.
+    // SAFETY: the planner returns a valid PlannedStmt.
+    unsafe { (*stmt).dependsOnRole = true };
+    stmt
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn relation_stats(
+    root: *mut pg_sys::PlannerInfo,
+    rte: *mut pg_sys::RangeTblEntry,
+    attnum: pg_sys::AttrNumber,
+    vardata: *mut pg_sys::VariableStatData,
+) -> bool {
+    // SAFETY: PostgreSQL passes a valid range-table entry and stats slot.
+    unsafe {
+        if !masking::in_lookup()
+            && (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION
+            && attnum > 0
+            && masking::session_is_masked()
+            && !masking::column_statistics_visible((*rte).relid, attnum)
+        {
+            // Handled: no statistics, so estimates for a labelled column
+            // are the planner's defaults, not the raw column's.
+            (*vardata).statsTuple = std::ptr::null_mut();
+            (*vardata).freefunc = None;
+            return true;
+        }
+        match PREV_STATS {
+            Some(prev) => prev(root, rte, attnum, vardata),
+            None => false,
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+#[pg_guard]
+unsafe extern "C-unwind" fn utility(
+    pstmt: *mut pg_sys::PlannedStmt,
+    query_string: *const c_char,
+    read_only_tree: bool,
+    context: pg_sys::ProcessUtilityContext::Type,
+    params: pg_sys::ParamListInfo,
+    query_env: *mut pg_sys::QueryEnvironment,
+    dest: *mut pg_sys::DestReceiver,
+    qc: *mut pg_sys::QueryCompletion,
+) {
+    let mut pstmt = pstmt;
+    if !masking::in_lookup() && masking::session_is_masked() {
+        // SAFETY: `pstmt` is a valid utility statement; when the tree is
+        // read-only it is copied before `check_utility` changes it.
+        unsafe {
+            if read_only_tree {
+                pstmt = pg_sys::copyObjectImpl(pstmt.cast()).cast();
+            }
+            check_utility((*pstmt).utilityStmt);
+        }
+    }
+    // SAFETY: the previous hook, or the standard one, with the arguments
+    // PostgreSQL passed (the tree is ours now if it was copied).
+    unsafe {
+        match PREV_UTILITY {
+            Some(prev) => prev(
+                pstmt,
+                query_string,
+                read_only_tree,
+                context,
+                params,
+                query_env,
+                dest,
+                qc,
+            ),
+            None => pg_sys::standard_ProcessUtility(
+                pstmt,
+                query_string,
+                read_only_tree,
+                context,
+                params,
+                query_env,
+                dest,
+                qc,
+            ),
+        }
+    }
+}
+
+/// The relation a `RangeVar` names, or none when it does not exist (the
+/// command then fails as it would without dptext).
+unsafe fn range_var_relid(rv: *mut pg_sys::RangeVar) -> Option<Oid> {
+    // SAFETY: `rv` is a valid RangeVar of the statement; missing_ok.
+    let relid = unsafe {
+        pg_sys::RangeVarGetRelidExtended(
+            rv,
+            pg_sys::NoLock as _,
+            pg_sys::RVROption::RVR_MISSING_OK,
+            None,
+            std::ptr::null_mut(),
+        )
+    };
+    (relid != Oid::INVALID).then_some(relid)
+}
+
+/// A masked session's utility statements: no writes to labelled tables,
+/// `COPY t TO` read through the rules, no change to `dptext.*` settings.
+unsafe fn check_utility(stmt: *mut pg_sys::Node) {
+    // SAFETY: `stmt` is a valid parse node; casts follow tag checks.
+    unsafe {
+        if is_a(stmt, NodeTag::T_CopyStmt) {
+            let copy = stmt.cast::<pg_sys::CopyStmt>();
+            if (*copy).relation.is_null() {
+                return; // COPY (query) TO: planned, so masked there
+            }
+            let Some(relid) = range_var_relid((*copy).relation) else {
+                return;
+            };
+            let policy = masking::relation_policy(relid);
+            if let masking::RelationPolicy::Refused(why) = policy.as_ref() {
+                masking::refuse(why.clone());
+            }
+            if !policy.protects() {
+                return;
+            }
+            if (*copy).is_from {
+                masking::refuse(format!(
+                    "masked sessions cannot write {}, which has dptext rules",
+                    super::relation_name(relid)
+                ));
+            }
+            copy_through_query(copy, relid);
+        } else if is_a(stmt, NodeTag::T_TruncateStmt) {
+            let t = stmt.cast::<pg_sys::TruncateStmt>();
+            for rv in PgList::<pg_sys::RangeVar>::from_pg((*t).relations).iter_ptr() {
+                if let Some(relid) = range_var_relid(rv) {
+                    if masking::relation_policy(relid).protects() {
+                        masking::refuse(format!(
+                            "masked sessions cannot write {}, which has dptext rules",
+                            super::relation_name(relid)
+                        ));
+                    }
+                }
+            }
+        } else if is_a(stmt, NodeTag::T_VariableSetStmt) {
+            refuse_dptext_setting((*stmt.cast::<pg_sys::VariableSetStmt>()).name);
+        } else if is_a(stmt, NodeTag::T_AlterRoleSetStmt) {
+            let s = (*stmt.cast::<pg_sys::AlterRoleSetStmt>()).setstmt;
+            if !s.is_null() {
+                refuse_dptext_setting((*s).name);
+            }
+        } else if is_a(stmt, NodeTag::T_AlterDatabaseSetStmt) {
+            let s = (*stmt.cast::<pg_sys::AlterDatabaseSetStmt>()).setstmt;
+            if !s.is_null() {
+                refuse_dptext_setting((*s).name);
+            }
+        }
+    }
+}
+
+unsafe fn refuse_dptext_setting(name: *const c_char) {
+    if name.is_null() {
+        return;
+    }
+    // SAFETY: a NUL-terminated setting name from the parse tree.
+    let name = unsafe { CStr::from_ptr(name) }.to_string_lossy();
+    if name.to_ascii_lowercase().starts_with("dptext.") {
+        masking::refuse(format!("masked sessions cannot change {name}"));
+    }
+}
+
+/// Turns `COPY t [(cols)] TO ...` into `COPY (SELECT cols FROM ONLY t)
+/// TO ...`, which the planner hook masks like any query.
+unsafe fn copy_through_query(copy: *mut pg_sys::CopyStmt, relid: Oid) {
+    // SAFETY: `copy` is a valid CopyStmt we may modify; `raw_parser`
+    // returns a list of RawStmt for a valid SELECT; names are quoted with
+    // PostgreSQL's own `quote_identifier`.
+    unsafe {
+        if super::relkind(relid) != pg_sys::RELKIND_RELATION {
+            return; // COPY TO refuses other kinds by itself
+        }
+        let cols: Vec<String> = if (*copy).attlist.is_null() {
+            vec!["*".to_string()]
+        } else {
+            PgList::<pg_sys::String>::from_pg((*copy).attlist)
+                .iter_ptr()
+                .map(|s| quote(CStr::from_ptr((*s).sval)))
+                .collect()
+        };
+        let nsp = CStr::from_ptr(pg_sys::get_namespace_name(pg_sys::get_rel_namespace(relid)));
+        let rel = CStr::from_ptr(pg_sys::get_rel_name(relid));
+        let sql = format!(
+            "SELECT {} FROM ONLY {}.{}",
+            cols.join(", "),
+            quote(nsp),
+            quote(rel)
+        );
+        let Ok(csql) = std::ffi::CString::new(sql) else {
+            masking::refuse("a relation name holds a NUL byte".into());
+        };
+        let parsed = PgList::<pg_sys::RawStmt>::from_pg(pg_sys::raw_parser(
+            csql.as_ptr(),
+            pg_sys::RawParseMode::RAW_PARSE_DEFAULT,
+        ));
+        let Some(raw) = parsed.get_ptr(0) else {
+            masking::refuse("COPY could not be rewritten for masking".into());
+        };
+        (*copy).query = (*raw).stmt;
+        (*copy).relation = std::ptr::null_mut();
+        (*copy).attlist = std::ptr::null_mut();
+    }
+}
+
+fn quote(ident: &CStr) -> String {
+    // SAFETY: quote_identifier reads a NUL-terminated string and returns
+    // either it or a palloc'd quoted copy, NUL-terminated.
+    unsafe { CStr::from_ptr(pg_sys::quote_identifier(ident.as_ptr())) }
+        .to_string_lossy()
+        .into_owned()
+}

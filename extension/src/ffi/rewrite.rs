@@ -1,0 +1,427 @@
+//! The query-tree rewrite of masked sessions.
+//!
+//! Runs in the planner hook, on the query *after* the rewriter: views
+//! (whoever owns them) are already expanded into subqueries there, so the
+//! labelled tables they read appear as plain range-table entries and are
+//! masked like any other (a `post_parse_analyze` hook sees the view, not
+//! what it reads). Every query the backend runs is planned through the
+//! same hook: prepared statements, SQL and PL/pgSQL functions (dynamic SQL
+//! included), cursors, `COPY (query)`, `CREATE TABLE AS`.
+//!
+//! Every `Var` that reads a labelled column, at any query level (target
+//! lists, `WHERE`, joins, `GROUP BY`, `ORDER BY`, windows, aggregates,
+//! sublinks, CTEs, `LATERAL`), becomes `dptext.mask(var, mechanism,
+//! params)`, and a whole-row reference becomes a row of masked columns.
+//! The range-table entries stay as they are, so privileges, row-level
+//! security, row locks and system columns work unchanged; the rows
+//! themselves never reach an expression raw. The rule functions are
+//! `STABLE` (keyed, hence deterministic), so a column the query does not
+//! reference is never computed. Security quals (row-level security
+//! policies, written by the table owner) are left alone: they filter rows
+//! as the owner wrote them.
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::rc::Rc;
+
+use pgrx::pg_sys::{self, Node, NodeTag, Oid, Query};
+use pgrx::{is_a, IntoDatum, PgList};
+
+use crate::masking::{self, RelationPolicy};
+
+/// `pg_statistic_ext_data`: extended statistics' values (pgrx binds no
+/// constant for it).
+const STATISTIC_EXT_DATA: Oid = Oid::from_u32(3429);
+
+/// What the first pass found.
+#[derive(Default)]
+pub(crate) struct Survey {
+    /// Every relation read or written, at any level.
+    relations: Vec<Oid>,
+    /// Relations a statement writes (INSERT, UPDATE, DELETE, MERGE).
+    written: Vec<Oid>,
+}
+
+type Walker = unsafe extern "C-unwind" fn(*mut Node, *mut c_void) -> bool;
+type Mutator = unsafe extern "C-unwind" fn(*mut Node, *mut c_void) -> *mut Node;
+
+/// Pass one: every relation a query reads or writes.
+///
+/// # Safety
+/// `query` is a valid, rewritten `Query` of the planner hook.
+pub(crate) unsafe fn survey(query: *mut Query) -> Survey {
+    let mut s = Survey::default();
+    // SAFETY: the walker only reads nodes of the tree it is handed.
+    unsafe { survey_walker(query.cast(), (&raw mut s).cast()) };
+    s
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn survey_walker(node: *mut Node, ctx: *mut c_void) -> bool {
+    if node.is_null() {
+        return false;
+    }
+    // SAFETY: `ctx` is the `Survey` passed by `survey`, alive for the walk;
+    // `node` is a valid node of the tree (PostgreSQL's walkers only pass
+    // those), and each cast follows an `is_a` check of its tag.
+    unsafe {
+        let s = &mut *ctx.cast::<Survey>();
+        if is_a(node, NodeTag::T_Query) {
+            let q = node.cast::<Query>();
+            if (*q).commandType != pg_sys::CmdType::CMD_SELECT && (*q).resultRelation > 0 {
+                let rte = rt_fetch((*q).rtable, (*q).resultRelation);
+                if (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION {
+                    s.written.push((*rte).relid);
+                }
+            }
+            return pg_sys::query_tree_walker(
+                q,
+                Some(survey_walker as Walker),
+                ctx,
+                pg_sys::QTW_EXAMINE_RTES_BEFORE as i32,
+            );
+        }
+        if is_a(node, NodeTag::T_RangeTblEntry) {
+            let rte = node.cast::<pg_sys::RangeTblEntry>();
+            if (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION {
+                s.relations.push((*rte).relid);
+            }
+            return false;
+        }
+        pg_sys::expression_tree_walker(node, Some(survey_walker as Walker), ctx)
+    }
+}
+
+impl Survey {
+    /// Decides, for a masked session: refuses writes to labelled tables and
+    /// reads of refused relations; returns the policies of the relations
+    /// that need the rewrite (none: plan the query as it is).
+    pub(crate) fn policies(&self) -> HashMap<Oid, Rc<RelationPolicy>> {
+        let mut out = HashMap::new();
+        for &relid in &self.written {
+            if masking::relation_policy(relid).protects() {
+                masking::refuse(format!(
+                    "masked sessions cannot write {}, which has dptext rules",
+                    super::relation_name(relid)
+                ));
+            }
+        }
+        for &relid in &self.relations {
+            if out.contains_key(&relid) {
+                continue;
+            }
+            let policy = masking::relation_policy(relid);
+            if let RelationPolicy::Refused(why) = policy.as_ref() {
+                masking::refuse(why.clone());
+            }
+            if policy.protects()
+                || relid == pg_sys::StatisticRelationId
+                || relid == STATISTIC_EXT_DATA
+            {
+                out.insert(relid, policy);
+            }
+        }
+        out
+    }
+}
+
+/// Pass two's state.
+struct Rewrite<'a> {
+    /// Range tables of the enclosing queries, innermost last.
+    rtables: Vec<*mut pg_sys::List>,
+    policies: &'a HashMap<Oid, Rc<RelationPolicy>>,
+    mask_fn: Oid,
+    /// Labelled columns read (each occurrence).
+    masked_reads: usize,
+}
+
+/// Pass two: rewrites `query` in place so that every read of a labelled
+/// column goes through its rule, and statistics catalogs hide labelled
+/// columns. Returns the number of masked reads.
+///
+/// # Safety
+/// `query` is a valid, rewritten `Query` of the planner hook, which the
+/// planner may scribble on.
+pub(crate) unsafe fn rewrite(
+    query: *mut Query,
+    policies: &HashMap<Oid, Rc<RelationPolicy>>,
+) -> usize {
+    let mask_fn = masking::mask_function();
+    let mut r = Rewrite {
+        rtables: Vec::new(),
+        policies,
+        mask_fn,
+        masked_reads: 0,
+    };
+    // SAFETY: as the caller promises; the top query is modified in place
+    // (QTW_DONT_COPY_QUERY), sub-queries are copied by the mutator.
+    unsafe { rewrite_query(query, &mut r, pg_sys::QTW_DONT_COPY_QUERY as i32) };
+    r.masked_reads
+}
+
+/// Mutates one query level with its range table on the stack, keeping the
+/// security quals of its entries as they were.
+unsafe fn rewrite_query(q: *mut Query, r: &mut Rewrite<'_>, flags: i32) -> *mut Query {
+    // SAFETY: `q` is a valid Query; its range table holds RangeTblEntry
+    // nodes. Security quals are detached for the mutation and put back on
+    // both the original and the copy, which have the same entries in the
+    // same order (range_table_mutator copies the list entry by entry).
+    unsafe {
+        let rtes = PgList::<pg_sys::RangeTblEntry>::from_pg((*q).rtable);
+        let saved: Vec<*mut pg_sys::List> = rtes
+            .iter_ptr()
+            .map(|rte| std::mem::replace(&mut (*rte).securityQuals, std::ptr::null_mut()))
+            .collect();
+        r.rtables.push((*q).rtable);
+        let out = pg_sys::query_tree_mutator(
+            q,
+            Some(std::mem::transmute::<
+                Mutator,
+                unsafe extern "C-unwind" fn() -> *mut Node,
+            >(mutator)),
+            (r as *mut Rewrite<'_>).cast(),
+            flags,
+        );
+        r.rtables.pop();
+        for (rte, quals) in rtes.iter_ptr().zip(&saved) {
+            (*rte).securityQuals = *quals;
+        }
+        let new_rtes = PgList::<pg_sys::RangeTblEntry>::from_pg((*out).rtable);
+        for (rte, quals) in new_rtes.iter_ptr().zip(saved) {
+            (*rte).securityQuals = quals;
+            r.hide_statistics(rte, (*out).rtable);
+        }
+        out
+    }
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn mutator(node: *mut Node, ctx: *mut c_void) -> *mut Node {
+    if node.is_null() {
+        return node;
+    }
+    // SAFETY: `ctx` is the `Rewrite` of `rewrite`, alive for the mutation;
+    // `node` is a valid node, cast only after its tag is checked.
+    unsafe {
+        let r = &mut *ctx.cast::<Rewrite<'_>>();
+        if is_a(node, NodeTag::T_Query) {
+            return rewrite_query(node.cast(), r, 0).cast();
+        }
+        if is_a(node, NodeTag::T_Var) {
+            if let Some(masked) = r.mask_var(node.cast()) {
+                return masked;
+            }
+        }
+        pg_sys::expression_tree_mutator(
+            node,
+            Some(std::mem::transmute::<
+                Mutator,
+                unsafe extern "C-unwind" fn() -> *mut Node,
+            >(mutator)),
+            ctx,
+        )
+    }
+}
+
+impl Rewrite<'_> {
+    /// The masked form of `var`, when it reads a labelled column.
+    unsafe fn mask_var(&mut self, var: *mut pg_sys::Var) -> Option<*mut Node> {
+        // SAFETY: `var` is a valid Var of the query whose range tables are
+        // on the stack; varlevelsup counts enclosing levels, varno indexes
+        // that level's range table (1-based), as the parser guarantees.
+        unsafe {
+            let up = usize::try_from((*var).varlevelsup).ok()?;
+            let level = self.rtables.len().checked_sub(1 + up)?;
+            let rte = rt_fetch(self.rtables[level], (*var).varno);
+            if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION {
+                return None;
+            }
+            let policy = self.policies.get(&(*rte).relid)?;
+            if (*var).varattno == 0 {
+                if !policy.protects() {
+                    return None;
+                }
+                return Some(self.masked_row(var, (*rte).relid, policy));
+            }
+            let rule = policy.rule((*var).varattno)?;
+            self.masked_reads += 1;
+            Some(self.mask_expr(pg_sys::copyObjectImpl(var.cast()).cast(), rule))
+        }
+    }
+
+    /// `dptext.mask(arg::text, mechanism, params)::type`.
+    unsafe fn mask_expr(&self, var: *mut pg_sys::Var, rule: &masking::ColumnRule) -> *mut Node {
+        // SAFETY: builds fresh nodes in the planner's memory context from a
+        // valid Var; text, varchar and bpchar share text's representation,
+        // so the relabels are what the parser emits for them.
+        unsafe {
+            let typ = (*var).vartype;
+            let coll = (*var).varcollid;
+            let mut arg: *mut pg_sys::Expr = var.cast();
+            if typ != pg_sys::TEXTOID {
+                arg = pg_sys::makeRelabelType(
+                    arg,
+                    pg_sys::TEXTOID,
+                    -1,
+                    coll,
+                    pg_sys::CoercionForm::COERCE_IMPLICIT_CAST,
+                )
+                .cast();
+            }
+            let mut args = PgList::<Node>::new();
+            args.push(arg.cast());
+            args.push(text_const(&rule.mechanism));
+            args.push(text_const(&rule.params));
+            // COERCE_SQL_SYNTAX marks the call as the rewrite's: the parser
+            // never gives it to a call of a function outside pg_catalog, so
+            // `dptext.mask` can tell its own calls from a user's.
+            let call = pg_sys::makeFuncExpr(
+                self.mask_fn,
+                pg_sys::TEXTOID,
+                args.into_pg(),
+                coll,
+                coll,
+                pg_sys::CoercionForm::COERCE_SQL_SYNTAX,
+            );
+            if typ == pg_sys::TEXTOID {
+                call.cast()
+            } else {
+                pg_sys::makeRelabelType(
+                    call.cast(),
+                    typ,
+                    -1,
+                    coll,
+                    pg_sys::CoercionForm::COERCE_IMPLICIT_CAST,
+                )
+                .cast()
+            }
+        }
+    }
+
+    /// A whole-row reference as a row of its columns, labelled ones masked.
+    unsafe fn masked_row(
+        &mut self,
+        var: *mut pg_sys::Var,
+        relid: Oid,
+        policy: &RelationPolicy,
+    ) -> *mut Node {
+        // SAFETY: the row type of a relation in the range table exists (the
+        // query holds a lock on it); the copied descriptor is ours to read.
+        // Dropped columns get a NULL, which the executor ignores for them.
+        unsafe {
+            let typid = pg_sys::get_rel_type_id(relid);
+            let desc = pg_sys::lookup_rowtype_tupdesc_copy(typid, -1);
+            let natts = usize::try_from((*desc).natts).unwrap_or(0);
+            let attrs = (*desc).attrs.as_slice(natts);
+            let mut fields = PgList::<Node>::new();
+            let mut names = PgList::<Node>::new();
+            for (i, att) in attrs.iter().enumerate() {
+                let attnum = i16::try_from(i + 1).unwrap_or(i16::MAX);
+                if att.attisdropped {
+                    fields.push(pg_sys::makeNullConst(pg_sys::INT4OID, -1, Oid::INVALID).cast());
+                    names.push(pg_sys::makeString(pgrx::pg_sys::pstrdup(c"".as_ptr())).cast());
+                    continue;
+                }
+                let col = pg_sys::makeVar(
+                    (*var).varno,
+                    attnum,
+                    att.atttypid,
+                    att.atttypmod,
+                    att.attcollation,
+                    (*var).varlevelsup,
+                );
+                let field = match policy.rule(attnum) {
+                    Some(rule) => {
+                        self.masked_reads += 1;
+                        self.mask_expr(col, rule)
+                    }
+                    None => col.cast(),
+                };
+                fields.push(field);
+                names.push(pg_sys::makeString(pg_sys::pstrdup(att.attname.data.as_ptr())).cast());
+            }
+            let row = pgrx::PgBox::<pg_sys::RowExpr>::alloc_node(NodeTag::T_RowExpr).into_pg();
+            (*row).args = fields.into_pg();
+            (*row).row_typeid = (*var).vartype;
+            (*row).row_format = pg_sys::CoercionForm::COERCE_IMPLICIT_CAST;
+            (*row).colnames = names.into_pg();
+            (*row).location = -1;
+            row.cast()
+        }
+    }
+
+    /// Puts a filter first among the security quals of a statistics
+    /// catalog, so a masked session's `pg_stats`, `pg_stats_ext` and
+    /// `pg_stats_ext_exprs` show nothing of labelled columns.
+    unsafe fn hide_statistics(&self, rte: *mut pg_sys::RangeTblEntry, rtable: *mut pg_sys::List) {
+        // SAFETY: `rte` is an entry of `rtable`; the filter's Vars point at
+        // it by its index in that list, at level 0, with the catalog's
+        // column numbers and types (pg_statistic: starelid oid 1,
+        // staattnum int2 2; pg_statistic_ext_data: stxoid oid 1).
+        unsafe {
+            if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION {
+                return;
+            }
+            let relid = (*rte).relid;
+            let (func, cols): (&str, &[(i16, Oid)]) = if relid == pg_sys::StatisticRelationId {
+                (
+                    "dptext.statistics_visible(pg_catalog.oid,pg_catalog.int2)",
+                    &[(1, pg_sys::OIDOID), (2, pg_sys::INT2OID)],
+                )
+            } else if relid == STATISTIC_EXT_DATA {
+                (
+                    "dptext.extended_statistics_visible(pg_catalog.oid)",
+                    &[(1, pg_sys::OIDOID)],
+                )
+            } else {
+                return;
+            };
+            let Some(index) = PgList::<pg_sys::RangeTblEntry>::from_pg(rtable)
+                .iter_ptr()
+                .position(|e| e == rte)
+            else {
+                return;
+            };
+            let varno = i32::try_from(index + 1).unwrap_or(i32::MAX);
+            let mut args = PgList::<Node>::new();
+            for &(attnum, typ) in cols {
+                args.push(pg_sys::makeVar(varno, attnum, typ, -1, Oid::INVALID, 0).cast());
+            }
+            let filter = pg_sys::makeFuncExpr(
+                masking::function_oid(func),
+                pg_sys::BOOLOID,
+                args.into_pg(),
+                Oid::INVALID,
+                Oid::INVALID,
+                pg_sys::CoercionForm::COERCE_EXPLICIT_CALL,
+            );
+            (*rte).securityQuals =
+                pg_sys::lcons(filter.cast(), pg_sys::list_copy((*rte).securityQuals));
+        }
+    }
+}
+
+/// A `text` constant.
+unsafe fn text_const(s: &str) -> *mut Node {
+    let datum = s.into_datum().unwrap_or(pg_sys::Datum::from(0));
+    // SAFETY: `datum` is a text varlena in the current memory context.
+    unsafe {
+        pg_sys::makeConst(
+            pg_sys::TEXTOID,
+            -1,
+            pg_sys::DEFAULT_COLLATION_OID,
+            -1,
+            datum,
+            false,
+            false,
+        )
+        .cast()
+    }
+}
+
+/// The range-table entry `index` (1-based) of `rtable`.
+unsafe fn rt_fetch(rtable: *mut pg_sys::List, index: i32) -> *mut pg_sys::RangeTblEntry {
+    // SAFETY: the parser only produces valid 1-based indexes into the
+    // range table of the query the node belongs to.
+    unsafe { pg_sys::list_nth(rtable, index - 1).cast() }
+}

@@ -1,0 +1,442 @@
+//! Masking at the source: what a masked session may read, decided here;
+//! the query-tree rewrite that enforces it lives in [`crate::ffi::rewrite`].
+//!
+//! A session is **masked** when its login role (`session_user`) or its
+//! current role is labelled `SECURITY LABEL FOR dptext ON ROLE r IS
+//! 'MASKED'`. In a masked session every read of a labelled column goes
+//! through [`dptext::mask`], so the session never computes on a raw value:
+//! every number, symbol, error field or notification it can produce is a
+//! function of sanitized text only (post-processing), which cannot weaken
+//! the rule's guarantee. Outputs are keyed, so asking again returns the
+//! same text; without a key masked reads are refused.
+//!
+//! Decisions are cached per backend and the caches are dropped on every
+//! relation-cache invalidation, which label changes send (see
+//! [`crate::ffi::hooks`]).
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use pgrx::pg_sys::Oid;
+use pgrx::prelude::*;
+
+use crate::error::{raise, ExtError};
+
+/// One masked column of a relation: the rule its label (or an ancestor's
+/// or descendant's label on the same-named column) states.
+#[derive(Debug, Clone)]
+pub(crate) struct ColumnRule {
+    /// The column's number in this relation.
+    pub attnum: i16,
+    /// The mechanism's name.
+    pub mechanism: String,
+    /// Its parameters, every default filled in, as JSON text.
+    pub params: String,
+}
+
+/// What a masked session may do with one relation.
+#[derive(Debug)]
+pub(crate) enum RelationPolicy {
+    /// No rule: read and write as usual.
+    Plain,
+    /// Labelled columns, read only through their rules.
+    Masked(Vec<ColumnRule>),
+    /// A materialized view computed from labelled columns without rules of
+    /// its own: whatever it stores may be raw, so masked sessions may not
+    /// read it. The text says why.
+    Refused(String),
+}
+
+impl RelationPolicy {
+    /// The rule of column `attnum`, if it has one.
+    pub fn rule(&self, attnum: i16) -> Option<&ColumnRule> {
+        match self {
+            RelationPolicy::Masked(rules) => rules.iter().find(|r| r.attnum == attnum),
+            _ => None,
+        }
+    }
+
+    /// True when a masked session may not write the relation.
+    pub fn protects(&self) -> bool {
+        !matches!(self, RelationPolicy::Plain)
+    }
+}
+
+thread_local! {
+    /// Masked status per role.
+    static ROLES: RefCell<HashMap<Oid, bool>> = RefCell::new(HashMap::new());
+    /// Policy per relation.
+    static RELATIONS: RefCell<HashMap<Oid, Rc<RelationPolicy>>> = RefCell::new(HashMap::new());
+    /// Oids of the functions the rewrite calls, by signature.
+    static FUNCTIONS: RefCell<HashMap<&'static str, Oid>> = RefCell::new(HashMap::new());
+    /// Set while this module runs its own catalog queries, whose planning
+    /// must not be masked (and could not be: they read no labelled column).
+    static IN_LOOKUP: Cell<bool> = const { Cell::new(false) };
+    /// Built mechanisms per (mechanism, params), for [`dptext::mask`].
+    static MECHANISMS: RefCell<HashMap<(String, String), Arc<dyn dptext_core::mechanisms::Mechanism>>> =
+        RefCell::new(HashMap::new());
+}
+
+/// Drops every cached decision; called on relation-cache invalidations.
+pub(crate) fn invalidate() {
+    ROLES.with(|r| r.borrow_mut().clear());
+    RELATIONS.with(|r| r.borrow_mut().clear());
+    FUNCTIONS.with(|f| f.borrow_mut().clear());
+}
+
+/// True while this module's own catalog queries are being planned.
+pub(crate) fn in_lookup() -> bool {
+    IN_LOOKUP.with(Cell::get)
+}
+
+/// Runs `f` with [`in_lookup`] set, restoring the previous state even when
+/// `f` raises an error.
+fn lookup<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            IN_LOOKUP.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(IN_LOOKUP.with(|c| c.replace(true)));
+    f()
+}
+
+/// Raises the refusal every masking failure ends in: SQLSTATE 42501.
+pub(crate) fn refuse(message: String) -> ! {
+    raise(ExtError::Masked(message), "dptext masking")
+}
+
+/// True when `role` is labelled `MASKED`.
+fn role_is_masked(role: Oid) -> bool {
+    if let Some(m) = ROLES.with(|r| r.borrow().get(&role).copied()) {
+        return m;
+    }
+    let masked = crate::ffi::role_label(role).is_some();
+    ROLES.with(|r| r.borrow_mut().insert(role, masked));
+    masked
+}
+
+/// True when this session is masked: its login role or its current role
+/// is labelled `MASKED`. Nothing the session sets changes either role's
+/// label, and `SET ROLE` cannot change the login role.
+pub(crate) fn session_is_masked() -> bool {
+    let (login, current) = crate::ffi::session_roles();
+    role_is_masked(login) || (current != login && role_is_masked(current))
+}
+
+/// The policy of relation `relid`, from the cache or the catalog.
+pub(crate) fn relation_policy(relid: Oid) -> Rc<RelationPolicy> {
+    if let Some(p) = RELATIONS.with(|r| r.borrow().get(&relid).cloned()) {
+        return p;
+    }
+    let p = Rc::new(lookup(|| read_policy(relid)));
+    RELATIONS.with(|r| r.borrow_mut().insert(relid, p.clone()));
+    p
+}
+
+/// Labels that apply to the columns of a relation: its own, else the
+/// nearest ancestor's (partitions, inheritance children), else a
+/// descendant's on the same-named column (reading a parent reads its
+/// children). Every name is schema-qualified and every operator spelled
+/// `OPERATOR(pg_catalog.=)`, so a session's `search_path` cannot redirect
+/// the lookup to objects of its own.
+const RULES_SQL: &str = "
+WITH RECURSIVE up(rel, depth) AS (
+    SELECT $1::pg_catalog.oid, 0
+    UNION ALL
+    SELECT i.inhparent, up.depth + 1
+      FROM pg_catalog.pg_inherits i JOIN up ON i.inhrelid OPERATOR(pg_catalog.=) up.rel
+), down(rel, depth) AS (
+    SELECT $1::pg_catalog.oid, 0
+    UNION ALL
+    SELECT i.inhrelid, down.depth + 1
+      FROM pg_catalog.pg_inherits i JOIN down ON i.inhparent OPERATOR(pg_catalog.=) down.rel
+), fam(rel, depth) AS (
+    SELECT rel, depth FROM up
+    UNION ALL
+    SELECT rel, 100000 + depth FROM down WHERE depth OPERATOR(pg_catalog.>) 0
+)
+SELECT a.attnum, l.label
+  FROM pg_catalog.pg_attribute a
+  JOIN pg_catalog.pg_attribute fa ON fa.attname OPERATOR(pg_catalog.=) a.attname AND NOT fa.attisdropped
+  JOIN fam ON fa.attrelid OPERATOR(pg_catalog.=) fam.rel
+  JOIN pg_catalog.pg_seclabel l ON l.objoid OPERATOR(pg_catalog.=) fam.rel
+       AND l.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+       AND l.objsubid OPERATOR(pg_catalog.=) fa.attnum
+       AND l.provider OPERATOR(pg_catalog.=) 'dptext'
+ WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped
+ ORDER BY a.attnum, fam.depth";
+
+/// For a materialized view without labels of its own: the first labelled
+/// column among the relations its definition reads, through views and
+/// other materialized views, with their ancestors; and whether
+/// `dptext.create_sanitized_view` built it (then every labelled column
+/// went through its rule).
+const MATVIEW_SQL: &str = "
+WITH RECURSIVE deps(rel) AS (
+    SELECT $1::pg_catalog.oid
+    UNION
+    SELECT d.refobjid
+      FROM deps
+      JOIN pg_catalog.pg_rewrite r ON r.ev_class OPERATOR(pg_catalog.=) deps.rel
+      JOIN pg_catalog.pg_depend d ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_rewrite'::pg_catalog.regclass
+           AND d.objid OPERATOR(pg_catalog.=) r.oid
+           AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+    UNION
+    SELECT i.inhparent FROM deps JOIN pg_catalog.pg_inherits i ON i.inhrelid OPERATOR(pg_catalog.=) deps.rel
+)
+SELECT (SELECT pg_catalog.format('%s.%s', l.objoid::pg_catalog.regclass, a.attname)
+          FROM pg_catalog.pg_seclabel l
+          JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) l.objoid
+               AND a.attnum OPERATOR(pg_catalog.=) l.objsubid
+         WHERE l.provider OPERATOR(pg_catalog.=) 'dptext'
+           AND l.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+           AND l.objsubid OPERATOR(pg_catalog.>) 0
+           AND l.objoid OPERATOR(pg_catalog.<>) $1
+           AND l.objoid IN (SELECT rel FROM deps)
+         LIMIT 1),
+       pg_catalog.to_regclass('dptext.provenance') IS NOT NULL";
+
+const SANITIZED_SQL: &str =
+    "SELECT EXISTS (SELECT 1 FROM dptext.provenance WHERE target_oid OPERATOR(pg_catalog.=) $1)";
+
+fn read_policy(relid: Oid) -> RelationPolicy {
+    let args = || oid_arg(relid);
+    let mut rules: Vec<ColumnRule> = Vec::new();
+    let rows: Result<Vec<(i16, String)>, pgrx::spi::Error> = Spi::connect(|client| {
+        let table = client.select(RULES_SQL, None, &args())?;
+        let mut out = Vec::new();
+        for row in table {
+            let attnum: Option<i16> = row.get(1)?;
+            let label: Option<String> = row.get(2)?;
+            if let (Some(a), Some(l)) = (attnum, label) {
+                out.push((a, l));
+            }
+        }
+        Ok(out)
+    });
+    let rows = rows.unwrap_or_else(|e| refuse(format!("could not read the masking rules: {e}")));
+    for (attnum, label) in rows {
+        if rules.iter().any(|r| r.attnum == attnum) {
+            continue; // the nearest label wins
+        }
+        let rule = dptext_core::rules::parse_column_label(&label)
+            .unwrap_or_else(|e| refuse(format!("a dptext label could not be read ({e}): {label}")));
+        rules.push(ColumnRule {
+            attnum,
+            mechanism: rule.mechanism().to_string(),
+            params: rule.params().to_string(),
+        });
+    }
+    if !rules.is_empty() {
+        return RelationPolicy::Masked(rules);
+    }
+    if crate::ffi::relkind(relid) != pg_sys::RELKIND_MATVIEW {
+        return RelationPolicy::Plain;
+    }
+    let (source, has_provenance) = Spi::connect(|client| {
+        let row = client.select(MATVIEW_SQL, Some(1), &args())?.first();
+        Ok::<_, pgrx::spi::Error>((row.get::<String>(1)?, row.get::<bool>(2)?.unwrap_or(false)))
+    })
+    .unwrap_or_else(|e| {
+        refuse(format!(
+            "could not read what a materialized view derives from: {e}"
+        ))
+    });
+    let Some(source) = source else {
+        return RelationPolicy::Plain;
+    };
+    if has_provenance {
+        let sanitized = Spi::get_one_with_args::<bool>(SANITIZED_SQL, &args())
+            .unwrap_or_else(|e| refuse(format!("could not read dptext.provenance: {e}")))
+            .unwrap_or(false);
+        if sanitized {
+            return RelationPolicy::Plain;
+        }
+    }
+    RelationPolicy::Refused(format!(
+        "materialized view {} is computed from the labelled column {source} and has no dptext rules of its own; label its columns, or build it with dptext.create_sanitized_view",
+        crate::ffi::relation_name(relid)
+    ))
+}
+
+/// The one SPI argument every lookup takes: the relation's oid.
+fn oid_arg(relid: Oid) -> Vec<pgrx::datum::DatumWithOid<'static>> {
+    vec![relid.into()]
+}
+
+/// The oid of `dptext.mask`; refuses the statement when the extension is
+/// not installed in this database (labels without the extension cannot be
+/// enforced).
+pub(crate) fn mask_function() -> Oid {
+    function_oid("dptext.mask(pg_catalog.text,pg_catalog.text,pg_catalog.text)")
+}
+
+/// The oid of the dptext function `signature` (schema-qualified, with
+/// argument types); refuses the statement when it does not exist.
+pub(crate) fn function_oid(signature: &'static str) -> Oid {
+    if let Some(oid) = FUNCTIONS.with(|f| f.borrow().get(signature).copied()) {
+        return oid;
+    }
+    let oid = lookup(|| {
+        Spi::get_one_with_args::<Oid>(
+            "SELECT pg_catalog.to_regprocedure($1)::pg_catalog.oid",
+            &[signature.into()],
+        )
+    })
+    .ok()
+    .flatten()
+    .filter(|o| *o != Oid::INVALID)
+    .unwrap_or_else(|| {
+        refuse(format!("{signature} is missing, so masked reads cannot be enforced: this database has dptext labels but not the dptext extension (CREATE EXTENSION dptext), or an older version of it (ALTER EXTENSION dptext UPDATE)"))
+    });
+    FUNCTIONS.with(|f| f.borrow_mut().insert(signature, oid));
+    oid
+}
+
+/// Refuses masked reads unless a key is in force: seeded or OS randomness
+/// would let a masked session see fresh draws (or replay a public seed).
+pub(crate) fn require_key() {
+    match crate::guc::random_mode() {
+        Ok(dptext_core::RandomMode::Keyed(_)) => {}
+        Ok(_) => refuse(
+            "masked sessions read labelled columns only under a key, and none is set: set dptext.key_file (in postgresql.conf, or ALTER DATABASE/ROLE ... SET) to a file holding a secret key".into(),
+        ),
+        Err(e) => refuse(format!("the masking key could not be read: {e}")),
+    }
+}
+
+/// True when a masked session may see statistics of column `attnum` of
+/// `relid`.
+pub(crate) fn column_statistics_visible(relid: Oid, attnum: i16) -> bool {
+    match relation_policy(relid).as_ref() {
+        RelationPolicy::Plain => true,
+        RelationPolicy::Refused(_) => false,
+        p @ RelationPolicy::Masked(_) => p.rule(attnum).is_none(),
+    }
+}
+
+fn mechanism_for(mechanism: &str, params: &str) -> Arc<dyn dptext_core::mechanisms::Mechanism> {
+    const F: &str = "dptext.mask";
+    let key = (mechanism.to_string(), params.to_string());
+    if let Some(m) = MECHANISMS.with(|c| c.borrow().get(&key).cloned()) {
+        return m;
+    }
+    let json: serde_json::Value = serde_json::from_str(params)
+        .unwrap_or_else(|e| raise(ExtError::Core(dptext_core::Error::Json(e)), F));
+    let spec = dptext_core::mechanisms::MechanismSpec::parse(mechanism, &json)
+        .unwrap_or_else(|e| raise(e.into(), F));
+    let built: Arc<dyn dptext_core::mechanisms::Mechanism> = crate::engine()
+        .build(&spec)
+        .unwrap_or_else(|e| raise(e.into(), F))
+        .into();
+    MECHANISMS.with(|c| c.borrow_mut().insert(key, built.clone()));
+    built
+}
+
+/// The SQL-callable side of masking, in schema `dptext`.
+#[pg_schema]
+pub mod dptext {
+    use pgrx::prelude::*;
+    use pgrx::JsonB;
+
+    /// One labelled value through its rule, keyed: what a masked session
+    /// reads instead of the raw value. Only the query rewrite may call it
+    /// (a call written in SQL is refused, so nobody can use it as an
+    /// oracle to test guessed values against masked output).
+    #[pg_extern(stable, parallel_safe)]
+    fn mask(
+        value: &str,
+        mechanism: &str,
+        params: &str,
+        fcinfo: pg_sys::FunctionCallInfo,
+    ) -> String {
+        if !crate::ffi::called_by_rewrite(fcinfo) {
+            super::refuse(
+                "dptext.mask is applied by masking only and cannot be called directly".into(),
+            );
+        }
+        super::require_key();
+        let m = super::mechanism_for(mechanism, params);
+        let mode = crate::guc::random_mode()
+            .unwrap_or_else(|e| super::refuse(format!("the masking key could not be read: {e}")));
+        crate::engine()
+            .run(m.as_ref(), value, &mode, &[])
+            .unwrap_or_else(|e| crate::error::raise(e.into(), "dptext.mask"))
+            .text
+    }
+
+    /// Whether the calling session is masked and can read labelled
+    /// columns: `{"masked", "keyed", "key_id", "login_role",
+    /// "current_role", "superuser", "writable_tables", "version"}`. The
+    /// proxy checks it before it lets a masked user's session start.
+    ///
+    /// ```sql
+    /// SELECT dptext.session_masking();
+    /// ```
+    #[pg_extern(stable, parallel_safe)]
+    fn session_masking() -> JsonB {
+        let (login, current) = crate::ffi::session_roles();
+        let mode = crate::guc::random_mode();
+        let (keyed, key_id) = match &mode {
+            Ok(dptext_core::RandomMode::Keyed(k)) => (true, Some(k.key_id())),
+            _ => (false, None),
+        };
+        let writable = super::lookup(|| {
+            Spi::get_one::<i64>(
+                "SELECT pg_catalog.count(*) FROM pg_catalog.pg_class c
+                  WHERE c.relkind OPERATOR(pg_catalog.=) ANY ('{r,p}'::pg_catalog.\"char\"[])
+                    AND c.relnamespace OPERATOR(pg_catalog.<>) ALL (ARRAY['pg_catalog'::pg_catalog.regnamespace, 'information_schema'::pg_catalog.regnamespace])
+                    AND pg_catalog.has_table_privilege(c.oid, 'INSERT, UPDATE, DELETE, TRUNCATE')",
+            )
+        })
+        .ok()
+        .flatten()
+        .unwrap_or(0);
+        JsonB(serde_json::json!({
+            "masked": super::session_is_masked(),
+            "keyed": keyed,
+            "key_id": key_id,
+            "login_role": crate::ffi::role_name(login),
+            "current_role": crate::ffi::role_name(current),
+            "superuser": crate::ffi::is_superuser(login) || crate::ffi::is_superuser(current),
+            "writable_tables": writable,
+            "version": env!("CARGO_PKG_VERSION"),
+        }))
+    }
+
+    /// False when the calling session is masked and column `attnum` of
+    /// `relid` is labelled: masked sessions read `pg_stats` through this
+    /// filter, so no most-common value or histogram bound of a labelled
+    /// column reaches them.
+    #[pg_extern(stable, parallel_safe)]
+    fn statistics_visible(relid: pg_sys::Oid, attnum: i16) -> bool {
+        !super::session_is_masked() || super::column_statistics_visible(relid, attnum)
+    }
+
+    /// False when the calling session is masked and the extended
+    /// statistics object `stxoid` covers a relation with labelled columns
+    /// (`pg_stats_ext`, `pg_stats_ext_exprs`).
+    #[pg_extern(stable, parallel_safe)]
+    fn extended_statistics_visible(stxoid: pg_sys::Oid) -> bool {
+        if !super::session_is_masked() {
+            return true;
+        }
+        let rel = super::lookup(|| {
+            Spi::get_one_with_args::<pg_sys::Oid>(
+                "SELECT stxrelid FROM pg_catalog.pg_statistic_ext WHERE oid OPERATOR(pg_catalog.=) $1",
+                &[stxoid.into()],
+            )
+        });
+        match rel {
+            Ok(Some(rel)) => matches!(
+                super::relation_policy(rel).as_ref(),
+                super::RelationPolicy::Plain
+            ),
+            _ => false,
+        }
+    }
+}
