@@ -1,35 +1,25 @@
 //! The TOML configuration: unknown keys are rejected, secrets may come
-//! from the environment, rules are validated when the file is loaded.
+//! from the environment, everything that can be checked without
+//! connecting is checked when the file is loaded.
 //!
 //! ```toml
 //! listen = "127.0.0.1:6432"
 //! key = "..."                 # or env DPTEXT_PROXY_KEY
-//! assets_dir = "/var/lib/dptext/assets"   # optional
 //!
 //! [upstream]                  # host may be a unix-socket directory
 //! host = "127.0.0.1"
 //! port = 5432
-//! user = "postgres"
-//! password = "..."            # or env DPTEXT_PROXY_UPSTREAM_PASSWORD
 //! dbname = "clinic"
 //! sslmode = "prefer"          # disable | prefer | require | verify-ca | verify-full
 //! sslrootcert = "ca.pem"      # for verify-ca / verify-full
+//! connect_timeout_secs = 10
 //!
 //! [[user]]
 //! name = "analyst"
 //! password = "..."
 //! masked = true
-//!
-//! [[rule]]
-//! table = "public.records"
-//! column = "note"
-//! mechanism = "santext"
-//! params = { eps = 3.0 }
-//!
-//! [masking]
-//! expressions = "sanitize"    # or "refuse"
-//! default_mechanism = "santext"
-//! default_params = { eps = 3.0 }
+//! upstream_user = "analyst_masked"
+//! upstream_password = "..."   # or env DPTEXT_PROXY_UPSTREAM_PASSWORD_ANALYST
 //!
 //! [tls]                       # optional
 //! cert = "server.crt"
@@ -45,17 +35,20 @@
 //! idle_timeout_secs = 0
 //! ```
 
+use std::collections::HashMap;
 use std::path::Path;
 
-use dptext_core::mechanisms::MechanismSpec;
 use serde::Deserialize;
 
 use crate::error::{ProxyError, Result};
 
 /// Environment variable holding the key (wins over the file).
 pub const KEY_ENV: &str = "DPTEXT_PROXY_KEY";
-/// Environment variable holding the upstream password (wins over the file).
-pub const UPSTREAM_PASSWORD_ENV: &str = "DPTEXT_PROXY_UPSTREAM_PASSWORD";
+/// Prefix of the environment variables holding upstream passwords: the
+/// client user's name follows, see [`User::password_env`].
+pub const UPSTREAM_PASSWORD_ENV_PREFIX: &str = "DPTEXT_PROXY_UPSTREAM_PASSWORD_";
+/// Fewest bytes a key may have.
+pub const MIN_KEY_BYTES: usize = 16;
 
 /// A secret from the file or the environment: its `Debug` shows `***`,
 /// so that printing a configuration never prints a key or a password.
@@ -85,40 +78,18 @@ impl std::fmt::Debug for Secret {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
-    /// Address the proxy listens on.
+    /// Address the proxy listens on (default `127.0.0.1:6432`).
     #[serde(default = "default_listen")]
     pub listen: String,
-    /// Secret for keyed sanitization (at least 16 bytes).
+    /// The proxy's own secret (at least 16 bytes): the SCRAM salts of
+    /// client users derive from it. Default: a random one per process.
     #[serde(default)]
     pub key: Option<Secret>,
-    /// Assets directory (default: as `dptext assets path`).
-    #[serde(default)]
-    pub assets_dir: Option<String>,
-    /// Sanitization worker threads (default: the number of cores).
-    #[serde(default)]
-    pub workers: Option<usize>,
-    /// Where the masked LM of NDD runs: `"cpu"` (default) or `"cuda"` (a
-    /// build with the `cuda` feature and ONNX Runtime's GPU library in
-    /// `DPTEXT_ORT_LIB`; falls back to the CPU with one warning). The
-    /// detection model always runs on the CPU.
-    #[serde(default)]
-    pub device: Option<String>,
-    /// Directory of the masked LM that NDD uses (default: `<assets>/mlm`,
-    /// the project's model), as `dptext.mlm_model`; relative to the
-    /// proxy's working directory. Checked at load: it must exist.
-    #[serde(default)]
-    pub mlm_model: Option<String>,
     /// The real server.
     pub upstream: Upstream,
     /// Client users.
     #[serde(default, rename = "user")]
     pub users: Vec<User>,
-    /// Column rules.
-    #[serde(default, rename = "rule")]
-    pub rules: Vec<RuleConfig>,
-    /// What masked sessions do with unruled text.
-    #[serde(default)]
-    pub masking: Masking,
     /// Limits.
     #[serde(default)]
     pub limits: Limits,
@@ -138,7 +109,7 @@ pub struct Tls {
     pub cert: String,
     /// PEM private key.
     pub key: String,
-    /// Refuse clients that do not ask for TLS.
+    /// Refuse clients that do not ask for TLS (default false).
     #[serde(default)]
     pub required: bool,
 }
@@ -155,24 +126,20 @@ fn default_listen() -> String {
     "127.0.0.1:6432".into()
 }
 
-/// Where and how the proxy connects upstream.
+/// Where the proxy connects upstream. Who it connects as is per user
+/// ([`User::upstream_user`]).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Upstream {
     /// Host name, address, or unix-socket directory (starts with `/`).
     pub host: String,
-    /// Port (also names the unix socket file).
+    /// Port (also names the unix socket file; default 5432).
     #[serde(default = "default_port")]
     pub port: u16,
-    /// The proxy's own user.
-    pub user: String,
-    /// Its password, if the server asks for one.
-    #[serde(default)]
-    pub password: Option<Secret>,
     /// Database.
     pub dbname: String,
     /// TLS to the server over TCP, as libpq's `sslmode` (unix sockets never
-    /// use TLS, as in libpq).
+    /// use TLS, as in libpq; default `prefer`).
     #[serde(default)]
     pub sslmode: SslMode,
     /// PEM file of the certificate authorities that sign the server's
@@ -180,6 +147,10 @@ pub struct Upstream {
     /// it makes the proxy verify like `verify-ca`, as libpq does.
     #[serde(default)]
     pub sslrootcert: Option<String>,
+    /// Seconds a connection to the server, its start-up and the masking
+    /// check may take (default 10).
+    #[serde(default = "default_connect_timeout")]
+    pub connect_timeout_secs: u64,
 }
 
 /// How the proxy uses TLS to the server (libpq's `sslmode` values).
@@ -205,7 +176,11 @@ fn default_port() -> u16 {
     5432
 }
 
-/// A client user.
+fn default_connect_timeout() -> u64 {
+    10
+}
+
+/// A client user and the upstream login it maps to.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct User {
@@ -213,114 +188,58 @@ pub struct User {
     pub name: String,
     /// Password (SCRAM-SHA-256).
     pub password: Secret,
-    /// Whether this user's results are sanitized.
+    /// Whether this user may only see masked data (default true): its
+    /// upstream role must be labelled `MASKED` in a database with the
+    /// extension and a key, checked at every session start.
     #[serde(default = "default_true")]
     pub masked: bool,
+    /// The upstream role this user's sessions log in as.
+    pub upstream_user: String,
+    /// Its password, when the server asks for one; the environment
+    /// variable [`User::password_env`] wins.
+    #[serde(default)]
+    pub upstream_password: Option<Secret>,
+    /// Allow other users with `shared_upstream = true` to use the same
+    /// upstream role (default false: each user needs its own). Masked and
+    /// unmasked users never share one.
+    #[serde(default)]
+    pub shared_upstream: bool,
 }
 
 fn default_true() -> bool {
     true
 }
 
-/// One column rule.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RuleConfig {
-    /// `schema.table` (schema defaults to `public`).
-    pub table: String,
-    /// Column name.
-    pub column: String,
-    /// Mechanism name.
-    pub mechanism: String,
-    /// Its parameters.
-    #[serde(default = "empty_table")]
-    pub params: toml::Value,
-}
-
-fn empty_table() -> toml::Value {
-    toml::Value::Table(toml::map::Map::new())
-}
-
-/// Text columns without a source table in masked sessions.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Expressions {
-    /// Sanitize them with the default mechanism (default).
-    #[default]
-    Sanitize,
-    /// Refuse the query.
-    Refuse,
-}
-
-/// What masked sessions do with text that no rule covers.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Masking {
-    /// Sanitize or refuse expressions.
-    #[serde(default)]
-    pub expressions: Expressions,
-    /// Mechanism for expressions and notification payloads.
-    #[serde(default = "default_mechanism")]
-    pub default_mechanism: String,
-    /// Its parameters.
-    #[serde(default = "default_params")]
-    pub default_params: toml::Value,
-    /// Read rules from the upstream's `dptext.rules` view too.
-    #[serde(default = "default_true")]
-    pub upstream_rules: bool,
-    /// System catalog columns (`pg_catalog`, `information_schema`):
-    /// `"sanitize"` (default) treats their text as computed text, since a
-    /// session can write protected text into object names and function
-    /// bodies; `"pass"` relays them (tools that introspect the schema), and
-    /// opens that channel.
-    #[serde(default)]
-    pub catalog: Catalog,
-}
-
-/// What masked sessions do with text from the system catalogs.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Catalog {
-    /// Sanitize like computed text (default).
-    #[default]
-    Sanitize,
-    /// Relay unchanged.
-    Pass,
-}
-
-impl Default for Masking {
-    fn default() -> Self {
-        Masking {
-            expressions: Expressions::Sanitize,
-            default_mechanism: default_mechanism(),
-            default_params: default_params(),
-            upstream_rules: true,
-            catalog: Catalog::Sanitize,
-        }
+impl User {
+    /// The environment variable that holds this user's upstream password:
+    /// `DPTEXT_PROXY_UPSTREAM_PASSWORD_` and the client user's name in
+    /// upper case, every character other than `A-Z` and `0-9` written as
+    /// `_` (user `data-team` reads `DPTEXT_PROXY_UPSTREAM_PASSWORD_DATA_TEAM`).
+    pub fn password_env(&self) -> String {
+        let mut v = UPSTREAM_PASSWORD_ENV_PREFIX.to_string();
+        v.extend(self.name.chars().map(|c| {
+            let c = c.to_ascii_uppercase();
+            if c.is_ascii_uppercase() || c.is_ascii_digit() {
+                c
+            } else {
+                '_'
+            }
+        }));
+        v
     }
-}
-
-fn default_mechanism() -> String {
-    "santext".into()
-}
-
-fn default_params() -> toml::Value {
-    let mut m = toml::map::Map::new();
-    m.insert("eps".into(), toml::Value::Float(3.0));
-    toml::Value::Table(m)
 }
 
 /// Limits protecting the proxy.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Limits {
-    /// Largest message accepted from a client, in bytes.
+    /// Largest message accepted from a client, in bytes (default 64 MiB).
     #[serde(default = "default_max_message")]
     pub max_message_bytes: usize,
-    /// Concurrent client sessions.
+    /// Concurrent client sessions (default 256).
     #[serde(default = "default_max_sessions")]
     pub max_sessions: usize,
-    /// Seconds a session may stay idle (0: no limit).
+    /// Seconds a client may stay silent (0, the default: no limit).
     #[serde(default)]
     pub idle_timeout_secs: u64,
 }
@@ -342,53 +261,43 @@ fn default_max_sessions() -> usize {
     256
 }
 
-fn json_of(v: &toml::Value) -> Result<serde_json::Value> {
-    serde_json::to_value(v).map_err(|e| ProxyError::Config(e.to_string()))
-}
-
-impl RuleConfig {
-    /// `(schema, table)`.
-    pub fn qualified(&self) -> (String, String) {
-        match self.table.split_once('.') {
-            Some((s, t)) => (s.to_string(), t.to_string()),
-            None => ("public".to_string(), self.table.clone()),
-        }
-    }
-
-    /// The validated mechanism.
-    pub fn spec(&self) -> Result<MechanismSpec> {
-        MechanismSpec::parse(&self.mechanism, &json_of(&self.params)?)
-            .map_err(|e| ProxyError::Config(format!("rule {}.{}: {e}", self.table, self.column)))
-    }
-}
-
-impl Masking {
-    /// The validated default mechanism.
-    pub fn spec(&self) -> Result<MechanismSpec> {
-        MechanismSpec::parse(&self.default_mechanism, &json_of(&self.default_params)?)
-            .map_err(|e| ProxyError::Config(format!("masking.default_mechanism: {e}")))
-    }
-}
-
 impl Config {
     /// Reads, applies environment overrides, and validates.
     pub fn load(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ProxyError::Config(format!("{}: {e}", path.display())))?;
         let mut c = Self::parse(&text)?;
-        if let Ok(k) = std::env::var(KEY_ENV) {
-            c.key = Some(Secret(k));
-        }
-        if let Ok(p) = std::env::var(UPSTREAM_PASSWORD_ENV) {
-            c.upstream.password = Some(Secret(p));
-        }
+        c.apply_env(|name| std::env::var(name).ok());
         c.validate()?;
         Ok(c)
     }
 
     /// Parses TOML text (no environment, no validation).
     pub fn parse(text: &str) -> Result<Self> {
-        toml::from_str(text).map_err(|e| ProxyError::Config(e.to_string()))
+        toml::from_str(text).map_err(|e| {
+            let e = e.to_string();
+            if e.contains("unknown field `user`") || e.contains("unknown field `password`") {
+                ProxyError::Config(format!(
+                    "{e}\n[upstream] no longer holds credentials: give each [[user]] its own \
+                     upstream_user and upstream_password"
+                ))
+            } else {
+                ProxyError::Config(e)
+            }
+        })
+    }
+
+    /// Applies the environment (`get` reads one variable): the key and
+    /// each user's upstream password.
+    pub fn apply_env(&mut self, get: impl Fn(&str) -> Option<String>) {
+        if let Some(k) = get(KEY_ENV) {
+            self.key = Some(Secret(k));
+        }
+        for u in &mut self.users {
+            if let Some(p) = get(&u.password_env()) {
+                u.upstream_password = Some(Secret(p));
+            }
+        }
     }
 
     /// Checks everything that can be checked without connecting.
@@ -401,39 +310,11 @@ impl Config {
                 "no [[user]]: nobody could connect".into(),
             ));
         }
-        let mut names = std::collections::HashSet::new();
-        for u in &self.users {
-            if !names.insert(&u.name) {
-                return Err(ProxyError::Config(format!(
-                    "user \"{}\" is defined twice",
-                    u.name
-                )));
-            }
-            if u.password.expose().is_empty() {
-                return Err(ProxyError::Config(format!(
-                    "user \"{}\" has an empty password",
-                    u.name
-                )));
-            }
-        }
-        for r in &self.rules {
-            r.spec()?;
-        }
-        self.masking.spec()?;
-        self.device()?;
-        if let Some(dir) = &self.mlm_model {
-            let p = std::path::Path::new(dir);
-            if !p.join("model.onnx").is_file() {
-                return Err(ProxyError::Config(format!(
-                    "mlm_model = \"{dir}\": no model.onnx there"
-                )));
-            }
-        }
+        self.validate_users()?;
         if let Some(k) = &self.key {
-            if k.expose().len() < dptext_core::rng::MIN_KEY_BYTES {
+            if k.expose().len() < MIN_KEY_BYTES {
                 return Err(ProxyError::Config(format!(
-                    "key: must be at least {} bytes",
-                    dptext_core::rng::MIN_KEY_BYTES
+                    "key: must be at least {MIN_KEY_BYTES} bytes"
                 )));
             }
         }
@@ -451,24 +332,67 @@ impl Config {
                 "limits.max_message_bytes must be at least 1024".into(),
             ));
         }
+        if self.upstream.connect_timeout_secs == 0 {
+            return Err(ProxyError::Config(
+                "upstream.connect_timeout_secs must be at least 1".into(),
+            ));
+        }
         Ok(())
     }
 
-    /// The device the models run on.
-    pub fn device(&self) -> Result<dptext_core::runtime::Device> {
-        self.device
-            .as_deref()
-            .unwrap_or("cpu")
-            .parse()
-            .map_err(|e| ProxyError::Config(format!("{e}")))
-    }
-
-    /// The random mode: keyed with the key, else the OS generator.
-    pub fn random_mode(&self) -> Result<dptext_core::RandomMode> {
-        Ok(dptext_core::RandomMode::from_settings(
-            None,
-            self.key.as_ref().map(|k| k.expose().as_bytes()),
-        )?)
+    /// Names, passwords, and who may share an upstream role: two users
+    /// share one only when both say `shared_upstream = true`, and a masked
+    /// user never shares with an unmasked one (the unmasked one could set
+    /// the role's defaults and read the masked one's statements).
+    fn validate_users(&self) -> Result<()> {
+        let mut names = std::collections::HashSet::new();
+        let mut envs: HashMap<String, &str> = HashMap::new();
+        let mut by_role: HashMap<&str, &User> = HashMap::new();
+        for u in &self.users {
+            if !names.insert(&u.name) {
+                return Err(ProxyError::Config(format!(
+                    "user \"{}\" is defined twice",
+                    u.name
+                )));
+            }
+            if u.password.expose().is_empty() {
+                return Err(ProxyError::Config(format!(
+                    "user \"{}\" has an empty password",
+                    u.name
+                )));
+            }
+            if u.upstream_user.is_empty() {
+                return Err(ProxyError::Config(format!(
+                    "user \"{}\" has an empty upstream_user",
+                    u.name
+                )));
+            }
+            if let Some(other) = envs.insert(u.password_env(), &u.name) {
+                return Err(ProxyError::Config(format!(
+                    "users \"{other}\" and \"{}\" would both read {}: rename one",
+                    u.name,
+                    u.password_env()
+                )));
+            }
+            if let Some(first) = by_role.insert(&u.upstream_user, u) {
+                let role = &u.upstream_user;
+                if first.masked != u.masked {
+                    return Err(ProxyError::Config(format!(
+                        "users \"{}\" and \"{}\" map to upstream role \"{role}\", one masked and \
+                         one not: give each its own upstream_user",
+                        first.name, u.name
+                    )));
+                }
+                if !(first.shared_upstream && u.shared_upstream) {
+                    return Err(ProxyError::Config(format!(
+                        "users \"{}\" and \"{}\" map to the same upstream role \"{role}\": give \
+                         each its own upstream_user, or set shared_upstream = true on both",
+                        first.name, u.name
+                    )));
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -481,76 +405,109 @@ listen = "127.0.0.1:6432"
 key = "0123456789abcdef0123"
 [upstream]
 host = "/tmp"
-user = "postgres"
 dbname = "clinic"
 [[user]]
 name = "analyst"
 password = "secret"
-[[rule]]
-table = "public.records"
-column = "note"
-mechanism = "santext"
-params = { eps = 3.0 }
+upstream_user = "analyst_masked"
+upstream_password = "upstream-secret"
+[[user]]
+name = "data-team"
+password = "secret2"
+masked = false
+upstream_user = "reader"
 "#;
 
     #[test]
-    fn a_good_file_validates() {
+    fn a_good_file_validates_with_its_defaults() {
         let c = Config::parse(GOOD).unwrap();
         c.validate().unwrap();
         assert_eq!(c.upstream.port, 5432);
-        assert!(c.users[0].masked);
-        assert_eq!(c.rules[0].qualified(), ("public".into(), "records".into()));
-        assert_eq!(c.masking.expressions, Expressions::Sanitize);
+        assert_eq!(c.upstream.sslmode, SslMode::Prefer);
+        assert_eq!(c.upstream.connect_timeout_secs, 10);
+        assert!(c.users[0].masked && !c.users[0].shared_upstream);
+        assert_eq!(c.users[0].upstream_user, "analyst_masked");
+        assert_eq!(c.limits.max_message_bytes, 64 << 20);
+        assert_eq!(c.limits.max_sessions, 256);
+        assert_eq!(c.limits.idle_timeout_secs, 0);
     }
 
     #[test]
-    fn device_and_model_directory_are_read_and_checked() {
-        use dptext_core::runtime::Device;
-        let c = Config::parse(GOOD).unwrap();
-        assert_eq!(c.device().unwrap(), Device::Cpu);
-        assert_eq!(c.mlm_model, None);
-        let mlm = concat!(env!("CARGO_MANIFEST_DIR"), "/../models/mlm");
-        let with = GOOD.replace(
-            "key =",
-            &format!("device = \"cuda\"\nmlm_model = \"{mlm}\"\nkey ="),
+    fn upstream_passwords_come_from_per_user_variables() {
+        let mut c = Config::parse(GOOD).unwrap();
+        assert_eq!(
+            c.users[1].password_env(),
+            "DPTEXT_PROXY_UPSTREAM_PASSWORD_DATA_TEAM"
         );
-        let c = Config::parse(&with).unwrap();
-        c.validate().unwrap();
-        assert_eq!(c.device().unwrap(), Device::Cuda);
-        assert_eq!(c.mlm_model.as_deref(), Some(mlm));
-        let c = Config::parse(&with.replace(mlm, "/nonexistent/mlm")).unwrap();
-        let e = c.validate().unwrap_err().to_string();
-        assert!(
-            e.contains("mlm_model") && e.contains("no model.onnx"),
-            "{e}"
+        c.apply_env(|name| match name {
+            "DPTEXT_PROXY_UPSTREAM_PASSWORD_DATA_TEAM" => Some("from-env".into()),
+            "DPTEXT_PROXY_KEY" => Some("a key from the environment".into()),
+            _ => None,
+        });
+        assert_eq!(
+            c.users[1].upstream_password.as_ref().map(Secret::expose),
+            Some("from-env")
         );
-        let c = Config::parse(&GOOD.replace("key =", "device = \"tpu\"\nkey =")).unwrap();
-        let e = c.validate().unwrap_err().to_string();
-        assert!(e.contains("device") && e.contains("tpu"), "{e}");
+        assert_eq!(
+            c.users[0].upstream_password.as_ref().map(Secret::expose),
+            Some("upstream-secret"),
+            "a user without a variable keeps the file's password"
+        );
+        assert_eq!(
+            c.key.as_ref().map(Secret::expose),
+            Some("a key from the environment")
+        );
     }
 
     #[test]
     fn secrets_do_not_print() {
         let c = Config::parse(GOOD).unwrap();
         let shown = format!("{c:?}");
-        assert!(
-            !shown.contains("0123456789abcdef0123") && !shown.contains("secret"),
-            "{shown}"
-        );
+        for s in ["0123456789abcdef0123", "secret", "upstream-secret"] {
+            assert!(!shown.contains(s), "{shown}");
+        }
     }
 
     #[test]
-    fn unknown_keys_and_bad_rules_are_refused() {
-        let e = Config::parse(&GOOD.replace("listen =", "lisen ="))
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("unknown field `lisen`"), "{e}");
-        let c = Config::parse(&GOOD.replace("eps = 3.0", "eps = -1.0")).unwrap();
-        let e = c.validate().unwrap_err().to_string();
+    fn users_share_an_upstream_role_only_when_both_say_so_and_both_are_masked_alike() {
+        let two = |a: &str, b: &str| {
+            format!(
+                "[upstream]\nhost = \"/tmp\"\ndbname = \"d\"\n\
+                 [[user]]\nname = \"a\"\npassword = \"p\"\nupstream_user = \"r\"\n{a}\n\
+                 [[user]]\nname = \"b\"\npassword = \"p\"\nupstream_user = \"r\"\n{b}\n"
+            )
+        };
+        let check = |a: &str, b: &str| Config::parse(&two(a, b)).unwrap().validate();
+        let e = check("", "").unwrap_err().to_string();
         assert!(
-            e.contains("rule public.records.note") && e.contains("must be > 0"),
+            e.contains("same upstream role \"r\"") && e.contains("shared_upstream"),
             "{e}"
         );
+        let e = check("shared_upstream = true", "").unwrap_err().to_string();
+        assert!(e.contains("shared_upstream = true on both"), "{e}");
+        check("shared_upstream = true", "shared_upstream = true").unwrap();
+        let e = check(
+            "shared_upstream = true",
+            "shared_upstream = true\nmasked = false",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("one masked and one not"), "{e}");
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_refused() {
+        let parse_err = |text: &str| Config::parse(text).unwrap_err().to_string();
+        let e = parse_err(&GOOD.replace("listen =", "lisen ="));
+        assert!(e.contains("unknown field `lisen`"), "{e}");
+        // The old shared upstream login: refused with what to do instead.
+        let e = parse_err(&GOOD.replace("dbname =", "user = \"postgres\"\ndbname ="));
+        assert!(e.contains("upstream_user"), "{e}");
+        // Keys of the removed output rewriting.
+        let e = parse_err(&format!("{GOOD}[masking]\nexpressions = \"refuse\"\n"));
+        assert!(e.contains("unknown field `masking`"), "{e}");
+        let e = parse_err(&GOOD.replace("upstream_user = \"reader\"\n", ""));
+        assert!(e.contains("missing field `upstream_user`"), "{e}");
         let c = Config::parse(&GOOD.replace("0123456789abcdef0123", "short")).unwrap();
         assert!(c
             .validate()
@@ -559,5 +516,14 @@ params = { eps = 3.0 }
             .contains("at least 16 bytes"));
         let c = Config::parse(&GOOD.replace("127.0.0.1:6432", "nowhere")).unwrap();
         assert!(c.validate().unwrap_err().to_string().contains("listen"));
+        let c = Config::parse(&GOOD.replace("name = \"data-team\"", "name = \"analyst\"")).unwrap();
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("defined twice"));
+        let c = Config::parse(&GOOD.replace("name = \"data-team\"", "name = \"ANALYST\"")).unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("DPTEXT_PROXY_UPSTREAM_PASSWORD_ANALYST"), "{e}");
     }
 }

@@ -15,9 +15,10 @@ pub enum ProxyError {
     /// The upstream server refused or failed.
     #[error("upstream: {0}")]
     Upstream(String),
-    /// A mechanism failed.
-    #[error(transparent)]
-    Core(#[from] dptext_core::Error),
+    /// A masked user's session is refused because its upstream role cannot
+    /// be shown to be masked at the source; the text says what to fix.
+    #[error("{0}")]
+    MaskingUnavailable(String),
     /// Network I/O.
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
@@ -31,7 +32,9 @@ impl ProxyError {
             ProxyError::Protocol(_) => "08P01",
             ProxyError::Auth(_) => "28P01",
             ProxyError::Upstream(_) => "08006",
-            ProxyError::Core(e) => e.sqlstate(),
+            // invalid_authorization_specification: this login cannot be
+            // served until an administrator fixes the upstream.
+            ProxyError::MaskingUnavailable(_) => "28000",
             ProxyError::Io(_) => "08006",
         }
     }

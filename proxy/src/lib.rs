@@ -1,65 +1,82 @@
-//! `dptext-proxy`: PostgreSQL clients connect to it as to PostgreSQL, and
-//! protected text columns come back sanitized, by rule, fail-closed.
+//! `dptext-proxy`: PostgreSQL clients connect to it as to PostgreSQL; each
+//! client user is mapped to its own upstream login, and a masked user only
+//! ever to a role that the database itself masks (`SECURITY LABEL FOR
+//! dptext ON ROLE r IS 'MASKED'`), checked at every session start. Rows
+//! are relayed as they come: masking happens at the source.
 //!
-//! - [`config`]: the TOML file (`dptext-proxy check FILE` validates it);
-//! - [`session`]: startup, SCRAM-SHA-256 of client users, the upstream
-//!   connection and the message-level relay;
-//! - [`policy`]: which columns are sanitized and how; [`values`]: one value
-//!   in its type and wire format; [`pool`]: the sanitization workers;
-//! - [`wire`]: protocol framing; [`upstream`]: the server side.
+//! - [`config`]: the TOML file (`dptext-proxy check FILE` validates it and
+//!   runs the masking check for every user);
+//! - [`session`]: start-up, SCRAM-SHA-256 of client users, the upstream
+//!   connection, cancel requests and the relay, by phase;
+//! - [`masking`]: the masking check over a control connection;
+//! - [`upstream`]: the server side; [`wire`]: protocol framing;
+//! - [`tls`], [`metrics`].
 //!
 //! The threat model is in docs/proxy.md.
 
+#![forbid(unsafe_code)]
+
 pub mod config;
 pub mod error;
+pub mod masking;
 pub mod metrics;
-pub mod policy;
-pub mod pool;
 pub mod session;
 pub mod tls;
 pub mod upstream;
-pub mod values;
 pub mod wire;
 
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use tokio::net::TcpListener;
 
 pub use error::{ProxyError, Result};
 
-/// Builds the shared state (engine, workers, users) for `config`.
-pub fn shared(config: config::Config) -> Result<Arc<session::Shared>> {
-    let dir =
-        dptext_core::assets::resolve_dir(config.assets_dir.as_deref().map(std::path::Path::new));
-    let mut ec = dptext_core::EngineConfig::new(dir);
-    ec.build_mappings = false;
-    ec.device = config.device()?;
-    ec.mlm_dir = config.mlm_model.as_ref().map(std::path::PathBuf::from);
-    let engine = Arc::new(dptext_core::Engine::new(ec));
-    let workers = config
-        .workers
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
-    let pool = pool::Pool::new(engine, config.random_mode()?, workers);
-    Ok(Arc::new(session::Shared::new(config, pool)?))
+/// A serving proxy: the configuration in force, replaced on reload
+/// (sessions keep the one they started with), and what outlives reloads:
+/// the sessions that can be cancelled, and the secret that SCRAM salts
+/// derive from when the file sets no `key`.
+pub struct Proxy {
+    current: RwLock<Arc<session::Shared>>,
+    cancels: Arc<session::cancel::Cancels>,
+    secret: [u8; 32],
 }
 
-/// The configuration in force: replaced on reload (SIGHUP); sessions keep
-/// the one they started with.
-pub type Current = Arc<std::sync::RwLock<Arc<session::Shared>>>;
+impl Proxy {
+    /// A proxy serving `config`.
+    pub fn new(config: config::Config) -> Result<Arc<Self>> {
+        let secret: [u8; 32] = rand::random();
+        let shared = session::Shared::new(config, &secret)?;
+        Ok(Arc::new(Proxy {
+            current: RwLock::new(Arc::new(shared)),
+            cancels: Arc::default(),
+            secret,
+        }))
+    }
 
-/// Wraps shared state for [`serve`].
-pub fn current(shared: Arc<session::Shared>) -> Current {
-    Arc::new(std::sync::RwLock::new(shared))
+    /// Serves `config` to sessions that start from now on.
+    pub fn reload(&self, config: config::Config) -> Result<()> {
+        let shared = Arc::new(session::Shared::new(config, &self.secret)?);
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = shared;
+        Ok(())
+    }
+
+    /// The configuration in force.
+    pub fn shared(&self) -> Arc<session::Shared> {
+        self.current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The sessions that can be cancelled now.
+    pub fn cancels(&self) -> &session::cancel::Cancels {
+        &self.cancels
+    }
 }
 
 /// Accepts clients on `listener` until the process ends.
-pub async fn serve(listener: TcpListener, current: Current) -> Result<()> {
-    let max = current
-        .read()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .config
-        .limits
-        .max_sessions;
+pub async fn serve(listener: TcpListener, proxy: Arc<Proxy>) -> Result<()> {
+    let max = proxy.shared().config.limits.max_sessions;
     let limit = Arc::new(tokio::sync::Semaphore::new(max));
     loop {
         let (socket, peer) = listener.accept().await?;
@@ -74,12 +91,10 @@ pub async fn serve(listener: TcpListener, current: Current) -> Result<()> {
             });
             continue;
         };
-        let shared = current
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone();
+        let shared = proxy.shared();
+        let cancels = proxy.cancels.clone();
         tokio::spawn(async move {
-            if let Err(e) = session::accept(socket, shared).await {
+            if let Err(e) = session::accept(socket, shared, cancels).await {
                 tracing::info!(%peer, error = %e, "session ended with an error");
             }
             drop(permit);

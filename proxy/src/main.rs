@@ -5,17 +5,21 @@
 //! dptext-proxy check proxy.toml           # validate the file and the upstream
 //! ```
 
+#![forbid(unsafe_code)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use dptext_proxy::config::Config;
+use dptext_proxy::masking::{self, Probe};
+use dptext_proxy::upstream::Login;
 
 #[derive(Parser)]
 #[command(
     name = "dptext-proxy",
     version,
-    about = "PostgreSQL proxy that sanitizes protected text columns"
+    about = "PostgreSQL proxy that maps each client user to its own upstream login, masked users to roles the database masks"
 )]
 struct Cli {
     /// Configuration file (TOML).
@@ -27,64 +31,100 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Validates a configuration file and connects to its upstream.
+    /// Validates a configuration file, logs in as every user's upstream
+    /// role and runs the masking check for the masked ones.
     Check {
         /// The file.
         file: PathBuf,
     },
 }
 
+/// Prints what a session of each user would get; fails when any masked
+/// user would be refused or any upstream login fails.
 async fn check(file: &std::path::Path) -> dptext_proxy::Result<()> {
     let c = Config::load(file)?;
     println!("{}: syntax and values ok", file.display());
-    let mut up = dptext_proxy::upstream::connect(&c.upstream, &[]).await?;
+    let up = &c.upstream;
     println!(
-        "upstream {}:{} as {}: connected",
-        c.upstream.host, c.upstream.port, c.upstream.user
+        "upstream {}:{} database \"{}\"; mode: database (masked users map to roles that dptext masks at the source; rows are relayed unchanged)",
+        up.host, up.port, up.dbname
     );
-    for r in &c.rules {
-        let (s, t) = r.qualified();
-        let sql = format!(
-            "SELECT 1 FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid \
-             JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
-             WHERE n.nspname = '{}' AND c.relname = '{}' AND a.attname = '{}' AND NOT a.attisdropped",
-            s.replace('\'', "''"),
-            t.replace('\'', "''"),
-            r.column.replace('\'', "''")
+    let mut refused = 0;
+    for u in &c.users {
+        let login = Login::of(u);
+        let head = format!(
+            "user \"{}\" ({}) -> upstream role \"{}\"",
+            u.name,
+            if u.masked { "masked" } else { "unmasked" },
+            u.upstream_user
         );
-        match up.query(&sql).await? {
-            Ok(rows) if !rows.is_empty() => {
-                println!("rule {}.{}: {} ok", r.table, r.column, r.mechanism)
+        let report = if u.masked {
+            match masking::check(up, &login, &u.name).await {
+                Ok(r) => {
+                    println!(
+                        "{head}: connected; masked and keyed (dptext {}, key {}): ok",
+                        r.version,
+                        r.key_id.as_deref().unwrap_or("?")
+                    );
+                    Some(r)
+                }
+                Err(e) => {
+                    println!("{head}: REFUSED: {e}");
+                    refused += 1;
+                    None
+                }
             }
-            _ => {
-                return Err(dptext_proxy::ProxyError::Config(format!(
-                    "rule {}.{}: no such column upstream",
-                    r.table, r.column
-                )))
+        } else {
+            match masking::probe(up, &login).await {
+                Ok(Probe::Reported(r)) => {
+                    println!("{head}: connected; rows relayed unchanged");
+                    if r.masked {
+                        println!("  warning: the role is labelled MASKED, so this unmasked user sees masked values");
+                    }
+                    Some(r)
+                }
+                Ok(_) => {
+                    println!("{head}: connected; rows relayed unchanged");
+                    None
+                }
+                Err(e) => {
+                    println!("{head}: FAILED: {e}");
+                    refused += 1;
+                    None
+                }
             }
+        };
+        let Some(r) = report else { continue };
+        if r.superuser {
+            println!(
+                "  warning: upstream role \"{}\" is a superuser: it can remove labels, read the key and bypass any masking; use a role without superuser",
+                u.upstream_user
+            );
+        }
+        if u.masked && r.writable_tables > 0 {
+            println!(
+                "  warning: upstream role \"{}\" may write {} table(s): a masked role should only read (REVOKE INSERT, UPDATE, DELETE, TRUNCATE)",
+                u.upstream_user, r.writable_tables
+            );
         }
     }
-    println!(
-        "{} user(s), {} rule(s), keyed mode: {}",
-        c.users.len(),
-        c.rules.len(),
-        if c.key.is_some() {
-            "on"
-        } else {
-            "off (set key or DPTEXT_PROXY_KEY)"
-        }
-    );
+    if refused > 0 {
+        return Err(dptext_proxy::ProxyError::Config(format!(
+            "{refused} user(s) could not be served; see above"
+        )));
+    }
+    println!("{} user(s) ok", c.users.len());
     Ok(())
 }
 
 async fn run(file: &std::path::Path) -> dptext_proxy::Result<()> {
     let c = Config::load(file)?;
     if c.key.is_none() {
-        tracing::warn!("no key: every query draws fresh randomness, so repeated queries can be averaged; set key or DPTEXT_PROXY_KEY");
+        tracing::info!("no key: SCRAM salts change when the proxy restarts; set key or DPTEXT_PROXY_KEY to keep them");
     }
     let listen = c.listen.clone();
     let metrics = c.metrics.clone();
-    let current = dptext_proxy::current(dptext_proxy::shared(c)?);
+    let proxy = dptext_proxy::Proxy::new(c)?;
     let listener = tokio::net::TcpListener::bind(&listen).await?;
     if let Some(m) = metrics {
         let l = tokio::net::TcpListener::bind(&m.listen).await?;
@@ -92,7 +132,7 @@ async fn run(file: &std::path::Path) -> dptext_proxy::Result<()> {
         tokio::spawn(dptext_proxy::metrics::serve(l));
     }
     // SIGHUP: reload the file; new sessions use it, open ones keep theirs.
-    let reload = current.clone();
+    let reload = proxy.clone();
     let path = file.to_path_buf();
     tokio::spawn(async move {
         let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
@@ -101,13 +141,8 @@ async fn run(file: &std::path::Path) -> dptext_proxy::Result<()> {
             return;
         };
         while hup.recv().await.is_some() {
-            match Config::load(&path).and_then(dptext_proxy::shared) {
-                Ok(s) => {
-                    *reload
-                        .write()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner) = s;
-                    tracing::info!(file = %path.display(), "configuration reloaded");
-                }
+            match Config::load(&path).and_then(|c| reload.reload(c)) {
+                Ok(()) => tracing::info!(file = %path.display(), "configuration reloaded"),
                 Err(e) => {
                     tracing::error!(error = %e, "reload failed; keeping the previous configuration")
                 }
@@ -116,7 +151,7 @@ async fn run(file: &std::path::Path) -> dptext_proxy::Result<()> {
     });
     tracing::info!(%listen, "dptext-proxy listening");
     eprintln!("dptext-proxy listening on {listen}");
-    dptext_proxy::serve(listener, current).await
+    dptext_proxy::serve(listener, proxy).await
 }
 
 fn main() -> ExitCode {
@@ -128,10 +163,10 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    // The runtime only moves bytes (sanitization runs on the worker pool,
-    // one thread per core): DPTEXT_PROXY_IO_THREADS sets its threads,
-    // default half the cores. On 2 cores shared with PostgreSQL one I/O
-    // thread relayed pgbench -S 10-20% faster than two (docs/benchmarks.md).
+    // The runtime only moves bytes: DPTEXT_PROXY_IO_THREADS sets its
+    // threads, default half the cores. On 2 cores shared with PostgreSQL
+    // one I/O thread relayed pgbench -S 10-20% faster than two
+    // (docs/benchmarks.md).
     let io_threads = std::env::var("DPTEXT_PROXY_IO_THREADS")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())

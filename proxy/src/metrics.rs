@@ -14,16 +14,13 @@ pub struct Metrics {
     pub sessions_total: AtomicU64,
     /// Sessions open now.
     pub sessions_active: AtomicU64,
-    /// Sessions refused (limit, authentication, upstream).
+    /// Sessions refused (limit, authentication, upstream, masking check).
     pub sessions_failed: AtomicU64,
-    /// Queries (simple Query messages and Sync-terminated batches) in masked sessions.
+    /// Masked sessions refused because the masking check failed.
+    pub masking_refused: AtomicU64,
+    /// Queries (simple Query messages, function calls and Sync-terminated
+    /// batches).
     pub queries_total: AtomicU64,
-    /// Rows rewritten.
-    pub rows_sanitized: AtomicU64,
-    /// Values sanitized.
-    pub values_sanitized: AtomicU64,
-    /// Results refused by the policy.
-    pub results_refused: AtomicU64,
     /// Error responses from the upstream.
     pub upstream_errors: AtomicU64,
     latency: [AtomicU64; BUCKETS.len() + 1],
@@ -52,10 +49,8 @@ impl Metrics {
             sessions_total: AtomicU64::new(0),
             sessions_active: AtomicU64::new(0),
             sessions_failed: AtomicU64::new(0),
+            masking_refused: AtomicU64::new(0),
             queries_total: AtomicU64::new(0),
-            rows_sanitized: AtomicU64::new(0),
-            values_sanitized: AtomicU64::new(0),
-            results_refused: AtomicU64::new(0),
             upstream_errors: AtomicU64::new(0),
             latency: [const { AtomicU64::new(0) }; BUCKETS.len() + 1],
             latency_sum_micros: AtomicU64::new(0),
@@ -100,28 +95,16 @@ impl Metrics {
                 g(&self.sessions_failed),
             ),
             (
+                "dptext_proxy_masking_refused_total",
+                "counter",
+                "Masked sessions refused because the upstream could not be shown to mask them.",
+                g(&self.masking_refused),
+            ),
+            (
                 "dptext_proxy_queries_total",
                 "counter",
-                "Queries in masked sessions.",
+                "Queries relayed.",
                 g(&self.queries_total),
-            ),
-            (
-                "dptext_proxy_rows_sanitized_total",
-                "counter",
-                "Rows rewritten.",
-                g(&self.rows_sanitized),
-            ),
-            (
-                "dptext_proxy_values_sanitized_total",
-                "counter",
-                "Values sanitized.",
-                g(&self.values_sanitized),
-            ),
-            (
-                "dptext_proxy_results_refused_total",
-                "counter",
-                "Results refused by the masking policy.",
-                g(&self.results_refused),
             ),
             (
                 "dptext_proxy_upstream_errors_total",
@@ -136,7 +119,7 @@ impl Metrics {
         }
         let name = "dptext_proxy_query_seconds";
         out.push_str(&format!(
-            "# HELP {name} Latency of queries in masked sessions.\n# TYPE {name} histogram\n"
+            "# HELP {name} Latency of queries, first message to ReadyForQuery.\n# TYPE {name} histogram\n"
         ));
         let mut cumulative = 0;
         for (i, b) in BUCKETS.iter().enumerate() {

@@ -1,6 +1,7 @@
 //! The connection to the real server: TCP or a unix socket, startup and
-//! authentication (trust, password, MD5, SCRAM-SHA-256) with the proxy's
-//! own credentials, and catalog look-ups before relaying starts.
+//! authentication (trust, password, MD5, SCRAM-SHA-256) as a user's
+//! upstream login, simple queries before relaying starts (the masking
+//! check), and cancel requests.
 
 use std::pin::Pin;
 
@@ -15,14 +16,34 @@ use crate::wire::{self, put_cstr, Frame};
 pub trait Stream: AsyncRead + AsyncWrite + Send + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin> Stream for T {}
 
+/// Who the proxy logs in as upstream: a client user's `upstream_user`.
+#[derive(Debug, Clone)]
+pub struct Login {
+    /// The upstream role.
+    pub user: String,
+    /// Its password, when the server asks for one.
+    pub password: Option<config::Secret>,
+}
+
+impl Login {
+    /// The upstream login of a configured user.
+    pub fn of(u: &config::User) -> Self {
+        Login {
+            user: u.upstream_user.clone(),
+            password: u.upstream_password.clone(),
+        }
+    }
+}
+
 /// An authenticated upstream connection.
 pub struct Upstream {
     /// The stream, ready for queries.
     pub stream: Pin<Box<dyn Stream>>,
     /// ParameterStatus frames the server sent during startup.
     pub parameters: Vec<Frame>,
-    /// BackendKeyData, for cancel requests.
-    pub key_data: Option<Frame>,
+    /// The server's (process id, secret key) from BackendKeyData, for cancel
+    /// requests.
+    pub key_data: Option<(i32, i32)>,
 }
 
 /// Opens a byte stream to the server: a unix socket, or TCP with TLS as
@@ -48,7 +69,7 @@ pub async fn open(cfg: &config::Upstream) -> Result<Pin<Box<dyn Stream>>> {
     let Some(connector) = crate::tls::upstream_connector(cfg)? else {
         return Ok(Box::pin(s));
     };
-    s.write_all(&ssl_request()).await?;
+    s.write_all(&wire::ssl_request()).await?;
     // Exactly one byte: nothing the server sends before the handshake may
     // be read as part of it (CVE-2021-23214).
     let mut answer = [0u8; 1];
@@ -80,39 +101,47 @@ pub async fn open(cfg: &config::Upstream) -> Result<Pin<Box<dyn Stream>>> {
     }
 }
 
-/// An SSLRequest: length 8, then the request code.
-fn ssl_request() -> [u8; 8] {
-    let mut req = [0u8; 8];
-    req[..4].copy_from_slice(&8i32.to_be_bytes());
-    req[4..].copy_from_slice(&crate::session::SSL_REQUEST.to_be_bytes());
-    req
-}
-
 async fn send(s: &mut Pin<Box<dyn Stream>>, f: Frame) -> Result<()> {
     s.write_all(&f.to_bytes()).await?;
     Ok(())
 }
 
-/// Connects, starts up with `client_params` (minus user and database) and
-/// authenticates as the configured user.
+/// Connects, starts up with `params` (which must not hold `user` or
+/// `database`) and authenticates as `login`, all within
+/// `upstream.connect_timeout_secs`.
 pub async fn connect(
     cfg: &config::Upstream,
-    client_params: &[(String, String)],
+    login: &Login,
+    params: &[(String, String)],
+) -> Result<Upstream> {
+    let limit = std::time::Duration::from_secs(cfg.connect_timeout_secs);
+    tokio::time::timeout(limit, start(cfg, login, params))
+        .await
+        .map_err(|_| {
+            ProxyError::Upstream(format!(
+                "no ready connection as \"{}\" within {} s (upstream.connect_timeout_secs)",
+                login.user, cfg.connect_timeout_secs
+            ))
+        })?
+}
+
+async fn start(
+    cfg: &config::Upstream,
+    login: &Login,
+    params: &[(String, String)],
 ) -> Result<Upstream> {
     let mut s = open(cfg).await?;
     let mut body = 196_608i32.to_be_bytes().to_vec();
     for (k, v) in [
-        ("user", cfg.user.as_str()),
+        ("user", login.user.as_str()),
         ("database", cfg.dbname.as_str()),
     ] {
         put_cstr(&mut body, k);
         put_cstr(&mut body, v);
     }
-    for (k, v) in client_params {
-        if !matches!(k.as_str(), "user" | "database" | "replication") {
-            put_cstr(&mut body, k);
-            put_cstr(&mut body, v);
-        }
+    for (k, v) in params {
+        put_cstr(&mut body, k);
+        put_cstr(&mut body, v);
     }
     body.push(0);
     let mut packet = ((body.len() + 4) as i32).to_be_bytes().to_vec();
@@ -120,11 +149,15 @@ pub async fn connect(
     s.write_all(&packet).await?;
 
     let password = || {
-        cfg.password
+        login
+            .password
             .as_ref()
             .map(|p| p.expose().to_string())
             .ok_or_else(|| {
-                ProxyError::Upstream("the server asks for a password; set upstream.password".into())
+                ProxyError::Upstream(format!(
+                    "the server asks for the password of \"{}\": set upstream_password",
+                    login.user
+                ))
             })
     };
     let mut scram: Option<ScramSha256> = None;
@@ -150,7 +183,7 @@ pub async fn connect(
                             .try_into()
                             .map_err(|_| ProxyError::Protocol("md5 salt".into()))?;
                         let hash = postgres_protocol::authentication::md5_hash(
-                            cfg.user.as_bytes(),
+                            login.user.as_bytes(),
                             password()?.as_bytes(),
                             salt,
                         );
@@ -191,7 +224,10 @@ pub async fn connect(
                 }
             }
             b'S' => parameters.push(f),
-            b'K' => key_data = Some(f),
+            b'K' => {
+                let mut r = wire::Reader::new(&f.body);
+                key_data = Some((r.i32()?, r.i32()?));
+            }
             b'E' => {
                 let fields = wire::parse_fields(&f.body)?;
                 let msg = fields
@@ -250,13 +286,19 @@ impl Upstream {
     }
 }
 
-/// Forwards a cancel request (process id, secret) to the server.
-pub async fn cancel(cfg: &config::Upstream, body: &[u8]) -> Result<()> {
-    let mut s = open(cfg).await?;
-    let mut packet = 16i32.to_be_bytes().to_vec();
-    packet.extend_from_slice(body);
-    s.write_all(&packet).await?;
-    s.shutdown().await?;
+/// Sends the server a CancelRequest for its backend `pid` with `secret`
+/// (what its BackendKeyData said), over a connection of its own.
+pub async fn cancel(cfg: &config::Upstream, pid: i32, secret: i32) -> Result<()> {
+    let limit = std::time::Duration::from_secs(cfg.connect_timeout_secs);
+    let mut s = tokio::time::timeout(limit, open(cfg))
+        .await
+        .map_err(|_| ProxyError::Upstream("no connection for a cancel request".into()))??;
+    s.write_all(&wire::cancel_request(pid, secret)).await?;
+    s.flush().await?;
+    // The server answers by closing the connection; waiting for that keeps
+    // the request from being cut off by our own close.
+    let mut rest = [0u8; 1];
+    let _ = tokio::time::timeout(limit, tokio::io::AsyncReadExt::read(&mut s, &mut rest)).await;
     Ok(())
 }
 
@@ -268,7 +310,7 @@ mod tests {
 
     fn upstream(port: u16, sslmode: &str) -> config::Upstream {
         toml::from_str(&format!(
-            "host = \"127.0.0.1\"\nport = {port}\nuser = \"u\"\ndbname = \"d\"\nsslmode = \"{sslmode}\""
+            "host = \"127.0.0.1\"\nport = {port}\ndbname = \"d\"\nsslmode = \"{sslmode}\""
         ))
         .expect("upstream")
     }

@@ -1,5 +1,6 @@
 //! PostgreSQL protocol 3 framing and the few messages the proxy reads or
-//! writes itself. Everything else is relayed byte for byte.
+//! writes itself. Everything else is relayed byte for byte; [`Scanner`]
+//! follows message boundaries in the relayed bytes without copying them.
 
 use bytes::{BufMut, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -66,6 +67,57 @@ pub async fn read_startup<R: AsyncRead + Unpin>(r: &mut R) -> Result<Vec<u8>> {
     let mut body = vec![0; len as usize - 4];
     r.read_exact(&mut body).await?;
     Ok(body)
+}
+
+/// The code of an SSLRequest (clients' and the proxy's own).
+pub const SSL_REQUEST: i32 = 80_877_103;
+/// The code of a GSSENCRequest.
+pub const GSSENC_REQUEST: i32 = 80_877_104;
+/// The code of a CancelRequest.
+pub const CANCEL_REQUEST: i32 = 80_877_102;
+/// Protocol version 3.0, as a StartupMessage carries it.
+pub const PROTOCOL_3: i32 = 196_608;
+
+/// An SSLRequest: length 8, then the request code.
+pub fn ssl_request() -> [u8; 8] {
+    let mut req = [0u8; 8];
+    req[..4].copy_from_slice(&8i32.to_be_bytes());
+    req[4..].copy_from_slice(&SSL_REQUEST.to_be_bytes());
+    req
+}
+
+/// A CancelRequest for backend `pid` with `secret`: length 16, the
+/// request code, the process id, the secret key.
+pub fn cancel_request(pid: i32, secret: i32) -> [u8; 16] {
+    let mut req = [0u8; 16];
+    req[..4].copy_from_slice(&16i32.to_be_bytes());
+    req[4..8].copy_from_slice(&CANCEL_REQUEST.to_be_bytes());
+    req[8..12].copy_from_slice(&pid.to_be_bytes());
+    req[12..].copy_from_slice(&secret.to_be_bytes());
+    req
+}
+
+/// The (process id, secret key) of a CancelRequest, from the body that
+/// [`read_startup`] returns (code included).
+pub fn parse_cancel_request(body: &[u8]) -> Result<(i32, i32)> {
+    let mut r = Reader::new(body);
+    if r.i32()? != CANCEL_REQUEST {
+        return Err(ProxyError::Protocol("not a cancel request".into()));
+    }
+    let key = (r.i32()?, r.i32()?);
+    if !r.done() {
+        return Err(ProxyError::Protocol(
+            "cancel request of the wrong length".into(),
+        ));
+    }
+    Ok(key)
+}
+
+/// A BackendKeyData frame.
+pub fn backend_key_data(pid: i32, secret: i32) -> Frame {
+    let mut body = pid.to_be_bytes().to_vec();
+    body.extend_from_slice(&secret.to_be_bytes());
+    Frame::new(b'K', body)
 }
 
 /// Appends a NUL-terminated string.
@@ -142,45 +194,6 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// One column of a RowDescription.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Column {
-    /// Column name.
-    pub name: String,
-    /// Source table OID (0 for an expression).
-    pub table_oid: u32,
-    /// Source attribute number (0 for an expression).
-    pub attnum: i16,
-    /// Type OID.
-    pub type_oid: u32,
-    /// 0 text, 1 binary.
-    pub format: i16,
-}
-
-/// Parses a RowDescription body.
-pub fn parse_row_description(body: &[u8]) -> Result<Vec<Column>> {
-    let mut r = Reader::new(body);
-    let n = r.i16()?;
-    let mut cols = Vec::with_capacity(n.max(0) as usize);
-    for _ in 0..n {
-        let name = r.cstr()?.to_string();
-        let table_oid = r.i32()? as u32;
-        let attnum = r.i16()?;
-        let type_oid = r.i32()? as u32;
-        let _size = r.i16()?;
-        let _modifier = r.i32()?;
-        let format = r.i16()?;
-        cols.push(Column {
-            name,
-            table_oid,
-            attnum,
-            type_oid,
-            format,
-        });
-    }
-    Ok(cols)
-}
-
 /// Parses a DataRow body into fields (`None` for NULL).
 pub fn parse_data_row(body: &[u8]) -> Result<Vec<Option<&[u8]>>> {
     let mut r = Reader::new(body);
@@ -195,22 +208,6 @@ pub fn parse_data_row(body: &[u8]) -> Result<Vec<Option<&[u8]>>> {
         });
     }
     Ok(fields)
-}
-
-/// Builds a DataRow body.
-pub fn data_row(fields: &[Option<Vec<u8>>]) -> Vec<u8> {
-    let mut out = Vec::new();
-    out.extend_from_slice(&(fields.len() as i16).to_be_bytes());
-    for f in fields {
-        match f {
-            None => out.extend_from_slice(&(-1i32).to_be_bytes()),
-            Some(b) => {
-                out.extend_from_slice(&(b.len() as i32).to_be_bytes());
-                out.extend_from_slice(b);
-            }
-        }
-    }
-    out
 }
 
 /// The fields of an ErrorResponse or NoticeResponse.
@@ -258,11 +255,78 @@ pub fn auth(code: i32, payload: &[u8]) -> Frame {
     Frame::new(b'R', body)
 }
 
-/// A Describe frame for a portal.
-pub fn describe_portal(portal: &str) -> Frame {
-    let mut body = vec![b'P'];
-    put_cstr(&mut body, portal);
-    Frame::new(b'D', body)
+/// The parameters of a StartupMessage body (after its version code), in
+/// order.
+pub fn parse_startup_params(body: &[u8]) -> Result<Vec<(String, String)>> {
+    let mut r = Reader::new(body);
+    let mut params = Vec::new();
+    while !r.done() {
+        let k = r.cstr()?;
+        if k.is_empty() {
+            break;
+        }
+        params.push((k.to_string(), r.cstr()?.to_string()));
+    }
+    Ok(params)
+}
+
+/// Follows the message boundaries of one direction of a relayed stream,
+/// fed in chunks as they arrive: it reads each message's five header
+/// bytes and skips its body.
+#[derive(Debug, Default)]
+pub struct Scanner {
+    header: [u8; 5],
+    have: usize,
+    remaining: usize,
+}
+
+impl Scanner {
+    /// Feeds the next `chunk`, calling `on_message(tag, body length)` at
+    /// each message header it completes. A length below 4, or a body over
+    /// `max` bytes, is an error (the stream cannot be followed further).
+    pub fn feed(
+        &mut self,
+        chunk: &[u8],
+        max: usize,
+        mut on_message: impl FnMut(u8, usize),
+    ) -> Result<()> {
+        let mut i = 0;
+        while i < chunk.len() {
+            if self.remaining > 0 {
+                let take = self.remaining.min(chunk.len() - i);
+                self.remaining -= take;
+                i += take;
+                continue;
+            }
+            self.header[self.have] = chunk[i];
+            self.have += 1;
+            i += 1;
+            if self.have == self.header.len() {
+                self.have = 0;
+                let tag = self.header[0];
+                let len = i32::from_be_bytes([
+                    self.header[1],
+                    self.header[2],
+                    self.header[3],
+                    self.header[4],
+                ]);
+                if len < 4 || len as usize - 4 > max {
+                    return Err(ProxyError::Protocol(format!(
+                        "message '{}' of {len} bytes (limit {max})",
+                        char::from(tag)
+                    )));
+                }
+                self.remaining = len as usize - 4;
+                on_message(tag, self.remaining);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether everything fed so far ends at a message boundary.
+    pub fn at_boundary(&self) -> bool {
+        self.have == 0 && self.remaining == 0
+    }
 }
 
 #[cfg(test)]
@@ -270,22 +334,81 @@ mod tests {
     use super::*;
 
     #[test]
-    fn data_rows_round_trip() {
-        let fields = vec![Some(b"abc".to_vec()), None, Some(Vec::new())];
-        let body = data_row(&fields);
-        let back: Vec<Option<Vec<u8>>> = parse_data_row(&body)
-            .unwrap()
-            .into_iter()
-            .map(|f| f.map(<[u8]>::to_vec))
-            .collect();
-        assert_eq!(back, fields);
-        assert!(parse_data_row(&body[..body.len() - 1]).is_err());
+    fn data_rows_parse_and_short_ones_are_errors() {
+        let body = [
+            0, 3, 0, 0, 0, 3, b'a', b'b', b'c', 255, 255, 255, 255, 0, 0, 0, 0,
+        ];
+        let fields = parse_data_row(&body).unwrap();
+        assert_eq!(fields, vec![Some(&b"abc"[..]), None, Some(&b""[..])]);
+        assert!(parse_data_row(&body[..body.len() - 5]).is_err());
     }
 
     #[test]
     fn error_fields_round_trip() {
-        let f = error("ERROR", "42501", "no");
+        let f = error("FATAL", "28000", "no");
         let fields = parse_fields(&f.body).unwrap();
-        assert_eq!(fields[2], (b'C', "42501".to_string()));
+        assert_eq!(fields[2], (b'C', "28000".to_string()));
+        assert_eq!(fields_body(&fields), f.body);
+    }
+
+    #[test]
+    fn cancel_requests_round_trip_with_their_code() {
+        let req = cancel_request(4242, -7);
+        // Length 16, then the code 80877102 (04 d2 16 2e).
+        assert_eq!(req[..8], [0, 0, 0, 16, 4, 210, 22, 46]);
+        assert_eq!(parse_cancel_request(&req[4..]).unwrap(), (4242, -7));
+        assert!(parse_cancel_request(&req[4..12]).is_err());
+        assert!(parse_cancel_request(&ssl_request()[4..]).is_err());
+        let k = backend_key_data(4242, -7);
+        let mut r = Reader::new(&k.body);
+        assert_eq!(
+            (k.tag, r.i32().unwrap(), r.i32().unwrap()),
+            (b'K', 4242, -7)
+        );
+    }
+
+    #[test]
+    fn startup_params_parse_in_order() {
+        let mut body = Vec::new();
+        for s in ["user", "u", "options", "-c x=y", ""] {
+            put_cstr(&mut body, s);
+        }
+        assert_eq!(
+            parse_startup_params(&body).unwrap(),
+            vec![
+                ("user".to_string(), "u".to_string()),
+                ("options".to_string(), "-c x=y".to_string())
+            ]
+        );
+        assert!(parse_startup_params(b"user\0u").is_err());
+    }
+
+    #[test]
+    fn the_scanner_finds_every_message_however_the_stream_is_cut() {
+        let mut stream = Vec::new();
+        for (tag, body) in [(b'T', vec![1u8; 300]), (b'D', vec![]), (b'Z', vec![b'I'])] {
+            stream.extend_from_slice(&Frame::new(tag, body).to_bytes());
+        }
+        for cut in 1..stream.len() {
+            let mut sc = Scanner::default();
+            let mut seen = Vec::new();
+            for chunk in stream.chunks(cut) {
+                sc.feed(chunk, 1000, |t, n| seen.push((t, n))).unwrap();
+            }
+            assert_eq!(
+                seen,
+                vec![(b'T', 300), (b'D', 0), (b'Z', 1)],
+                "chunks of {cut}"
+            );
+            assert!(sc.at_boundary());
+        }
+        let mut sc = Scanner::default();
+        sc.feed(&stream[..7], 1000, |_, _| {}).unwrap();
+        assert!(!sc.at_boundary());
+        let mut sc = Scanner::default();
+        let e = sc.feed(&stream, 100, |_, _| {}).unwrap_err().to_string();
+        assert!(e.contains("limit 100"), "{e}");
+        let mut sc = Scanner::default();
+        assert!(sc.feed(&[b'Q', 0, 0, 0, 3], 100, |_, _| {}).is_err());
     }
 }

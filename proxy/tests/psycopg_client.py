@@ -1,6 +1,7 @@
 """A Python client (psycopg 3) through dptext-proxy: server-side prepared
-statements (prepare_threshold=0 prepares on first use) and binary results.
-Prints the rows of a few queries as JSON, for proxy/tests/proxy.rs to check.
+statements (prepare_threshold=0 prepares on first use), text and binary
+results, server metadata and a catalog query. Prints the rows as JSON, for
+proxy/tests/proxy.rs to compare with a direct connection.
 
 usage: python3 psycopg_client.py CONNINFO
 """
@@ -13,7 +14,10 @@ QUERIES = [
     ("SELECT id, note, code, n FROM proxy_t WHERE id = %s", (1,)),
     ("SELECT id, note FROM proxy_t ORDER BY id", None),
     ("SELECT array_agg(note ORDER BY id), json_agg(note ORDER BY id) FROM proxy_t", None),
-    ("SELECT upper(note) FROM proxy_t ORDER BY id", None),
+    ("SELECT upper(note), length(note) FROM proxy_t ORDER BY id", None),
+    ("SELECT version(), current_user", None),
+    ("SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod) FROM pg_catalog.pg_attribute a "
+     "WHERE a.attrelid = 'proxy_t'::regclass AND a.attnum > 0 ORDER BY a.attnum", None),
 ]
 
 out = []

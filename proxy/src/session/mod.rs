@@ -1,0 +1,228 @@
+//! One client session, by phase:
+//!
+//! 1. start-up ([`negotiate`], [`serve`]): TLS, the StartupMessage, or a
+//!    cancel request ([`cancel`]);
+//! 2. SCRAM-SHA-256 of the client user ([`auth`]);
+//! 3. the upstream: a connection as the user's own upstream login with the
+//!    client's start-up parameters ([`startup`]: an allow-list for masked
+//!    users), and, for a masked user, the masking check over a control
+//!    connection ([`crate::masking`]); a failed check refuses the session;
+//! 4. the relay ([`relay`]): bytes both ways, unchanged.
+
+pub mod auth;
+pub mod cancel;
+pub mod relay;
+pub mod startup;
+
+use std::sync::Arc;
+
+use pgwire::tokio::tokio_rustls;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+
+use crate::config::Config;
+use crate::error::{ProxyError, Result};
+use crate::metrics::{inc, METRICS};
+use crate::upstream::{self, Login};
+use crate::wire::{self, Frame};
+use auth::Accounts;
+use cancel::Cancels;
+
+/// Everything sessions started under one configuration share.
+pub struct Shared {
+    /// The configuration.
+    pub config: Config,
+    /// Client users, their salts and salted passwords.
+    pub accounts: Accounts,
+    /// TLS, when configured.
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
+impl Shared {
+    /// Prepares users and TLS; SCRAM salts derive from the config's `key`,
+    /// else from `fallback_secret` (the process's own).
+    pub fn new(config: Config, fallback_secret: &[u8]) -> Result<Self> {
+        let secret = config
+            .key
+            .as_ref()
+            .map_or(fallback_secret, |k| k.expose().as_bytes());
+        let accounts = Accounts::new(&config.users, secret);
+        let tls = config.tls.as_ref().map(crate::tls::acceptor).transpose()?;
+        Ok(Shared {
+            config,
+            accounts,
+            tls,
+        })
+    }
+}
+
+pub(crate) async fn write<W: AsyncWrite + Unpin>(w: &mut W, f: &Frame) -> Result<()> {
+    w.write_all(&f.to_bytes()).await?;
+    Ok(())
+}
+
+async fn fail<W: AsyncWrite + Unpin>(w: &mut W, e: &ProxyError) -> Result<()> {
+    write(w, &wire::error("FATAL", e.sqlstate(), &e.to_string())).await?;
+    w.flush().await?;
+    Ok(())
+}
+
+/// How long a client may take over each start-up and authentication step.
+const STARTUP: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// `f`, or a protocol error after [`STARTUP`].
+pub(crate) async fn in_time<T>(f: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    tokio::time::timeout(STARTUP, f)
+        .await
+        .map_err(|_| ProxyError::Protocol("startup took too long".into()))?
+}
+
+/// Serves one TCP client to its end: TLS when the client asks for it and
+/// `[tls]` is configured (refused when `tls.required` and it does not ask;
+/// a plain cancel request is still served).
+pub async fn accept(
+    tcp: tokio::net::TcpStream,
+    shared: Arc<Shared>,
+    cancels: Arc<Cancels>,
+) -> Result<()> {
+    inc(&METRICS.sessions_total);
+    METRICS
+        .sessions_active
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let r = negotiate(tcp, shared, cancels).await;
+    METRICS
+        .sessions_active
+        .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    r
+}
+
+async fn negotiate(
+    mut tcp: tokio::net::TcpStream,
+    shared: Arc<Shared>,
+    cancels: Arc<Cancels>,
+) -> Result<()> {
+    let first = in_time(wire::read_startup(&mut tcp)).await?;
+    let code = wire::Reader::new(&first).i32()?;
+    if code == wire::SSL_REQUEST {
+        if let Some(acceptor) = &shared.tls {
+            tcp.write_all(b"S").await?;
+            let tls = in_time(async { Ok(acceptor.accept(tcp).await?) }).await?;
+            return serve(tls, shared, cancels, None).await;
+        }
+        tcp.write_all(b"N").await?;
+        return serve(tcp, shared, cancels, None).await;
+    }
+    if shared.config.tls.as_ref().is_some_and(|t| t.required) && code != wire::CANCEL_REQUEST {
+        let e = ProxyError::Protocol("this proxy requires TLS (sslmode=require)".into());
+        let mut w = BufWriter::new(tcp);
+        let _ = fail(&mut w, &e).await;
+        return Err(e);
+    }
+    serve(tcp, shared, cancels, Some(first)).await
+}
+
+/// Sends a client's cancel request on to the server, when it names a live
+/// session with its secret; anything else is ignored, as PostgreSQL does.
+async fn cancel_request(body: &[u8], cancels: &Cancels) -> Result<()> {
+    let (pid, secret) = wire::parse_cancel_request(body)?;
+    match cancels.lookup(pid, secret) {
+        Some((upstream, server_pid, server_key)) => {
+            tracing::debug!(pid, "cancel request relayed");
+            upstream::cancel(&upstream, server_pid, server_key).await
+        }
+        None => {
+            tracing::info!(pid, "cancel request for no session; ignored");
+            Ok(())
+        }
+    }
+}
+
+/// Serves one client connection to its end; `first` is a start-up packet
+/// already read.
+pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+    client: S,
+    shared: Arc<Shared>,
+    cancels: Arc<Cancels>,
+    mut first: Option<Vec<u8>>,
+) -> Result<()> {
+    let (cr, cw) = tokio::io::split(client);
+    let mut cr = BufReader::new(cr);
+    let mut cw = BufWriter::new(cw);
+    // Start-up: no GSS encryption, no TLS inside TLS.
+    let params = loop {
+        let body = match first.take() {
+            Some(b) => b,
+            None => in_time(wire::read_startup(&mut cr)).await?,
+        };
+        let code = wire::Reader::new(&body).i32()?;
+        match code {
+            wire::SSL_REQUEST | wire::GSSENC_REQUEST => {
+                cw.write_all(b"N").await?;
+                cw.flush().await?;
+            }
+            wire::CANCEL_REQUEST => return cancel_request(&body, &cancels).await,
+            v if v >> 16 == 3 => break wire::parse_startup_params(&body[4..])?,
+            v => {
+                let e = ProxyError::Protocol(format!("unsupported protocol version {v:#x}"));
+                fail(&mut cw, &e).await?;
+                return Err(e);
+            }
+        }
+    };
+    let name = params
+        .iter()
+        .find(|(k, _)| k == "user")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    let started = async {
+        let account = auth::authenticate(&mut cr, &mut cw, &shared.accounts, &name).await?;
+        let user = &account.user;
+        let params = startup::upstream_params(&params, user.masked)?;
+        let login = Login::of(user);
+        let cfg = &shared.config.upstream;
+        if user.masked {
+            // The check runs over its own connection, beside the session's.
+            let (up, check) = tokio::join!(
+                upstream::connect(cfg, &login, &params),
+                crate::masking::check(cfg, &login, &user.name)
+            );
+            let report = match check {
+                Ok(r) => r,
+                Err(e) => {
+                    inc(&METRICS.masking_refused);
+                    return Err(e);
+                }
+            };
+            if report.superuser {
+                tracing::warn!(user = %user.name, upstream = %login.user, "masked user's upstream role is a superuser: it can remove its own label");
+            }
+            Ok((user, up?))
+        } else {
+            Ok((user, upstream::connect(cfg, &login, &params).await?))
+        }
+    };
+    let (user, up) = match started.await {
+        Ok(s) => s,
+        Err(e) => {
+            inc(&METRICS.sessions_failed);
+            let _ = fail(&mut cw, &e).await;
+            return Err(e);
+        }
+    };
+    let registration = up
+        .key_data
+        .map(|(pid, key)| cancels.register(&shared.config.upstream, pid, key));
+    write(&mut cw, &wire::auth(0, &[])).await?;
+    for f in &up.parameters {
+        write(&mut cw, f).await?;
+    }
+    if let Some(r) = &registration {
+        write(&mut cw, &wire::backend_key_data(r.pid, r.secret)).await?;
+    }
+    write(&mut cw, &Frame::new(b'Z', vec![b'I'])).await?;
+    cw.flush().await?;
+    tracing::info!(user = %user.name, upstream = %user.upstream_user, masked = user.masked, "session started");
+    let (ur, uw) = tokio::io::split(up.stream);
+    let r = relay::relay(cr, cw.into_inner(), ur, uw, &shared.config.limits).await;
+    drop(registration);
+    r
+}

@@ -1,0 +1,121 @@
+//! Which of a client's start-up parameters reach the upstream session.
+//!
+//! A masked session's parameters are reduced to an allow-list of display
+//! settings: `options` (`-c anything=...`) and every other setting are
+//! dropped, whatever their value, so a client cannot start its upstream
+//! session with settings its role defaults or the server would not give
+//! it. Unmasked sessions get every parameter except the ones the proxy
+//! decides itself (user, database, replication, protocol extensions).
+
+use crate::error::{ProxyError, Result};
+
+/// Start-up parameters a masked client may set (compared without regard
+/// to case, as PostgreSQL compares setting names).
+pub const MASKED_ALLOWED: [&str; 7] = [
+    "application_name",
+    "client_encoding",
+    "DateStyle",
+    "IntervalStyle",
+    "TimeZone",
+    "extra_float_digits",
+    "search_path",
+];
+
+/// Spellings of UTF8 that PostgreSQL accepts as a client encoding.
+fn is_utf8(v: &str) -> bool {
+    ["UTF8", "UTF-8", "UNICODE"]
+        .iter()
+        .any(|u| v.trim().eq_ignore_ascii_case(u))
+}
+
+/// The parameters the upstream session starts with, from the client's
+/// (`user` and `database` are the proxy's to choose and never pass).
+/// A masked client asking for a client encoding other than UTF8 is refused.
+pub fn upstream_params(client: &[(String, String)], masked: bool) -> Result<Vec<(String, String)>> {
+    let mut kept = Vec::new();
+    for (k, v) in client {
+        let own =
+            matches!(k.as_str(), "user" | "database" | "replication") || k.starts_with("_pq_.");
+        let allowed = !masked || MASKED_ALLOWED.iter().any(|a| a.eq_ignore_ascii_case(k));
+        if own || !allowed {
+            tracing::debug!(parameter = %k, masked, "start-up parameter dropped");
+            continue;
+        }
+        if masked && k.eq_ignore_ascii_case("client_encoding") && !is_utf8(v) {
+            return Err(ProxyError::Protocol(format!(
+                "masked sessions use client_encoding UTF8, not {v}: set PGCLIENTENCODING=UTF8"
+            )));
+        }
+        kept.push((k.clone(), v.clone()));
+    }
+    Ok(kept)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(p: &[(&str, &str)]) -> Vec<(String, String)> {
+        p.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn masked_sessions_keep_only_the_allow_list() {
+        let client = params(&[
+            ("user", "analyst"),
+            ("database", "clinic"),
+            ("options", "-c search_path=evil -c dptext.key="),
+            ("application_name", "psql"),
+            ("datestyle", "ISO, MDY"),
+            ("TimeZone", "UTC"),
+            ("client_encoding", "utf8"),
+            ("role", "postgres"),
+            ("session_authorization", "postgres"),
+            ("dptext.key", ""),
+            ("replication", "database"),
+            ("_pq_.extension", "x"),
+            ("search_path", "public"),
+        ]);
+        assert_eq!(
+            upstream_params(&client, true).unwrap(),
+            params(&[
+                ("application_name", "psql"),
+                ("datestyle", "ISO, MDY"),
+                ("TimeZone", "UTC"),
+                ("client_encoding", "utf8"),
+                ("search_path", "public"),
+            ])
+        );
+    }
+
+    #[test]
+    fn unmasked_sessions_keep_all_but_the_proxys_own() {
+        let client = params(&[
+            ("user", "admin"),
+            ("database", "x"),
+            ("options", "-c work_mem=64MB"),
+            ("client_encoding", "LATIN1"),
+            ("replication", "true"),
+        ]);
+        assert_eq!(
+            upstream_params(&client, false).unwrap(),
+            params(&[
+                ("options", "-c work_mem=64MB"),
+                ("client_encoding", "LATIN1")
+            ])
+        );
+    }
+
+    #[test]
+    fn masked_sessions_refuse_other_encodings() {
+        let e = upstream_params(&params(&[("client_encoding", "LATIN1")]), true)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("client_encoding UTF8"), "{e}");
+        for ok in ["UTF8", "utf-8", "Unicode"] {
+            upstream_params(&params(&[("client_encoding", ok)]), true).unwrap();
+        }
+    }
+}

@@ -1,0 +1,303 @@
+//! What the proxy's integration tests share: the fixture in the test
+//! database (tables, labels, and the upstream roles the proxy logs in as),
+//! proxies started in the test process, and psql through them or directly.
+//!
+//! Needs the server the test command starts (`DPTEXT_TEST_DB`, `PGHOST`,
+//! `PGPORT`, a key in `dptext.key_file`); skipped without it unless
+//! `DPTEXT_REQUIRE_PG=1`.
+
+#![allow(dead_code)]
+
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// Values planted in the table; none may come back raw to a masked user.
+pub const MARKERS: [&str; 3] = [
+    "Zebediah Quincewhistle",
+    "Marmaduke Pennyfeather",
+    "Octavia Brambleworth",
+];
+
+/// A database without the extension, for the refusal tests.
+pub const NO_EXTENSION_DB: &str = "dptext_proxy_noext";
+
+/// The test database and the main proxy.
+pub struct Env {
+    /// `DPTEXT_TEST_DB`.
+    pub db: String,
+    /// The server's host (a unix-socket directory) and port.
+    pub host: String,
+    /// Its port.
+    pub pgport: String,
+    /// The main proxy's port.
+    pub port: u16,
+    /// Its metrics port.
+    pub metrics_port: u16,
+}
+
+/// The upstream roles the fixture creates (cluster-wide, kept between
+/// runs), and their passwords (the test cluster trusts local connections,
+/// so they are set but not checked).
+pub const ROLES: [(&str, &str); 6] = [
+    // Labelled MASKED, SELECT on the test tables.
+    ("proxy_masked", "masked-up-pw"),
+    // Not masked; reads and writes the test tables.
+    ("proxy_admin", "admin-up-pw"),
+    // Not labelled, SELECT on the test tables.
+    ("proxy_unlabelled", "unlabelled-up-pw"),
+    // Labelled MASKED, but its sessions have no key.
+    ("proxy_nokey", "nokey-up-pw"),
+    // Labelled MASKED, may write a scratch table.
+    ("proxy_writer", "writer-up-pw"),
+    // Labelled MASKED, for the binary's own tests.
+    ("proxy_masked2", "masked2-up-pw"),
+];
+
+/// The `[[user]]` sections of the main proxy: client user, client
+/// password, masked, upstream role, upstream password.
+pub fn users_toml() -> String {
+    [
+        ("analyst", true, "proxy_masked", "masked-up-pw"),
+        ("admin", false, "proxy_admin", "admin-up-pw"),
+        ("unlabelled", true, "proxy_unlabelled", "unlabelled-up-pw"),
+        ("nokey", true, "proxy_nokey", "nokey-up-pw"),
+        ("ghost", true, "proxy_no_such_role", "x"),
+    ]
+    .iter()
+    .map(|(name, masked, role, pw)| {
+        format!(
+            "[[user]]\nname = \"{name}\"\npassword = \"{name}-pw\"\nmasked = {masked}\n\
+             upstream_user = \"{role}\"\nupstream_password = \"{pw}\"\n"
+        )
+    })
+    .collect()
+}
+
+/// The `[upstream]` section for database `db`.
+pub fn upstream_toml(env: &Env, db: &str) -> String {
+    format!(
+        "[upstream]\nhost = \"{}\"\nport = {}\ndbname = \"{db}\"\n",
+        env.host, env.pgport
+    )
+}
+
+fn fixture(db: &str) {
+    let roles: String = ROLES
+        .iter()
+        .map(|(r, pw)| {
+            format!(
+                "IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{r}') THEN CREATE ROLE {r} LOGIN; END IF;\n\
+                 ALTER ROLE {r} PASSWORD '{pw}';\n"
+            )
+        })
+        .collect();
+    direct(
+        db,
+        &format!(
+            "DO $$BEGIN\n{roles}END$$;
+             DROP TABLE IF EXISTS proxy_t, proxy_scratch CASCADE;
+             CREATE TABLE proxy_t (id int PRIMARY KEY, note text, code varchar(40), n int);
+             INSERT INTO proxy_t VALUES
+               (1, 'Seen by {m0} on Monday.', 'plain code one', 10),
+               (2, 'Called {m1} about results.', 'plain code two', 20),
+               (3, 'Letter from {m2}.', NULL, 30);
+             SECURITY LABEL FOR dptext ON COLUMN proxy_t.note IS 'MASKED WITH santext(eps => 2)';
+             CREATE VIEW proxy_v AS SELECT id, note FROM proxy_t;
+             CREATE TABLE proxy_scratch (x int);
+             SECURITY LABEL FOR dptext ON ROLE proxy_masked IS 'MASKED';
+             SECURITY LABEL FOR dptext ON ROLE proxy_masked2 IS 'MASKED';
+             SECURITY LABEL FOR dptext ON ROLE proxy_nokey IS 'MASKED';
+             SECURITY LABEL FOR dptext ON ROLE proxy_writer IS 'MASKED';
+             SECURITY LABEL FOR dptext ON ROLE proxy_unlabelled IS NULL;
+             SECURITY LABEL FOR dptext ON ROLE proxy_admin IS NULL;
+             ALTER ROLE proxy_nokey SET dptext.key = '';
+             ALTER ROLE proxy_nokey SET dptext.key_file = '';
+             GRANT SELECT ON proxy_t, proxy_v TO proxy_masked, proxy_masked2, proxy_unlabelled, proxy_nokey, proxy_writer;
+             GRANT ALL ON proxy_t, proxy_v TO proxy_admin;
+             GRANT INSERT ON proxy_scratch TO proxy_writer;",
+            m0 = MARKERS[0],
+            m1 = MARKERS[1],
+            m2 = MARKERS[2],
+        ),
+    );
+    let have = direct(
+        "postgres",
+        &format!("SELECT count(*) FROM pg_database WHERE datname = '{NO_EXTENSION_DB}'"),
+    );
+    if have.trim() == "0" {
+        direct("postgres", &format!("CREATE DATABASE {NO_EXTENSION_DB}"));
+    }
+}
+
+/// The fixture and the main proxy, once per test binary; `None` when no
+/// test server is configured.
+pub fn env() -> Option<&'static Env> {
+    static ENV: OnceLock<Option<Env>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let db = match std::env::var("DPTEXT_TEST_DB") {
+            Ok(db) => db,
+            Err(_) => {
+                assert!(
+                    std::env::var("DPTEXT_REQUIRE_PG").as_deref() != Ok("1"),
+                    "DPTEXT_REQUIRE_PG=1 but DPTEXT_TEST_DB is not set"
+                );
+                return None;
+            }
+        };
+        fixture(&db);
+        let mut env = Env {
+            db,
+            host: std::env::var("PGHOST").unwrap_or_else(|_| "/var/run/postgresql".into()),
+            pgport: std::env::var("PGPORT").unwrap_or_else(|_| "5432".into()),
+            port: 0,
+            metrics_port: 0,
+        };
+        let config = format!(
+            "listen = \"127.0.0.1:0\"\nkey = \"a proxy test key, not a secret\"\n{}{}\
+             [limits]\nmax_message_bytes = 100000\n",
+            upstream_toml(&env, &env.db),
+            users_toml()
+        );
+        (env.port, env.metrics_port) = spawn_proxy(&config);
+        Some(env)
+    })
+    .as_ref()
+}
+
+/// Starts a proxy for the TOML `config` in this process, on a free port,
+/// with a metrics endpoint; (proxy port, metrics port).
+pub fn spawn_proxy(config: &str) -> (u16, u16) {
+    let config = dptext_proxy::config::Config::parse(config).expect("config");
+    config.validate().expect("valid");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Runtime::new().expect("runtime");
+        rt.block_on(async move {
+            let bind = || tokio::net::TcpListener::bind("127.0.0.1:0");
+            let listener = bind().await.expect("bind");
+            let metrics = bind().await.expect("bind");
+            let port = |l: &tokio::net::TcpListener| l.local_addr().expect("addr").port();
+            tx.send((port(&listener), port(&metrics))).expect("send");
+            tokio::spawn(dptext_proxy::metrics::serve(metrics));
+            let proxy = dptext_proxy::Proxy::new(config).expect("proxy");
+            let _ = dptext_proxy::serve(listener, proxy).await;
+        });
+    });
+    rx.recv().expect("proxy ports")
+}
+
+/// psql as the superuser, on `db`; stdout, and a panic on any error.
+pub fn direct(db: &str, sql: &str) -> String {
+    let out = Command::new("psql")
+        .args([
+            "-X",
+            "-A",
+            "-t",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-d",
+            db,
+            "-c",
+            sql,
+        ])
+        .output()
+        .expect("psql");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// psql (`-X -A -t`) through the proxy listening on `port`, as `user`.
+pub fn psql_cmd(port: u16, db: &str, user: &str, password: &str) -> Command {
+    let mut c = Command::new("psql");
+    c.args([
+        "-X",
+        "-A",
+        "-t",
+        "-h",
+        "127.0.0.1",
+        "-p",
+        &port.to_string(),
+        "-U",
+        user,
+        "-d",
+        db,
+    ])
+    .env("PGPASSWORD", password)
+    .env_remove("PGOPTIONS")
+    .env_remove("PGAPPNAME");
+    c
+}
+
+/// stdout then stderr, as text.
+pub fn text(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// stdout and stderr of psql through the main proxy as `user`.
+pub fn via(env: &Env, user: &str, sql: &str) -> String {
+    let out = psql_cmd(env.port, &env.db, user, &format!("{user}-pw"))
+        .args(["-c", sql])
+        .output()
+        .expect("psql");
+    text(&out)
+}
+
+/// stdout and stderr of psql connected directly (unix socket) as `role`.
+pub fn direct_as(env: &Env, role: &str, sql: &str) -> String {
+    let out = Command::new("psql")
+        .args(["-X", "-A", "-t", "-h", &env.host, "-p", &env.pgport])
+        .args(["-U", role, "-d", &env.db, "-c", sql])
+        .env_remove("PGOPTIONS")
+        .env_remove("PGAPPNAME")
+        .output()
+        .expect("psql");
+    text(&out)
+}
+
+/// No part of any marker, in any letter case, is in `out`.
+pub fn assert_no_marker(what: &str, out: &str) {
+    let lower = out.to_lowercase();
+    for m in MARKERS {
+        for part in m.split(' ') {
+            assert!(
+                !lower.contains(&part.to_lowercase()),
+                "{what}: raw value {part:?} came back:\n{out}"
+            );
+        }
+    }
+}
+
+/// Runs psycopg_client.py against `conninfo`; `None` without psycopg
+/// (`DPTEXT_PYLIB`), which `DPTEXT_REQUIRE_PG=1` makes an error.
+pub fn psycopg(conninfo: &str) -> Option<serde_json::Value> {
+    let Ok(pylib) = std::env::var("DPTEXT_PYLIB") else {
+        assert!(
+            std::env::var("DPTEXT_REQUIRE_PG").as_deref() != Ok("1"),
+            "DPTEXT_PYLIB (psycopg) is not set: run scripts/setup.sh"
+        );
+        return None;
+    };
+    let out = Command::new("python3")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/psycopg_client.py"
+        ))
+        .arg(conninfo)
+        .env("PYTHONPATH", pylib)
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(serde_json::from_slice(&out.stdout).expect("json"))
+}
