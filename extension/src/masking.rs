@@ -176,17 +176,18 @@ SELECT a.attnum, l.label
 /// `dptext.create_sanitized_view` built it (then every labelled column
 /// went through its rule).
 const MATVIEW_SQL: &str = "
-WITH RECURSIVE deps(rel) AS (
-    SELECT $1::pg_catalog.oid
-    UNION
-    SELECT d.refobjid
-      FROM deps
-      JOIN pg_catalog.pg_rewrite r ON r.ev_class OPERATOR(pg_catalog.=) deps.rel
+WITH RECURSIVE edges(child, parent) AS (
+    SELECT r.ev_class, d.refobjid
+      FROM pg_catalog.pg_rewrite r
       JOIN pg_catalog.pg_depend d ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_rewrite'::pg_catalog.regclass
            AND d.objid OPERATOR(pg_catalog.=) r.oid
            AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+    UNION ALL
+    SELECT i.inhrelid, i.inhparent FROM pg_catalog.pg_inherits i
+), deps(rel) AS (
+    SELECT $1::pg_catalog.oid
     UNION
-    SELECT i.inhparent FROM deps JOIN pg_catalog.pg_inherits i ON i.inhrelid OPERATOR(pg_catalog.=) deps.rel
+    SELECT e.parent FROM deps JOIN edges e ON e.child OPERATOR(pg_catalog.=) deps.rel
 )
 SELECT (SELECT pg_catalog.format('%s.%s', l.objoid::pg_catalog.regclass, a.attname)
           FROM pg_catalog.pg_seclabel l

@@ -1,0 +1,392 @@
+#!/usr/bin/env python3
+"""The masking leak battery: a masked role attacks labelled columns through
+every channel a PostgreSQL session has, and every answer is decoded.
+
+    leak_battery.py --owner-dsn DSN --key-file PATH [--masked-dsn DSN]
+
+With --owner-dsn (a superuser, direct) it creates its own fixtures: tables
+with planted marker values under dptext labels, views, functions, partitions
+and a role `leak_masked` labelled MASKED with the key file. The attacks run
+as --masked-dsn (default: the owner DSN with user=leak_masked), directly or
+through the proxy. Everything that comes back is captured: result values and
+column names, every field of every error and notice, notifications (channel
+and payload), ParameterStatus reports, COPY output. Each capture is decoded
+(plain, hex, base64, numbers as bytes or code points, the attack's own
+symbol mapping, md5 of the raw value) and no planted marker may appear in
+any decoding. A last section checks what must keep working: the owner reads
+raw values, masked outputs repeat under the key, refusals carry 42501.
+
+Prints one line per check and 'N passed, M failed'; exits 1 on a failure.
+"""
+import argparse
+import base64
+import binascii
+import hashlib
+import re
+import sys
+
+import psycopg
+from psycopg import sql as _sql  # noqa: F401  (kept for users extending the battery)
+
+MARKERS = ["Zebediah Quincewhistle", "Marmaduke Pennyfeather", "Octavia Brambleworth"]
+# Words that must never come back in any form (case-insensitive).
+MARKER_WORDS = sorted({w.lower() for m in MARKERS for w in m.split()} | {"zq-7731", "mp-4410"})
+NOTES = [
+    (1, f"Seen by {MARKERS[0]} on Monday, record ZQ-7731.", "ZQ-7731"),
+    (2, f"Called {MARKERS[1]} about the results.", "MP-4410"),
+    (3, f"Letter from {MARKERS[2]}.", None),
+]
+SYMBOLS_FROM = "abcdefghijklmnopqrstuvwxyz"
+SYMBOLS_TO = "!\"#$%&()*+,-./:;<=>?@[]^_{"
+
+FIXTURES = """
+DROP TABLE IF EXISTS leak_t, leak_p, leak_parent, leak_out CASCADE;
+DROP MATERIALIZED VIEW IF EXISTS leak_mv_raw CASCADE;
+DROP FUNCTION IF EXISTS leak_secdef() CASCADE;
+CREATE TABLE leak_t (id int PRIMARY KEY, note text, code varchar(40), n int);
+CREATE TABLE leak_p (id int, note text) PARTITION BY RANGE (id);
+CREATE TABLE leak_p1 PARTITION OF leak_p FOR VALUES FROM (0) TO (100);
+CREATE TABLE leak_parent (id int, note text);
+CREATE TABLE leak_child () INHERITS (leak_parent);
+CREATE TABLE leak_out (id int, note text);
+SECURITY LABEL FOR dptext ON COLUMN leak_t.note IS 'MASKED WITH santext(eps => 2)';
+SECURITY LABEL FOR dptext ON COLUMN leak_t.code IS 'MASKED WITH deidentify(strategy => redact)';
+SECURITY LABEL FOR dptext ON COLUMN leak_p.note IS 'MASKED WITH santext(eps => 2)';
+SECURITY LABEL FOR dptext ON COLUMN leak_parent.note IS 'MASKED WITH santext(eps => 2)';
+CREATE VIEW leak_v AS SELECT id, note, upper(note) AS loud FROM leak_t;
+CREATE MATERIALIZED VIEW leak_mv_raw AS SELECT id, note FROM leak_t;
+CREATE FUNCTION leak_secdef() RETURNS SETOF text LANGUAGE sql SECURITY DEFINER
+  AS 'SELECT note FROM leak_t';
+ANALYZE leak_t;
+DO $$ BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'leak_masked') THEN
+    CREATE ROLE leak_masked LOGIN;
+  END IF;
+END $$;
+SECURITY LABEL FOR dptext ON ROLE leak_masked IS 'MASKED';
+GRANT SELECT ON leak_t, leak_p, leak_p1, leak_parent, leak_child, leak_v, leak_mv_raw TO leak_masked;
+GRANT ALL ON leak_out TO leak_masked;
+GRANT INSERT, UPDATE, DELETE, TRUNCATE ON leak_t TO leak_masked;
+GRANT EXECUTE ON FUNCTION leak_secdef() TO leak_masked;
+GRANT CREATE ON SCHEMA public TO leak_masked;
+"""
+
+
+class Capture:
+    """Everything one statement sent back."""
+
+    def __init__(self):
+        self.texts = []  # every string that reached the client
+        self.error = None  # (sqlstate, message)
+
+    def add(self, value):
+        if value is None:
+            return
+        if isinstance(value, (list, tuple)):
+            for v in value:
+                self.add(v)
+            return
+        if isinstance(value, dict):
+            for k, v in value.items():
+                self.add(k)
+                self.add(v)
+            return
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            self.texts.append(bytes(value).decode("utf-8", "replace"))
+            return
+        self.texts.append(str(value))
+
+    def add_diag(self, diag):
+        for field in (
+            "sqlstate", "message_primary", "message_detail", "message_hint", "context",
+            "schema_name", "table_name", "column_name", "datatype_name", "constraint_name",
+            "internal_query", "statement_position", "internal_position", "source_file",
+            "source_function", "severity", "severity_nonlocalized",
+        ):
+            self.add(getattr(diag, field, None))
+
+
+def decodings(text):
+    """The text and what an attacker could decode from it."""
+    out = [text]
+    low = text.lower()
+    inv = str.maketrans(SYMBOLS_TO, SYMBOLS_FROM)
+    out.append(low.translate(inv))
+    for hexrun in re.findall(r"(?:\\x)?((?:[0-9a-fA-F]{2}){4,})", text):
+        try:
+            out.append(binascii.unhexlify(hexrun).decode("utf-8", "replace"))
+        except (binascii.Error, ValueError):
+            pass
+    for b64 in re.findall(r"[A-Za-z0-9+/=\n]{8,}", text):
+        try:
+            out.append(base64.b64decode(b64.replace("\n", ""), validate=False).decode("utf-8", "replace"))
+        except (binascii.Error, ValueError):
+            pass
+    nums = [int(n) for n in re.findall(r"-?\d+", text)]
+    if nums:
+        out.append("".join(chr(n) for n in nums if 0 < n < 0x110000))
+        out.append(bytes(n for n in nums if 0 <= n < 256).decode("utf-8", "replace"))
+    return out
+
+
+def raw_fingerprints():
+    """md5 of every raw value: a hash that matches proves a raw input."""
+    fps = set()
+    for _, note, code in NOTES:
+        for v in (note, code, note.lower(), note.upper()):
+            if v:
+                fps.add(hashlib.md5(v.encode()).hexdigest())
+    return fps
+
+
+class Battery:
+    def __init__(self, masked_dsn, owner_dsn):
+        self.masked_dsn = masked_dsn
+        self.owner_dsn = owner_dsn
+        self.passed = 0
+        self.failed = 0
+        self.fps = raw_fingerprints()
+
+    def check(self, name, ok, detail=""):
+        if ok:
+            self.passed += 1
+            print(f"ok    {name}")
+        else:
+            self.failed += 1
+            print(f"FAIL  {name}: {detail}")
+
+    def connect(self, dsn=None, **kw):
+        conn = psycopg.connect(dsn or self.masked_dsn, autocommit=True, **kw)
+        return conn
+
+    def run(self, statements, conn=None, binary=False, prepare=None):
+        """Runs statements on one connection and captures every channel."""
+        cap = Capture()
+        own = conn is None
+        conn = conn or self.connect()
+        conn.add_notice_handler(cap.add_diag)
+        try:
+            for stmt in statements:
+                try:
+                    with conn.cursor(binary=binary) as cur:
+                        if stmt.lstrip().upper().startswith("COPY"):
+                            with cur.copy(stmt) as copy:
+                                for block in copy:
+                                    cap.add(block)
+                            continue
+                        cur.execute(stmt, prepare=prepare)
+                        if cur.description:
+                            cap.add([d.name for d in cur.description])
+                            for row in cur.fetchall():
+                                cap.add(row)
+                except psycopg.Error as e:
+                    cap.error = (e.sqlstate, str(e))
+                    cap.add(str(e))
+                    cap.add_diag(e.diag)
+                for name in (
+                    "application_name", "TimeZone", "DateStyle", "IntervalStyle", "search_path",
+                    "client_encoding", "session_authorization", "is_superuser",
+                ):
+                    cap.add(conn.info.parameter_status(name))
+            for n in conn.notifies(timeout=0.5, stop_after=100):
+                cap.add([n.channel, n.payload])
+        finally:
+            if own:
+                conn.close()
+        return cap
+
+    def no_leak(self, name, cap, expect_error=None):
+        hits = []
+        for text in cap.texts:
+            for d in decodings(text):
+                dl = d.lower()
+                hits += [w for w in MARKER_WORDS if w in dl]
+            for fp in self.fps:
+                if fp in text.replace("-", "").lower():
+                    hits.append("md5 of a raw value")
+        self.check(f"no leak: {name}", not hits, f"decoded {sorted(set(hits))} from {cap.texts[:6]}")
+        if expect_error:
+            got = cap.error[0] if cap.error else None
+            self.check(f"refused with {expect_error}: {name}", got == expect_error, f"got {cap.error}")
+
+
+ATTACKS = [
+    ("select *", ["SELECT * FROM leak_t"]),
+    ("aliases, subquery, CTE, union, TABLE", [
+        "SELECT x.note AS n FROM leak_t x",
+        "SELECT (SELECT string_agg(note, '|' ORDER BY id) FROM leak_t)",
+        "WITH c AS (SELECT note FROM leak_t) SELECT * FROM c",
+        "SELECT note FROM leak_t UNION ALL SELECT code FROM leak_t",
+        "TABLE leak_t",
+    ]),
+    ("whole-row references", [
+        "SELECT t FROM leak_t t", "SELECT row_to_json(t) FROM leak_t t", "SELECT to_jsonb(t.*)::text FROM leak_t t",
+        "SELECT t::text FROM leak_t t",
+    ]),
+    ("view, security definer, SQL and PL/pgSQL functions, dynamic SQL", [
+        "SELECT * FROM leak_v",
+        "SELECT * FROM leak_secdef()",
+        "CREATE FUNCTION pg_temp.f() RETURNS SETOF text LANGUAGE sql AS 'SELECT note FROM leak_t'",
+        "SELECT * FROM pg_temp.f()",
+        "CREATE FUNCTION pg_temp.g() RETURNS SETOF text LANGUAGE plpgsql AS "
+        "$$ BEGIN RETURN QUERY EXECUTE 'SELECT note FROM ' || 'leak_t'; END $$",
+        "SELECT * FROM pg_temp.g()",
+    ]),
+    ("numbers: bytes, code points, JSON numbers", [
+        "SELECT array_agg(get_byte(convert_to(note, 'UTF8'), i) ORDER BY i) FROM leak_t, "
+        "generate_series(0, 30) i WHERE i < octet_length(note) GROUP BY id",
+        "SELECT json_agg(ascii(substr(note, i, 1)) ORDER BY i) FROM leak_t, generate_series(1, 40) i "
+        "WHERE i <= length(note) GROUP BY id",
+        "SELECT sum(ascii(substr(note, 1, 1)) * 1000 + ascii(substr(note, 2, 1))) FROM leak_t GROUP BY id",
+    ]),
+    ("hex, base64, md5, uuid", [
+        "SELECT encode(convert_to(note, 'UTF8'), 'hex'), encode(convert_to(code, 'UTF8'), 'base64') FROM leak_t",
+        "SELECT convert_to(note, 'UTF8') FROM leak_t",
+        "SELECT md5(note), md5(note)::uuid, md5(code) FROM leak_t",
+    ]),
+    ("symbols", [
+        f"SELECT translate(lower(note), '{SYMBOLS_FROM}', $${SYMBOLS_TO}$$) FROM leak_t",
+    ]),
+    ("predicates, joins, grouping, ordering, windows, aggregates", [
+        "SELECT count(*) FROM leak_t WHERE note LIKE '%Quincewhistle%' OR code = 'ZQ-7731'",
+        "SELECT id FROM leak_t WHERE note = 'Called Marmaduke Pennyfeather about the results.'",
+        "SELECT a.id, b.id FROM leak_t a JOIN leak_t b ON a.note = b.note",
+        "SELECT note, count(*) FROM leak_t GROUP BY note ORDER BY note",
+        "SELECT id, first_value(note) OVER (ORDER BY note), max(note) OVER () FROM leak_t",
+        "SELECT string_agg(chr(x), '') FROM generate_series(32, 126) x, leak_t "
+        "WHERE ascii(substr(note, 9, 1)) = x AND id = 1",
+    ]),
+    ("partitions and inheritance", [
+        "SELECT note FROM leak_p", "SELECT note FROM leak_p1", "SELECT note FROM leak_parent",
+        "SELECT note FROM ONLY leak_child",
+    ]),
+    ("cursor and prepared statement", [
+        "BEGIN", "DECLARE c CURSOR FOR SELECT note FROM leak_t", "FETCH ALL FROM c", "COMMIT",
+        "PREPARE p(int) AS SELECT note, code FROM leak_t WHERE id = $1", "EXECUTE p(1)", "EXECUTE p(2)",
+    ]),
+    ("COPY to the client", [
+        "COPY leak_t TO STDOUT", "COPY leak_t (note, code) TO STDOUT",
+        "COPY (SELECT note FROM leak_t) TO STDOUT WITH (FORMAT csv)",
+        "COPY leak_t TO STDOUT WITH (FORMAT binary)",
+    ]),
+    ("error and notice fields, user SQLSTATEs", [
+        "SELECT note::int FROM leak_t",
+        "DO $$ DECLARE v text; BEGIN SELECT note INTO v FROM leak_t WHERE id = 1; "
+        "RAISE NOTICE USING MESSAGE = v, DETAIL = v, HINT = v, COLUMN = v, TABLE = v, SCHEMA = v, "
+        "DATATYPE = v, CONSTRAINT = v; END $$",
+        "DO $$ DECLARE v text; BEGIN SELECT code INTO v FROM leak_t WHERE id = 1; "
+        "RAISE EXCEPTION USING MESSAGE = v, DETAIL = v, HINT = v, COLUMN = v, TABLE = v, SCHEMA = v, "
+        "DATATYPE = v, CONSTRAINT = v, ERRCODE = upper(rpad(regexp_replace(v, '[^A-Za-z0-9]', '', 'g'), 5, '0')); END $$",
+    ]),
+    ("notifications", [
+        "LISTEN leakchan",
+        "DO $$ DECLARE v text; BEGIN SELECT note INTO v FROM leak_t WHERE id = 1; "
+        "EXECUTE format('LISTEN %I', left(v, 60)); PERFORM pg_notify(left(v, 60), v); "
+        "PERFORM pg_notify('leakchan', v); END $$",
+    ]),
+    ("column names built by dynamic SQL", [
+        "DO $$ DECLARE v text; BEGIN SELECT note INTO v FROM leak_t WHERE id = 1; "
+        "EXECUTE format('CREATE TEMP TABLE leak_cols AS SELECT 1 AS %I', left(v, 60)); END $$",
+        "SELECT * FROM leak_cols",
+    ]),
+    ("reported settings", [
+        "SELECT set_config('application_name', left(note, 60), false) FROM leak_t WHERE id = 1",
+        "SELECT set_config('TimeZone', left(note, 60), false) FROM leak_t WHERE id = 1",
+        "SELECT 1",
+    ]),
+    ("statistics", [
+        "SELECT attname, most_common_vals::text, histogram_bounds::text FROM pg_stats "
+        "WHERE tablename = 'leak_t'",
+        "SELECT * FROM pg_stats_ext", "SELECT * FROM pg_stats_ext_exprs",
+        "EXPLAIN VERBOSE SELECT note FROM leak_t WHERE note = 'x' GROUP BY note",
+    ]),
+    ("a copy made by the masked role holds masked text", [
+        "INSERT INTO leak_out SELECT id, note FROM leak_t",
+        "CREATE TEMP TABLE leak_copy AS SELECT * FROM leak_t",
+        "SELECT * FROM leak_out", "SELECT * FROM leak_copy",
+    ]),
+    ("settings and roles cannot switch masking off", [
+        "RESET ALL", "SET ROLE NONE", "SET search_path = pg_temp, public", "SELECT note FROM leak_t",
+    ]),
+]
+
+REFUSED = [
+    ("INSERT into a labelled table", "INSERT INTO leak_t VALUES (9, 'x', 'y', 1)"),
+    ("UPDATE a labelled table", "UPDATE leak_t SET n = n + 1"),
+    ("DELETE from a labelled table", "DELETE FROM leak_t"),
+    ("MERGE into a labelled table",
+     "MERGE INTO leak_t USING (SELECT 1 AS id) s ON leak_t.id = s.id WHEN MATCHED THEN DELETE"),
+    ("TRUNCATE a labelled table", "TRUNCATE leak_t"),
+    ("COPY FROM into a labelled table", "COPY leak_t FROM STDIN"),
+    ("a materialized view computed from labelled columns", "SELECT * FROM leak_mv_raw"),
+    ("dptext.mask called directly (a guessing oracle)",
+     "SELECT dptext.mask('Zebediah Quincewhistle', 'santext', '{\"eps\": 2.0, \"embedding\": \"glove\"}')"),
+    ("changing a label", "SECURITY LABEL FOR dptext ON COLUMN leak_out.note IS 'MASKED WITH santext(eps => 9)'"),
+    ("SET dptext.key_file", "SET dptext.key_file = ''"),
+]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--owner-dsn", required=True)
+    ap.add_argument("--key-file", required=True)
+    ap.add_argument("--masked-dsn")
+    ap.add_argument("--no-fixtures", action="store_true", help="the fixtures exist already")
+    args = ap.parse_args()
+    masked_dsn = args.masked_dsn or f"{args.owner_dsn} user=leak_masked"
+
+    with psycopg.connect(args.owner_dsn, autocommit=True) as owner:
+        if not args.no_fixtures:
+            owner.execute(FIXTURES)
+            owner.execute("ALTER ROLE leak_masked SET dptext.key_file = %s" % psycopg.sql.quote(args.key_file))
+            for id_, note, code in NOTES:
+                owner.execute("INSERT INTO leak_t VALUES (%s, %s, %s, %s)", (id_, note, code, id_ * 10))
+                owner.execute("INSERT INTO leak_p VALUES (%s, %s)", (id_, note))
+                owner.execute("INSERT INTO leak_child VALUES (%s, %s)", (id_, note))
+            owner.execute("ANALYZE leak_t")
+            owner.execute("REFRESH MATERIALIZED VIEW leak_mv_raw")
+        raw = [r[0] for r in owner.execute("SELECT note FROM leak_t ORDER BY id").fetchall()]
+
+    b = Battery(masked_dsn, args.owner_dsn)
+    b.check("the owner reads raw values", raw == [n for _, n, _ in NOTES], f"{raw}")
+    with b.connect() as c:
+        st = c.execute("SELECT dptext.session_masking()").fetchone()[0]
+        b.check("the session is masked and keyed", st["masked"] and st["keyed"], f"{st}")
+
+    for name, stmts in ATTACKS:
+        b.no_leak(name, b.run(stmts))
+    for name, stmts in ATTACKS[:3]:
+        b.no_leak(f"{name} (binary, prepared)", b.run(stmts, binary=True, prepare=True))
+    for name, stmt in REFUSED:
+        b.no_leak(name, b.run([stmt]), expect_error="42501")
+
+    # Repeated asks give nothing new: the same value always masks alike,
+    # within a query, across queries and across sessions.
+    with b.connect() as c:
+        many = [r[0] for r in c.execute(
+            "SELECT note FROM leak_t, generate_series(1, 100) WHERE id = 1").fetchall()]
+        again = c.execute("SELECT note FROM leak_t WHERE id = 1").fetchone()[0]
+    with b.connect() as c:
+        other = c.execute("SELECT note FROM leak_t WHERE id = 1").fetchone()[0]
+    b.check("100 asks in one query give one answer", len(set(many)) == 1, f"{len(set(many))} distinct")
+    b.check("asks in other queries and sessions give the same answer", {again, other} == set(many),
+            f"{again!r} {other!r} {many[0]!r}")
+    b.check("the masked text differs from the raw one", many[0] != NOTES[0][1], many[0])
+
+    # Start-up options cannot turn masking off.
+    try:
+        with psycopg.connect(masked_dsn, autocommit=True, options="-c dptext.key_file= -c dptext.seed=1") as c:
+            st = c.execute("SELECT dptext.session_masking()").fetchone()[0]
+            note = c.execute("SELECT note FROM leak_t WHERE id = 1").fetchone()[0]
+            b.check("start-up options leave the session masked and keyed",
+                    st["masked"] and st["keyed"] and note == many[0], f"{st} {note!r}")
+    except psycopg.Error as e:
+        b.check("start-up options that would unmask are refused",
+                e.sqlstate == "42501" or "permission denied to set parameter" in str(e), str(e))
+
+    print(f"\nleak battery: {b.passed} passed, {b.failed} failed")
+    sys.exit(1 if b.failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+//! Masking at the source, against the real server the test command starts:
+//! the leak battery (`tests/leak_battery.py`) run by a role labelled
+//! `MASKED` directly, and `pg_dump` run as that role.
+//!
+//! Needs `DPTEXT_TEST_DB`, `PGHOST`, `PGPORT`, `DPTEXT_KEY_FILE` (a key file
+//! the server can read) and psycopg 3 on `DPTEXT_PYLIB`; skipped without
+//! the database unless `DPTEXT_REQUIRE_PG=1`.
+
+use std::process::Command;
+
+struct Env {
+    dsn: String,
+    key_file: String,
+    pylib: String,
+}
+
+fn env() -> Option<Env> {
+    let Ok(db) = std::env::var("DPTEXT_TEST_DB") else {
+        assert!(
+            std::env::var("DPTEXT_REQUIRE_PG").as_deref() != Ok("1"),
+            "DPTEXT_REQUIRE_PG=1 but DPTEXT_TEST_DB is not set"
+        );
+        eprintln!("skipping: DPTEXT_TEST_DB not set (scripts/test.sh sets it)");
+        return None;
+    };
+    let host = std::env::var("PGHOST").unwrap_or_else(|_| "/var/run/postgresql".into());
+    let port = std::env::var("PGPORT").unwrap_or_else(|_| "5432".into());
+    Some(Env {
+        dsn: format!("host={host} port={port} user=postgres dbname={db}"),
+        key_file: std::env::var("DPTEXT_KEY_FILE")
+            .expect("DPTEXT_KEY_FILE is set with DPTEXT_TEST_DB"),
+        pylib: std::env::var("DPTEXT_PYLIB").unwrap_or_default(),
+    })
+}
+
+const MARKERS: [&str; 4] = ["zebediah", "quincewhistle", "pennyfeather", "brambleworth"];
+
+#[test]
+fn masked_role_leaks_nothing_through_any_channel_directly() {
+    let Some(env) = env() else { return };
+    let out = Command::new("python3")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/leak_battery.py"))
+        .args(["--owner-dsn", &env.dsn, "--key-file", &env.key_file])
+        .env("PYTHONPATH", &env.pylib)
+        .output()
+        .expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}");
+    assert!(
+        out.status.success(),
+        "the leak battery failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains(" 0 failed"), "no summary line: {stdout}");
+
+    // pg_dump reads table data through COPY: as the masked role it dumps
+    // sanitized values (run after the battery, which made the fixtures).
+    let db = std::env::var("DPTEXT_TEST_DB").unwrap_or_default();
+    let dump = Command::new("pg_dump")
+        .args([
+            "--data-only",
+            "-t",
+            "leak_t",
+            "-t",
+            "leak_p1",
+            "-U",
+            "leak_masked",
+            "-d",
+            &db,
+        ])
+        .output()
+        .expect("pg_dump runs");
+    let text = String::from_utf8_lossy(&dump.stdout).to_lowercase();
+    assert!(
+        dump.status.success(),
+        "pg_dump failed: {}",
+        String::from_utf8_lossy(&dump.stderr)
+    );
+    assert!(
+        text.contains("copy public.leak_t"),
+        "the dump has no data: {text}"
+    );
+    for m in MARKERS {
+        assert!(
+            !text.contains(m),
+            "pg_dump as the masked role dumped {m}:\n{text}"
+        );
+    }
+    // The owner's dump has them: the check above can fail.
+    let raw = Command::new("pg_dump")
+        .args(["--data-only", "-t", "leak_t", "-U", "postgres", "-d", &db])
+        .output()
+        .expect("pg_dump runs");
+    assert!(String::from_utf8_lossy(&raw.stdout)
+        .to_lowercase()
+        .contains(MARKERS[1]));
+}
