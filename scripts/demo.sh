@@ -20,15 +20,15 @@ step "start the demo cluster"
 "$REPO/scripts/cluster.sh" start
 
 step "demo"
-( cd "$REPO" && psql -X -v ON_ERROR_STOP=1 -f sql/demo.sql )
+( cd "$REPO" && psql -X -v ON_ERROR_STOP=1 -v keyfile="$DPTEXT_KEY_FILE" -f sql/demo.sql )
 
-step "the proxy: psql connects to dptext-proxy, which sanitizes by the same rules"
+step "the proxy: psql connects to dptext-proxy as analyst, which logs in upstream as the MASKED role analyst"
 "$REPO/scripts/proxy.sh" start
-echo "--- through the proxy as the masked user analyst (rules from dptext.rules, keyed mode):"
-"$REPO/scripts/proxy.sh" psql -c "SELECT id, patient, note FROM records ORDER BY id LIMIT 3"
-echo "--- an expression over a protected column is sanitized too:"
+echo "--- through the proxy as the masked user analyst (the database masks; the proxy relays):"
+"$REPO/scripts/proxy.sh" psql -c "SELECT id, patient, left(note, 60) AS note FROM records ORDER BY id LIMIT 3"
+echo "--- an expression over a protected column computes on sanitized text only:"
 "$REPO/scripts/proxy.sh" psql -c "SELECT upper(patient) AS patient FROM records ORDER BY id LIMIT 3"
-echo "--- the same query directly, for comparison:"
+echo "--- the same query directly as the owner, for comparison:"
 psql -X -c "SELECT id, patient, left(note, 60) AS note FROM records ORDER BY id LIMIT 3"
 
 cat >&2 <<MSG

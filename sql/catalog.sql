@@ -174,6 +174,10 @@ BEGIN
             USING ERRCODE = '22023',
                   HINT = pg_catalog.format('declare one first: SECURITY LABEL FOR dptext ON COLUMN %s.<column> IS ''MASKED WITH santext(eps => 3)''', source);
     END IF;
+    IF rnd ->> 'mode' = 'seeded' THEN
+        RAISE WARNING 'building % under dptext.seed: the seed is recorded in dptext.provenance, so anyone can rerun the mechanism with it and test guessed values against the view offline', qualified
+            USING HINT = 'build published views under a secret key (dptext.key_file); keep seeds for tests';
+    END IF;
     IF NOT materialized AND rnd ->> 'mode' = 'os' THEN
         RAISE WARNING 'the plain view % draws fresh randomness on every query, so every query spends the budget again', qualified
             USING HINT = 'use a materialized view, or set dptext.key so that repeated queries return the same output';

@@ -53,7 +53,11 @@ SECURITY LABEL FOR dptext ON COLUMN records.note IS 'MASKED WITH santext_plus(ep
 SECURITY LABEL FOR dptext ON COLUMN records.patient IS 'MASKED WITH deidentify(strategy => full_entity)';
 SELECT table_name, column_name, mechanism, params, guarantee FROM dptext.rules;
 
-\echo '--- a sanitized materialized view built from the rules, with provenance and a budget'
+\echo '--- a sanitized materialized view built from the rules under a secret key, with provenance and a budget'
+-- Under a key, not a seed: a seed recorded in dptext.provenance would let
+-- anyone rerun the mechanism with it and confirm guessed names offline.
+-- The key file is the throwaway cluster's (scripts/cluster.sh made it).
+SET dptext.key_file = :'keyfile';
 SELECT dptext.create_sanitized_view('records', 'records_sanitized');
 SELECT count(*) AS rows,
        count(*) FILTER (WHERE s.note <> r.note) AS changed,
@@ -62,3 +66,29 @@ SELECT count(*) AS rows,
 SELECT id, patient, note FROM records_sanitized ORDER BY id LIMIT 3;
 SELECT column_name, mechanism, randomness, random_id, event FROM dptext.provenance;
 SELECT source_table, column_name, guarantee, releases, eps_total, eps0_total FROM dptext.budget;
+
+\echo '--- masking at the source: the role analyst is labelled MASKED, and gets the same key'
+DO $$ BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'analyst') THEN
+    CREATE ROLE analyst LOGIN;
+  END IF;
+END $$;
+SECURITY LABEL FOR dptext ON ROLE analyst IS 'MASKED';
+ALTER ROLE analyst SET dptext.key_file = :'keyfile';
+GRANT SELECT ON records, records_sanitized TO analyst;
+SELECT role_name FROM dptext.masked_roles;
+
+\echo '--- the same queries as the owner (raw values) ...'
+SELECT id, patient, left(note, 80) AS note FROM records ORDER BY id LIMIT 3;
+SELECT count(*) AS notes_naming_herrera FROM records WHERE note LIKE '%Herrera%';
+\c - analyst
+\echo '--- ... and as analyst: every read of a labelled column goes through its rule, keyed,'
+\echo '--- so filters, functions and counts see only sanitized text'
+SELECT id, patient, left(note, 80) AS note FROM records ORDER BY id LIMIT 3;
+SELECT count(*) AS notes_naming_herrera FROM records WHERE note LIKE '%Herrera%';
+SELECT dptext.session_masking() ->> 'masked' AS masked, dptext.session_masking() ->> 'key_id' AS key_id;
+\echo '--- a masked role cannot write labelled tables (SQLSTATE 42501)'
+\set ON_ERROR_STOP 0
+UPDATE records SET note = 'x' WHERE id = 1;
+\set ON_ERROR_STOP 1
+\c - postgres

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# What masking at the source costs: the same three queries over 100,000
+# notes as the owner (unmasked) and as a role labelled MASKED, in one run,
+# one core (parallel query off). Prints each time and the masked/unmasked
+# ratio:
+#   filter   SELECT count(*) FROM t WHERE id % 7 = 0   (no labelled column:
+#            should cost what it costs unmasked)
+#   select   SELECT note FROM t                        (the rule once per row)
+#   like     SELECT count(*) FROM t WHERE note LIKE '%pain%'
+#
+#   scripts/demo.sh            # once: builds, installs, starts the cluster
+#   bench/sql_masking.sh [ROWS] [REPS]
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
+resolve_state
+ROWS="${1:-100000}"
+REPS="${2:-3}"
+DB=dptext_bench_masking
+
+psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB"
+psql -X -q -d "$DB" -v ON_ERROR_STOP=1 <<SQL
+CREATE EXTENSION dptext;
+\i $REPO/sql/demo_data.sql
+CREATE TABLE t AS SELECT n AS id, r.note FROM generate_series(1, $ROWS) n
+  JOIN records r ON r.id = 1 + (n % 240);
+ANALYZE t;
+SECURITY LABEL FOR dptext ON COLUMN t.note IS 'MASKED WITH santext(eps => 3)';
+DO \$\$ BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'bench_masked') THEN CREATE ROLE bench_masked LOGIN; END IF;
+END \$\$;
+SECURITY LABEL FOR dptext ON ROLE bench_masked IS 'MASKED';
+ALTER ROLE bench_masked GRANT SELECT ON t TO bench_masked;
+SQL
+
+# One session per measurement: warm first (vocabulary loaded, every
+# distinct note seen once), then the fastest of REPS timed runs, in ms.
+timed() { # $1 = role, $2 = query
+  psql -X -q -d "$DB" -U "$1" -tA -v ON_ERROR_STOP=1 <<SQL
+SET max_parallel_workers_per_gather = 0;
+SELECT count(*) FROM (SELECT note FROM t WHERE id <= 2000) w \gset
+SELECT 'infinity'::float8 AS best \gset
+$(for _ in $(seq "$REPS"); do cat <<ONE
+SELECT clock_timestamp() AS t0 \gset
+SELECT count(*) FROM ($2) q \gset
+SELECT least(:best, extract(epoch FROM clock_timestamp() - :'t0'::timestamptz) * 1000) AS best \gset
+ONE
+done)
+SELECT round(:best::numeric, 1);
+SQL
+}
+
+echo "rows: $ROWS, fastest of $REPS, one core"
+printf '%-8s %12s %12s %8s\n' query unmasked_ms masked_ms ratio
+for q in "filter|SELECT id FROM t WHERE id % 7 = 0" \
+         "select|SELECT note FROM t" \
+         "like|SELECT id FROM t WHERE note LIKE '%pain%'"; do
+  name="${q%%|*}"; sql="${q#*|}"
+  plain=$(timed postgres "$sql")
+  masked=$(timed bench_masked "$sql")
+  printf '%-8s %12s %12s %8s\n' "$name" "$plain" "$masked" \
+    "$(awk -v a="$masked" -v b="$plain" 'BEGIN { if (b > 0 && a + 0 > 0) printf "%.2f", a / b; else print "-" }')"
+done
