@@ -152,7 +152,9 @@ pub fn verdict<'a>(role: &str, dbname: &str, probe: &'a Probe) -> Result<&'a Ses
         )),
         Probe::Reported(r) if !r.keyed => refuse(format!(
             "no key is in force for upstream role \"{role}\" in database \"{dbname}\", so masked \
-             reads would be refused: set dptext.key_file in postgresql.conf and reload"
+             reads would be refused: set dptext.key_file for it (ALTER ROLE {} SET \
+             dptext.key_file = '/path/to/key', or in postgresql.conf)",
+            ident(role)
         )),
         Probe::Reported(r) => Ok(r),
     }

@@ -5,7 +5,7 @@
 //! cancel requests and SCRAM salts; psycopg and pgbench.
 //!
 //! Needs the server the test command starts (`DPTEXT_TEST_DB`, `PGHOST`,
-//! `PGPORT`, a key in `dptext.key_file`); skipped without it unless
+//! `PGPORT`, `DPTEXT_KEY_FILE`); skipped without it unless
 //! `DPTEXT_REQUIRE_PG=1`.
 
 mod common;

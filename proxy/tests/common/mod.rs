@@ -3,7 +3,8 @@
 //! proxies started in the test process, and psql through them or directly.
 //!
 //! Needs the server the test command starts (`DPTEXT_TEST_DB`, `PGHOST`,
-//! `PGPORT`, a key in `dptext.key_file`); skipped without it unless
+//! `PGPORT`, and `DPTEXT_KEY_FILE`, the key file its masked roles get with
+//! `ALTER ROLE r SET dptext.key_file`); skipped without it unless
 //! `DPTEXT_REQUIRE_PG=1`.
 
 #![allow(dead_code)]
@@ -45,7 +46,7 @@ pub const ROLES: [(&str, &str); 6] = [
     ("proxy_admin", "admin-up-pw"),
     // Not labelled, SELECT on the test tables.
     ("proxy_unlabelled", "unlabelled-up-pw"),
-    // Labelled MASKED, but its sessions have no key.
+    // Labelled MASKED, but its sessions have no key (no dptext.key_file).
     ("proxy_nokey", "nokey-up-pw"),
     // Labelled MASKED, may write a scratch table.
     ("proxy_writer", "writer-up-pw"),
@@ -81,7 +82,7 @@ pub fn upstream_toml(env: &Env, db: &str) -> String {
     )
 }
 
-fn fixture(db: &str) {
+fn fixture(db: &str, key_file: &str) {
     let roles: String = ROLES
         .iter()
         .map(|(r, pw)| {
@@ -110,8 +111,11 @@ fn fixture(db: &str) {
              SECURITY LABEL FOR dptext ON ROLE proxy_writer IS 'MASKED';
              SECURITY LABEL FOR dptext ON ROLE proxy_unlabelled IS NULL;
              SECURITY LABEL FOR dptext ON ROLE proxy_admin IS NULL;
-             ALTER ROLE proxy_nokey SET dptext.key = '';
-             ALTER ROLE proxy_nokey SET dptext.key_file = '';
+             ALTER ROLE proxy_masked SET dptext.key_file = '{key_file}';
+             ALTER ROLE proxy_masked2 SET dptext.key_file = '{key_file}';
+             ALTER ROLE proxy_writer SET dptext.key_file = '{key_file}';
+             ALTER ROLE proxy_unlabelled SET dptext.key_file = '{key_file}';
+             ALTER ROLE proxy_nokey RESET ALL;
              GRANT SELECT ON proxy_t, proxy_v TO proxy_masked, proxy_masked2, proxy_unlabelled, proxy_nokey, proxy_writer;
              GRANT ALL ON proxy_t, proxy_v TO proxy_admin;
              GRANT INSERT ON proxy_scratch TO proxy_writer;",
@@ -144,7 +148,9 @@ pub fn env() -> Option<&'static Env> {
                 return None;
             }
         };
-        fixture(&db);
+        let key_file = std::env::var("DPTEXT_KEY_FILE")
+            .expect("DPTEXT_KEY_FILE (the cluster's key file) is set with DPTEXT_TEST_DB");
+        fixture(&db, &key_file.replace('\'', "''"));
         let mut env = Env {
             db,
             host: std::env::var("PGHOST").unwrap_or_else(|_| "/var/run/postgresql".into()),
