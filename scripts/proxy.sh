@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
 # The demo proxy in front of the demo cluster: start | stop | psql [args].
-# Listens on 127.0.0.1:${DPTEXT_PROXY_PORT:-54330}; users analyst (masked)
-# and admin (unmasked), password demo; rules from the cluster's dptext.rules
-# (the demo's SECURITY LABELs); keyed mode with a throwaway key.
+# Listens on 127.0.0.1:${DPTEXT_PROXY_PORT:-54330}. Client users:
+#   analyst (password analyst-demo, masked) -> upstream role analyst, which
+#           sql/demo.sql labels MASKED: the database masks its reads;
+#   admin   (password admin-demo, unmasked) -> upstream role postgres.
+# `start` runs `dptext-proxy check` first and stops there if a masked user
+# could not be served. `psql` connects as analyst, or as $DPTEXT_PROXY_USER.
+# The demo cluster trusts local connections, so upstream passwords are not
+# checked there; a real deployment sets upstream_password for each user (or
+# DPTEXT_PROXY_UPSTREAM_PASSWORD_<USER>).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 resolve_state
 PROXY_PORT="${DPTEXT_PROXY_PORT:-54330}"
@@ -13,35 +19,36 @@ BIN="$REPO/target/release/dptext-proxy"
 start() {
   mkdir -p "$STATE/proxy"
   ( cd "$REPO" && cargo build --release -q -p dptext-proxy )
-  [ -f "$STATE/proxy/key" ] || head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$STATE/proxy/key"
+  # The proxy's own secret (SCRAM salts), kept across restarts.
+  [ -s "$STATE/proxy/key" ] || ( umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$STATE/proxy/key" )
   chmod 600 "$STATE/proxy/key"
   cat > "$CONF" <<TOML
 listen = "127.0.0.1:$PROXY_PORT"
-assets_dir = "$DPTEXT_ASSETS"
 
 [upstream]
 host = "$PGHOST"
 port = $PGPORT
-user = "postgres"
 dbname = "$PGDATABASE"
 
 [[user]]
 name = "analyst"
-password = "demo"
+password = "analyst-demo"
 masked = true
+upstream_user = "analyst"
+# upstream_password = "..."   # or DPTEXT_PROXY_UPSTREAM_PASSWORD_ANALYST
 
 [[user]]
 name = "admin"
-password = "demo"
+password = "admin-demo"
 masked = false
-
-[masking]
-expressions = "sanitize"
-default_mechanism = "santext"
-default_params = { eps = 3.0 }
+upstream_user = "postgres"
+# upstream_password = "..."   # or DPTEXT_PROXY_UPSTREAM_PASSWORD_ADMIN
 TOML
+  chmod 600 "$CONF"
   stop >/dev/null 2>&1 || true
-  DPTEXT_PROXY_KEY="$(cat "$STATE/proxy/key")" "$BIN" check "$CONF" >/dev/null
+  local checked
+  checked="$(DPTEXT_PROXY_KEY="$(cat "$STATE/proxy/key")" "$BIN" check "$CONF" 2>&1)" \
+    || { echo "$checked" >&2; die "dptext-proxy check failed (see above)"; }
   DPTEXT_PROXY_KEY="$(cat "$STATE/proxy/key")" setsid "$BIN" --config "$CONF" > "$STATE/proxy/proxy.log" 2>&1 &
   echo $! > "$PIDF"
   for _ in $(seq 50); do
@@ -49,7 +56,8 @@ TOML
     sleep 0.1
   done
   grep -q "listening" "$STATE/proxy/proxy.log" || { cat "$STATE/proxy/proxy.log"; die "the proxy did not start"; }
-  echo "proxy running: PGPASSWORD=demo psql -h 127.0.0.1 -p $PROXY_PORT -U analyst $PGDATABASE" >&2
+  echo "proxy running: PGPASSWORD=analyst-demo psql -h 127.0.0.1 -p $PROXY_PORT -U analyst $PGDATABASE" >&2
+  echo "               PGPASSWORD=admin-demo psql -h 127.0.0.1 -p $PROXY_PORT -U admin $PGDATABASE" >&2
 }
 
 stop() {
@@ -63,6 +71,9 @@ stop() {
 case "${1:-}" in
   start) start ;;
   stop) stop ;;
-  psql) shift; PGPASSWORD=demo exec psql -X -h 127.0.0.1 -p "$PROXY_PORT" -U analyst "$PGDATABASE" "$@" ;;
-  *) die "usage: scripts/proxy.sh start|stop|psql [args]" ;;
+  psql)
+    shift
+    user="${DPTEXT_PROXY_USER:-analyst}"
+    PGPASSWORD="$user-demo" exec psql -X -h 127.0.0.1 -p "$PROXY_PORT" -U "$user" "$PGDATABASE" "$@" ;;
+  *) die "usage: scripts/proxy.sh start|stop|psql [args]  (psql as \$DPTEXT_PROXY_USER, default analyst)" ;;
 esac
