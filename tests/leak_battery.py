@@ -42,7 +42,7 @@ SYMBOLS_TO = "!\"#$%&()*+,-./:;<=>?@[]^_{"
 FIXTURES = """
 DROP TABLE IF EXISTS leak_t, leak_p, leak_parent, leak_out CASCADE;
 DROP MATERIALIZED VIEW IF EXISTS leak_mv_raw CASCADE;
-DROP FUNCTION IF EXISTS leak_secdef() CASCADE;
+DROP FUNCTION IF EXISTS leak_secdef(), leak_inlined() CASCADE;
 CREATE TABLE leak_t (id int PRIMARY KEY, note text, code varchar(40), n int);
 CREATE TABLE leak_p (id int, note text) PARTITION BY RANGE (id);
 CREATE TABLE leak_p1 PARTITION OF leak_p FOR VALUES FROM (0) TO (100);
@@ -57,6 +57,8 @@ CREATE VIEW leak_v AS SELECT id, note, upper(note) AS loud FROM leak_t;
 CREATE MATERIALIZED VIEW leak_mv_raw AS SELECT id, note FROM leak_t;
 CREATE FUNCTION leak_secdef() RETURNS SETOF text LANGUAGE sql SECURITY DEFINER
   AS 'SELECT note FROM leak_t';
+CREATE OR REPLACE FUNCTION leak_inlined() RETURNS SETOF text LANGUAGE sql STABLE
+  AS 'SELECT note FROM leak_t';
 ANALYZE leak_t;
 DO $$ BEGIN
   IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'leak_masked') THEN
@@ -67,7 +69,7 @@ SECURITY LABEL FOR dptext ON ROLE leak_masked IS 'MASKED';
 GRANT SELECT ON leak_t, leak_p, leak_p1, leak_parent, leak_child, leak_v, leak_mv_raw TO leak_masked;
 GRANT ALL ON leak_out TO leak_masked;
 GRANT INSERT, UPDATE, DELETE, TRUNCATE ON leak_t TO leak_masked;
-GRANT EXECUTE ON FUNCTION leak_secdef() TO leak_masked;
+GRANT EXECUTE ON FUNCTION leak_secdef(), leak_inlined() TO leak_masked;
 GRANT CREATE ON SCHEMA public TO leak_masked;
 """
 
@@ -232,6 +234,14 @@ ATTACKS = [
         "$$ BEGIN RETURN QUERY EXECUTE 'SELECT note FROM ' || 'leak_t'; END $$",
         "SELECT * FROM pg_temp.g()",
     ]),
+    ("SQL functions the planner would inline", [
+        "SELECT * FROM leak_inlined()",
+        "CREATE FUNCTION pg_temp.srf() RETURNS SETOF text LANGUAGE sql STABLE AS 'SELECT note FROM leak_t'",
+        "SELECT * FROM pg_temp.srf()",
+        "CREATE FUNCTION pg_temp.sc() RETURNS text LANGUAGE sql STABLE "
+        "AS 'SELECT (SELECT string_agg(note, ''|'') FROM leak_t)'",
+        "SELECT pg_temp.sc()",
+    ]),
     ("numbers: bytes, code points, JSON numbers", [
         "SELECT array_agg(get_byte(convert_to(note, 'UTF8'), i) ORDER BY i) FROM leak_t, "
         "generate_series(0, 30) i WHERE i < octet_length(note) GROUP BY id",
@@ -302,6 +312,8 @@ ATTACKS = [
     ]),
     ("a copy made by the masked role holds masked text", [
         "INSERT INTO leak_out SELECT id, note FROM leak_t",
+        "MERGE INTO leak_out o USING leak_t t ON o.id = t.id + 100 "
+        "WHEN NOT MATCHED THEN INSERT VALUES (t.id + 100, t.note)",
         "CREATE TEMP TABLE leak_copy AS SELECT * FROM leak_t",
         "SELECT * FROM leak_out", "SELECT * FROM leak_copy",
     ]),

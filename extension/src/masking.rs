@@ -127,6 +127,20 @@ pub(crate) fn session_is_masked() -> bool {
     role_is_masked(login) || (current != login && role_is_masked(current))
 }
 
+/// [`session_is_masked`] when both roles' labels are cached, without
+/// reading the catalog.
+pub(crate) fn session_is_masked_cached() -> Option<bool> {
+    let (login, current) = crate::ffi::session_roles();
+    ROLES.with(|r| {
+        let r = r.borrow();
+        let l = *r.get(&login)?;
+        if l || current == login {
+            return Some(l);
+        }
+        r.get(&current).copied()
+    })
+}
+
 /// The policy of relation `relid`, from the cache or the catalog.
 pub(crate) fn relation_policy(relid: Oid) -> Rc<RelationPolicy> {
     if let Some(p) = RELATIONS.with(|r| r.borrow().get(&relid).cloned()) {
@@ -147,17 +161,17 @@ const RULES_SQL: &str = "
 WITH RECURSIVE up(rel, depth) AS (
     SELECT $1::pg_catalog.oid, 0
     UNION ALL
-    SELECT i.inhparent, up.depth + 1
+    SELECT i.inhparent, up.depth OPERATOR(pg_catalog.+) 1
       FROM pg_catalog.pg_inherits i JOIN up ON i.inhrelid OPERATOR(pg_catalog.=) up.rel
 ), down(rel, depth) AS (
     SELECT $1::pg_catalog.oid, 0
     UNION ALL
-    SELECT i.inhrelid, down.depth + 1
+    SELECT i.inhrelid, down.depth OPERATOR(pg_catalog.+) 1
       FROM pg_catalog.pg_inherits i JOIN down ON i.inhparent OPERATOR(pg_catalog.=) down.rel
 ), fam(rel, depth) AS (
     SELECT rel, depth FROM up
     UNION ALL
-    SELECT rel, 100000 + depth FROM down WHERE depth OPERATOR(pg_catalog.>) 0
+    SELECT rel, 100000 OPERATOR(pg_catalog.+) depth FROM down WHERE depth OPERATOR(pg_catalog.>) 0
 )
 SELECT a.attnum, l.label
   FROM pg_catalog.pg_attribute a
@@ -197,7 +211,7 @@ SELECT (SELECT pg_catalog.format('%s.%s', l.objoid::pg_catalog.regclass, a.attna
            AND l.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
            AND l.objsubid OPERATOR(pg_catalog.>) 0
            AND l.objoid OPERATOR(pg_catalog.<>) $1
-           AND l.objoid IN (SELECT rel FROM deps)
+           AND l.objoid OPERATOR(pg_catalog.=) ANY (SELECT rel FROM deps)
          LIMIT 1),
        pg_catalog.to_regclass('dptext.provenance') IS NOT NULL";
 

@@ -14,6 +14,7 @@ use crate::masking;
 static mut PREV_PLANNER: pg_sys::planner_hook_type = None;
 static mut PREV_UTILITY: pg_sys::ProcessUtility_hook_type = None;
 static mut PREV_STATS: pg_sys::get_relation_stats_hook_type = None;
+static mut PREV_NEEDS_FMGR: pg_sys::needs_fmgr_hook_type = None;
 
 /// Installs the hooks; called once from `_PG_init`.
 pub fn install() {
@@ -28,6 +29,8 @@ pub fn install() {
         pg_sys::ProcessUtility_hook = Some(utility);
         PREV_STATS = pg_sys::get_relation_stats_hook;
         pg_sys::get_relation_stats_hook = Some(relation_stats);
+        PREV_NEEDS_FMGR = pg_sys::needs_fmgr_hook;
+        pg_sys::needs_fmgr_hook = Some(needs_fmgr);
         pg_sys::CacheRegisterRelcacheCallback(Some(relcache_changed), pg_sys::Datum::from(0));
     }
 }
@@ -97,6 +100,35 @@ unsafe extern "C-unwind" fn relation_stats(
             Some(prev) => prev(root, rte, attnum, vardata),
             None => false,
         }
+    }
+}
+
+/// The planner inlines SQL functions (set-returning ones in `FROM` among
+/// them) *after* the planner hook: a body such as `SELECT note FROM t`
+/// would then be planned unmasked. PostgreSQL never inlines a function for
+/// which a plugin asks for the function-manager hook, so a masked session
+/// asks for it on every function that is not built in: such functions run
+/// as calls, and their queries are planned, and masked, on their own.
+/// (No `fmgr_hook` is installed; the call only goes through PostgreSQL's
+/// wrapper, which runs the function as it is.)
+#[pg_guard]
+unsafe extern "C-unwind" fn needs_fmgr(fn_oid: Oid) -> bool {
+    // SAFETY: the previous hook, with the argument PostgreSQL passed.
+    if let Some(prev) = unsafe { PREV_NEEDS_FMGR } {
+        if unsafe { prev(fn_oid) } {
+            return true;
+        }
+    }
+    if fn_oid.to_u32() < pg_sys::FirstNormalObjectId || masking::in_lookup() {
+        return false;
+    }
+    // fmgr_info also runs outside transactions (start-up, clean-up), where
+    // the catalog cannot be read: then only a decision already made counts.
+    // SAFETY: reads the transaction state.
+    match masking::session_is_masked_cached() {
+        Some(masked) => masked,
+        None if unsafe { pg_sys::IsTransactionState() } => masking::session_is_masked(),
+        None => false,
     }
 }
 
