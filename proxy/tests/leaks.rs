@@ -1,0 +1,64 @@
+//! The leak battery (`tests/leak_battery.py`, written against a direct
+//! connection) run through the proxy: a masked proxy user whose upstream
+//! role is the battery's masked role attacks labelled columns through
+//! every channel, and no planted marker may come back in any decoding.
+//!
+//! Needs `DPTEXT_TEST_DB`, `PGHOST`, `PGPORT`, `DPTEXT_KEY_FILE` and psycopg
+//! 3 on `DPTEXT_PYLIB`; skipped without the database unless
+//! `DPTEXT_REQUIRE_PG=1`.
+
+mod common;
+
+use std::process::Command;
+
+use common::*;
+
+#[test]
+fn the_leak_battery_finds_nothing_through_the_proxy() {
+    let Some(env) = env() else { return };
+    let Ok(pylib) = std::env::var("DPTEXT_PYLIB") else {
+        assert!(
+            std::env::var("DPTEXT_REQUIRE_PG").as_deref() != Ok("1"),
+            "DPTEXT_PYLIB (psycopg) is not set: run scripts/setup.sh"
+        );
+        return;
+    };
+    let battery = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/leak_battery.py");
+    if !std::path::Path::new(battery).is_file() {
+        panic!("{battery} is missing");
+    }
+    // The battery creates its role leak_masked (labelled, keyed) before its
+    // first masked session; the proxy checks it at every session start.
+    let (port, _) = spawn_proxy(&format!(
+        "{}[[user]]\nname = \"leaker\"\npassword = \"leaker-pw\"\nmasked = true\n\
+         upstream_user = \"leak_masked\"\n",
+        upstream_toml(env, &env.db)
+    ));
+    let key_file = std::env::var("DPTEXT_KEY_FILE").unwrap_or_default();
+    let out = Command::new("python3")
+        .arg(battery)
+        .args([
+            "--owner-dsn",
+            &format!(
+                "host={} port={} user=postgres dbname={}",
+                env.host, env.pgport, env.db
+            ),
+            "--key-file",
+            &key_file,
+            "--masked-dsn",
+            &format!(
+                "host=127.0.0.1 port={port} user=leaker password=leaker-pw dbname={}",
+                env.db
+            ),
+        ])
+        .env("PYTHONPATH", pylib)
+        .output()
+        .expect("python3");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}");
+    assert!(
+        out.status.success() && stdout.contains(" 0 failed"),
+        "the leak battery failed through the proxy:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
