@@ -239,7 +239,8 @@ pub struct Limits {
     /// Concurrent client sessions (default 256).
     #[serde(default = "default_max_sessions")]
     pub max_sessions: usize,
-    /// Seconds a client may stay silent (0, the default: no limit).
+    /// Seconds a client may stay silent while none of its queries runs
+    /// (0, the default: no limit).
     #[serde(default)]
     pub idle_timeout_secs: u64,
 }

@@ -347,6 +347,12 @@ fn faults_end_one_session_and_spare_the_others() {
         printed.starts_with("1\n") && printed.contains("limits.idle_timeout_secs"),
         "{printed}"
     );
+    // ... but a client waiting for a long query is not idle.
+    let out = psql_cmd(idle_port, &env.db, "analyst", "analyst-pw")
+        .args(["-c", "SELECT pg_sleep(2.5), 7"])
+        .output()
+        .expect("psql");
+    assert_eq!(text(&out), "|7\n");
 }
 
 /// The binary: `check` (the masking check of every user, its warnings,

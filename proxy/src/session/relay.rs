@@ -20,9 +20,10 @@ use crate::wire::{self, Scanner};
 
 const CHUNK: usize = 64 << 10;
 
-/// Relays until either side ends. An oversized client message or an idle
-/// client ends the session with a FATAL error to the client (when the
-/// server's stream is at a message boundary, so the error can be read).
+/// Relays until either side ends. An oversized client message, or a client
+/// silent for `limits.idle_timeout_secs` while none of its queries runs,
+/// ends the session with a FATAL error to the client (when the server's
+/// stream is at a message boundary, so the error can be read).
 pub async fn relay<CR, CW, UR, UW>(
     mut cr: CR,
     mut cw: CW,
@@ -45,13 +46,18 @@ where
         let mut buf = vec![0u8; CHUNK];
         let mut scanner = Scanner::default();
         loop {
-            let read = cr.read(&mut buf);
             let n = if idle > 0 {
-                tokio::time::timeout(Duration::from_secs(idle), read)
-                    .await
-                    .map_err(|_| Ending::Idle(idle))??
+                loop {
+                    // `read` is cancel-safe: a timeout loses no bytes.
+                    match tokio::time::timeout(Duration::from_secs(idle), cr.read(&mut buf)).await {
+                        Ok(r) => break r?,
+                        // A client waiting for its query is not idle.
+                        Err(_) if in_flight(&started) => continue,
+                        Err(_) => return Err(Ending::Idle(idle)),
+                    }
+                }
             } else {
-                read.await?
+                cr.read(&mut buf).await?
             };
             if n == 0 {
                 return Ok::<(), Ending>(());
@@ -123,6 +129,15 @@ where
         let _ = cw.flush().await;
     }
     Err(ProxyError::Protocol(message))
+}
+
+/// Whether a query of the client is still running (a Query, Sync or
+/// FunctionCall without its ReadyForQuery yet).
+fn in_flight(started: &Mutex<VecDeque<Instant>>) -> bool {
+    !started
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .is_empty()
 }
 
 /// Why the client's direction ended the session.
