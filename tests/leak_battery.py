@@ -41,7 +41,9 @@ SYMBOLS_TO = "!\"#$%&()*+,-./:;<=>?@[]^_{"
 
 FIXTURES = """
 DROP TABLE IF EXISTS leak_t, leak_p, leak_parent, leak_out CASCADE;
-DROP MATERIALIZED VIEW IF EXISTS leak_mv_raw CASCADE;
+DROP MATERIALIZED VIEW IF EXISTS leak_mv_raw, leak_mv_fn, leak_mv_part CASCADE;
+DROP VIEW IF EXISTS leak_masked_view CASCADE;
+DROP SCHEMA IF EXISTS leak_s CASCADE;
 DROP FUNCTION IF EXISTS leak_secdef(), leak_inlined() CASCADE;
 CREATE TABLE leak_t (id int PRIMARY KEY, note text, code varchar(40), n int);
 CREATE TABLE leak_p (id int, note text) PARTITION BY RANGE (id);
@@ -55,10 +57,14 @@ SECURITY LABEL FOR dptext ON COLUMN leak_p.note IS 'MASKED WITH santext(eps => 2
 SECURITY LABEL FOR dptext ON COLUMN leak_parent.note IS 'MASKED WITH santext(eps => 2)';
 CREATE VIEW leak_v AS SELECT id, note, upper(note) AS loud FROM leak_t;
 CREATE MATERIALIZED VIEW leak_mv_raw AS SELECT id, note FROM leak_t;
+CREATE MATERIALIZED VIEW leak_mv_part AS SELECT id, note, code FROM leak_t;
+SECURITY LABEL FOR dptext ON COLUMN leak_mv_part.note IS 'MASKED WITH santext(eps => 2)';
 CREATE FUNCTION leak_secdef() RETURNS SETOF text LANGUAGE sql SECURITY DEFINER
   AS 'SELECT note FROM leak_t';
 CREATE OR REPLACE FUNCTION leak_inlined() RETURNS SETOF text LANGUAGE sql STABLE
   AS 'SELECT note FROM leak_t';
+CREATE MATERIALIZED VIEW leak_mv_fn AS SELECT * FROM leak_secdef() AS s(note);
+CREATE SCHEMA leak_s AUTHORIZATION leak_masked;
 ANALYZE leak_t;
 DO $$ BEGIN
   IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'leak_masked') THEN
@@ -66,7 +72,8 @@ DO $$ BEGIN
   END IF;
 END $$;
 SECURITY LABEL FOR dptext ON ROLE leak_masked IS 'MASKED';
-GRANT SELECT ON leak_t, leak_p, leak_p1, leak_parent, leak_child, leak_v, leak_mv_raw TO leak_masked;
+GRANT SELECT ON leak_t, leak_p, leak_p1, leak_parent, leak_child, leak_v, leak_mv_raw, leak_mv_fn,
+  leak_mv_part TO leak_masked;
 GRANT ALL ON leak_out TO leak_masked;
 GRANT INSERT, UPDATE, DELETE, TRUNCATE ON leak_t TO leak_masked;
 GRANT EXECUTE ON FUNCTION leak_secdef(), leak_inlined() TO leak_masked;
@@ -242,6 +249,18 @@ ATTACKS = [
         "AS 'SELECT (SELECT string_agg(note, ''|'') FROM leak_t)'",
         "SELECT pg_temp.sc()",
     ]),
+    ("row-level security policies of the masked role's own tables", [
+        "CREATE TEMP TABLE leak_rls (x int)", "INSERT INTO leak_rls VALUES (1)",
+        "ALTER TABLE leak_rls ENABLE ROW LEVEL SECURITY", "ALTER TABLE leak_rls FORCE ROW LEVEL SECURITY",
+        "CREATE POLICY p ON leak_rls USING (set_config('leak.v', (SELECT string_agg(note || ' / ' || "
+        "coalesce(code, ''), ' | ' ORDER BY id) FROM leak_t), false) IS NOT NULL)",
+        "CREATE POLICY q ON leak_rls USING ((SELECT string_agg(most_common_vals::text || "
+        "coalesce(histogram_bounds::text, ''), ',') FROM pg_stats WHERE tablename = 'leak_t') IS NULL OR true)",
+        "SELECT count(*) FROM leak_rls", "SELECT current_setting('leak.v')",
+        "CREATE POLICY r ON leak_rls USING ((SELECT string_agg(note, ' | ') FROM leak_t)::int > 0)",
+        "SELECT count(*) FROM leak_rls",
+    ]),
+    ("labelled columns of a partly labelled materialized view", ["SELECT id, note FROM leak_mv_part"]),
     ("numbers: bytes, code points, JSON numbers", [
         "SELECT array_agg(get_byte(convert_to(note, 'UTF8'), i) ORDER BY i) FROM leak_t, "
         "generate_series(0, 30) i WHERE i < octet_length(note) GROUP BY id",
@@ -331,6 +350,14 @@ REFUSED = [
     ("TRUNCATE a labelled table", "TRUNCATE leak_t"),
     ("COPY FROM into a labelled table", "COPY leak_t FROM STDIN"),
     ("a materialized view computed from labelled columns", "SELECT * FROM leak_mv_raw"),
+    ("a materialized view computed by a function", "SELECT * FROM leak_mv_fn"),
+    ("an unlabelled column of a partly labelled materialized view", "SELECT code FROM leak_mv_part"),
+    ("a function other sessions would run", "CREATE FUNCTION public.leak_planted() RETURNS int LANGUAGE sql AS 'SELECT 1'"),
+    ("a trigger other sessions would fire",
+     "CREATE TRIGGER leak_trg AFTER INSERT ON leak_out FOR EACH ROW EXECUTE FUNCTION suppress_redundant_updates_trigger()"),
+    ("a rule other sessions would fire", "CREATE RULE leak_rule AS ON INSERT TO leak_out DO ALSO NOTIFY leakchan"),
+    ("a policy other sessions would run", "CREATE POLICY leak_pol ON leak_out USING (true)"),
+    ("TRUNCATE ... CASCADE", "TRUNCATE leak_out CASCADE"),
     ("dptext.mask called directly (a guessing oracle)",
      "SELECT dptext.mask('Zebediah Quincewhistle', 'santext', '{\"eps\": 2.0, \"embedding\": \"glove\"}')"),
     ("changing a label", "SECURITY LABEL FOR dptext ON COLUMN leak_out.note IS 'MASKED WITH santext(eps => 9)'"),
@@ -356,7 +383,8 @@ def main():
                 owner.execute("INSERT INTO leak_p VALUES (%s, %s)", (id_, note))
                 owner.execute("INSERT INTO leak_child VALUES (%s, %s)", (id_, note))
             owner.execute("ANALYZE leak_t")
-            owner.execute("REFRESH MATERIALIZED VIEW leak_mv_raw")
+            for mv in ("leak_mv_raw", "leak_mv_part", "leak_mv_fn"):
+                owner.execute(f"REFRESH MATERIALIZED VIEW {mv}")
         raw = [r[0] for r in owner.execute("SELECT note FROM leak_t ORDER BY id").fetchall()]
 
     b = Battery(masked_dsn, args.owner_dsn)
@@ -384,6 +412,26 @@ def main():
     b.check("asks in other queries and sessions give the same answer", {again, other} == set(many),
             f"{again!r} {other!r} {many[0]!r}")
     b.check("the masked text differs from the raw one", many[0] != NOTES[0][1], many[0])
+
+    # COPY and TRUNCATE resolve the relation they check under the lock the
+    # command takes: a table of the same name renamed away in another
+    # session (the checked name then means the labelled table) changes
+    # nothing.
+    with b.connect() as a, b.connect() as other:
+        a.execute("SET search_path = leak_s, public")
+        a.execute("CREATE TABLE leak_s.leak_t (id int, note text, code varchar(40), n int)")
+        a.execute("BEGIN")
+        a.execute("SELECT 'leak_t'::regclass")
+        other.execute("ALTER TABLE leak_s.leak_t RENAME TO leak_t_away")
+        b.no_leak("COPY of a name renamed away in another session", b.run(["COPY leak_t TO STDOUT"], conn=a))
+        a.execute("ROLLBACK")
+
+    # A view owned by a masked role reads as that role: masked, even for an
+    # unmasked reader (here the superuser).
+    with b.connect() as c:
+        c.execute("CREATE VIEW leak_masked_view AS SELECT id, note, code FROM leak_t")
+    b.no_leak("a masked role's view read by an unmasked role",
+              b.run(["SELECT * FROM leak_masked_view"], conn=psycopg.connect(b.owner_dsn, autocommit=True)))
 
     # Start-up options cannot turn masking off.
     try:

@@ -43,17 +43,33 @@ pub(crate) enum RelationPolicy {
     Plain,
     /// Labelled columns, read only through their rules.
     Masked(Vec<ColumnRule>),
-    /// A materialized view computed from labelled columns without rules of
-    /// its own: whatever it stores may be raw, so masked sessions may not
-    /// read it. The text says why.
-    Refused(String),
+    /// A materialized view computed from labelled columns (or by functions
+    /// that could read them) and not built by `create_sanitized_view`: what
+    /// it stores may be raw. Its labelled columns are read through their
+    /// rules; reading any other column is refused (the text says why).
+    Derived {
+        /// The matview's own rules.
+        rules: Vec<ColumnRule>,
+        /// Why unlabelled columns are refused.
+        why: String,
+    },
 }
 
 impl RelationPolicy {
     /// The rule of column `attnum`, if it has one.
     pub fn rule(&self, attnum: i16) -> Option<&ColumnRule> {
         match self {
-            RelationPolicy::Masked(rules) => rules.iter().find(|r| r.attnum == attnum),
+            RelationPolicy::Masked(rules) | RelationPolicy::Derived { rules, .. } => {
+                rules.iter().find(|r| r.attnum == attnum)
+            }
+            RelationPolicy::Plain => None,
+        }
+    }
+
+    /// Why a masked session may not read column `attnum` at all, if so.
+    pub fn refuses_column(&self, attnum: i16) -> Option<String> {
+        match self {
+            RelationPolicy::Derived { why, .. } if self.rule(attnum).is_none() => Some(why.clone()),
             _ => None,
         }
     }
@@ -110,7 +126,7 @@ pub(crate) fn refuse(message: String) -> ! {
 }
 
 /// True when `role` is labelled `MASKED`.
-fn role_is_masked(role: Oid) -> bool {
+pub(crate) fn role_is_masked(role: Oid) -> bool {
     if let Some(m) = ROLES.with(|r| r.borrow().get(&role).copied()) {
         return m;
     }
@@ -184,20 +200,19 @@ SELECT a.attnum, l.label
  WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped
  ORDER BY a.attnum, fam.depth";
 
-/// For a materialized view without labels of its own: the first labelled
-/// column among the relations its definition reads, through views and
-/// other materialized views, with their ancestors; and whether
-/// `dptext.create_sanitized_view` built it (then every labelled column
-/// went through its rule).
+/// For a materialized view: the first labelled column among the relations
+/// its definition reads (through views and other materialized views, with
+/// their ancestors), the first function it calls that is not built in
+/// (which could read anything), and whether `dptext.provenance` exists.
 const MATVIEW_SQL: &str = "
-WITH RECURSIVE edges(child, parent) AS (
-    SELECT r.ev_class, d.refobjid
+WITH RECURSIVE edges(child, parent, rule) AS (
+    SELECT r.ev_class, d.refobjid, r.oid
       FROM pg_catalog.pg_rewrite r
       JOIN pg_catalog.pg_depend d ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_rewrite'::pg_catalog.regclass
            AND d.objid OPERATOR(pg_catalog.=) r.oid
            AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
     UNION ALL
-    SELECT i.inhrelid, i.inhparent FROM pg_catalog.pg_inherits i
+    SELECT i.inhrelid, i.inhparent, NULL::pg_catalog.oid FROM pg_catalog.pg_inherits i
 ), deps(rel) AS (
     SELECT $1::pg_catalog.oid
     UNION
@@ -212,6 +227,14 @@ SELECT (SELECT pg_catalog.format('%s.%s', l.objoid::pg_catalog.regclass, a.attna
            AND l.objsubid OPERATOR(pg_catalog.>) 0
            AND l.objoid OPERATOR(pg_catalog.<>) $1
            AND l.objoid OPERATOR(pg_catalog.=) ANY (SELECT rel FROM deps)
+         LIMIT 1),
+       (SELECT d.refobjid::pg_catalog.regprocedure::pg_catalog.text
+          FROM pg_catalog.pg_rewrite r
+          JOIN pg_catalog.pg_depend d ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_rewrite'::pg_catalog.regclass
+               AND d.objid OPERATOR(pg_catalog.=) r.oid
+               AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+               AND d.refobjid OPERATOR(pg_catalog.>=) 16384::pg_catalog.oid
+         WHERE r.ev_class OPERATOR(pg_catalog.=) ANY (SELECT rel FROM deps)
          LIMIT 1),
        pg_catalog.to_regclass('dptext.provenance') IS NOT NULL";
 
@@ -246,23 +269,38 @@ fn read_policy(relid: Oid) -> RelationPolicy {
             params: rule.params().to_string(),
         });
     }
-    if !rules.is_empty() {
-        return RelationPolicy::Masked(rules);
-    }
     if crate::ffi::relkind(relid) != pg_sys::RELKIND_MATVIEW {
-        return RelationPolicy::Plain;
+        return if rules.is_empty() {
+            RelationPolicy::Plain
+        } else {
+            RelationPolicy::Masked(rules)
+        };
     }
-    let (source, has_provenance) = Spi::connect(|client| {
+    let (source, function, has_provenance) = Spi::connect(|client| {
         let row = client.select(MATVIEW_SQL, Some(1), &args())?.first();
-        Ok::<_, pgrx::spi::Error>((row.get::<String>(1)?, row.get::<bool>(2)?.unwrap_or(false)))
+        Ok::<_, pgrx::spi::Error>((
+            row.get::<String>(1)?,
+            row.get::<String>(2)?,
+            row.get::<bool>(3)?.unwrap_or(false),
+        ))
     })
     .unwrap_or_else(|e| {
         refuse(format!(
             "could not read what a materialized view derives from: {e}"
         ))
     });
-    let Some(source) = source else {
-        return RelationPolicy::Plain;
+    let from = match (source, function) {
+        (Some(column), _) => format!("the labelled column {column}"),
+        (None, Some(function)) => {
+            format!("the function {function}, which could read labelled columns")
+        }
+        (None, None) => {
+            return if rules.is_empty() {
+                RelationPolicy::Plain
+            } else {
+                RelationPolicy::Masked(rules)
+            }
+        }
     };
     if has_provenance {
         let sanitized = Spi::get_one_with_args::<bool>(SANITIZED_SQL, &args())
@@ -272,10 +310,13 @@ fn read_policy(relid: Oid) -> RelationPolicy {
             return RelationPolicy::Plain;
         }
     }
-    RelationPolicy::Refused(format!(
-        "materialized view {} is computed from the labelled column {source} and has no dptext rules of its own; label its columns, or build it with dptext.create_sanitized_view",
-        crate::ffi::relation_name(relid)
-    ))
+    RelationPolicy::Derived {
+        rules,
+        why: format!(
+            "materialized view {} is computed from {from}, so its unlabelled columns may hold raw values: label the columns masked roles read, or build it with dptext.create_sanitized_view",
+            crate::ffi::relation_name(relid)
+        ),
+    }
 }
 
 /// The one SPI argument every lookup takes: the relation's oid.
@@ -329,7 +370,7 @@ pub(crate) fn require_key() {
 pub(crate) fn column_statistics_visible(relid: Oid, attnum: i16) -> bool {
     match relation_policy(relid).as_ref() {
         RelationPolicy::Plain => true,
-        RelationPolicy::Refused(_) => false,
+        RelationPolicy::Derived { .. } => false,
         p @ RelationPolicy::Masked(_) => p.rule(attnum).is_none(),
     }
 }

@@ -49,14 +49,30 @@ unsafe extern "C-unwind" fn planner(
     cursor_options: c_int,
     bound_params: pg_sys::ParamListInfo,
 ) -> *mut pg_sys::PlannedStmt {
-    if !masking::in_lookup() && masking::session_is_masked() {
+    if !masking::in_lookup() {
+        let session_masked = masking::session_is_masked();
         // SAFETY: `parse` is the rewritten query the planner was called
         // with; the planner may modify it.
         unsafe {
             let survey = super::rewrite::survey(parse);
-            let policies = survey.policies();
-            if !policies.is_empty() && super::rewrite::rewrite(parse, &policies) > 0 {
-                masking::require_key();
+            if session_masked || survey.reads_as_masked_role() {
+                let policies = survey.policies(session_masked);
+                if !policies.is_empty() {
+                    if session_masked
+                        && in_foreign_key_check()
+                        && policies.values().any(|p| p.protects())
+                    {
+                        // A foreign-key check compares raw keys: masked it
+                        // would break integrity, unmasked it would be an
+                        // oracle for raw values. Neither: refuse.
+                        masking::refuse(
+                            "a foreign-key check that reads a labelled table cannot run in a masked session".into(),
+                        );
+                    }
+                    if super::rewrite::rewrite(parse, &policies, session_masked) > 0 {
+                        masking::require_key();
+                    }
+                }
             }
         }
     }
@@ -73,6 +89,17 @@ unsafe extern "C-unwind" fn planner(
     // SAFETY: the planner returns a valid PlannedStmt.
     unsafe { (*stmt).dependsOnRole = true };
     stmt
+}
+
+/// True inside PostgreSQL's foreign-key checks, the only code that runs
+/// queries with `SECURITY_NOFORCE_RLS`.
+fn in_foreign_key_check() -> bool {
+    let mut user = Oid::INVALID;
+    let mut context: c_int = 0;
+    // SAFETY: writes the backend's current user and security context into
+    // the two locals.
+    unsafe { pg_sys::GetUserIdAndSecContext(&mut user, &mut context) };
+    context & pg_sys::SECURITY_NOFORCE_RLS as c_int != 0
 }
 
 #[pg_guard]
@@ -183,24 +210,63 @@ unsafe extern "C-unwind" fn utility(
     }
 }
 
-/// The relation a `RangeVar` names, or none when it does not exist (the
-/// command then fails as it would without dptext).
-unsafe fn range_var_relid(rv: *mut pg_sys::RangeVar) -> Option<Oid> {
-    // SAFETY: `rv` is a valid RangeVar of the statement; missing_ok.
-    let relid = unsafe {
-        pg_sys::RangeVarGetRelidExtended(
+/// The relation a `RangeVar` names, locked as the command will lock it,
+/// with the `RangeVar` pinned to it (schema-qualified) so that the command
+/// resolves the same relation; none when it does not exist (the command
+/// then fails as it would without dptext).
+unsafe fn lock_and_pin(rv: *mut pg_sys::RangeVar, lockmode: u32) -> Option<Oid> {
+    // SAFETY: `rv` is a valid RangeVar of a statement we may modify (the
+    // hook copied a read-only tree); missing_ok. Holding the lock until the
+    // end of the transaction keeps the relation from being renamed or
+    // dropped, so the pinned name cannot come to mean another relation.
+    unsafe {
+        let relid = pg_sys::RangeVarGetRelidExtended(
+            rv,
+            lockmode as _,
+            pg_sys::RVROption::RVR_MISSING_OK,
+            None,
+            std::ptr::null_mut(),
+        );
+        if relid == Oid::INVALID {
+            return None;
+        }
+        if (*rv).relpersistence != pg_sys::RELPERSISTENCE_TEMP as c_char {
+            (*rv).schemaname = pg_sys::get_namespace_name(pg_sys::get_rel_namespace(relid));
+        }
+        Some(relid)
+    }
+}
+
+/// True when `rv` names a temporary relation of this session (or nothing).
+unsafe fn is_temporary(rv: *mut pg_sys::RangeVar) -> bool {
+    // SAFETY: `rv` is a valid RangeVar; missing_ok, no lock (only the
+    // persistence is read, and a temporary relation is this session's).
+    unsafe {
+        let relid = pg_sys::RangeVarGetRelidExtended(
             rv,
             pg_sys::NoLock as _,
             pg_sys::RVROption::RVR_MISSING_OK,
             None,
             std::ptr::null_mut(),
-        )
-    };
-    (relid != Oid::INVALID).then_some(relid)
+        );
+        relid == Oid::INVALID
+            || pg_sys::get_rel_persistence(relid) as u8 == pg_sys::RELPERSISTENCE_TEMP
+    }
+}
+
+/// Refuses a statement that would leave code of the masked session behind
+/// for other sessions to run (a trigger, rule, policy or function runs as
+/// the role that calls it, unmasked for an unmasked caller); on this
+/// session's temporary objects it is allowed.
+fn refuse_planted(what: &str) -> ! {
+    masking::refuse(format!(
+        "masked sessions cannot create or change {what} outside their temporary schema: other sessions would run it unmasked"
+    ))
 }
 
 /// A masked session's utility statements: no writes to labelled tables,
-/// `COPY t TO` read through the rules, no change to `dptext.*` settings.
+/// `COPY t TO` read through the rules, no change to `dptext.*` settings,
+/// no code left behind for other sessions.
 unsafe fn check_utility(stmt: *mut pg_sys::Node) {
     // SAFETY: `stmt` is a valid parse node; casts follow tag checks.
     unsafe {
@@ -209,13 +275,15 @@ unsafe fn check_utility(stmt: *mut pg_sys::Node) {
             if (*copy).relation.is_null() {
                 return; // COPY (query) TO: planned, so masked there
             }
-            let Some(relid) = range_var_relid((*copy).relation) else {
+            let lock = if (*copy).is_from {
+                pg_sys::RowExclusiveLock
+            } else {
+                pg_sys::AccessShareLock
+            };
+            let Some(relid) = lock_and_pin((*copy).relation, lock) else {
                 return;
             };
             let policy = masking::relation_policy(relid);
-            if let masking::RelationPolicy::Refused(why) = policy.as_ref() {
-                masking::refuse(why.clone());
-            }
             if !policy.protects() {
                 return;
             }
@@ -228,8 +296,11 @@ unsafe fn check_utility(stmt: *mut pg_sys::Node) {
             copy_through_query(copy, relid);
         } else if is_a(stmt, NodeTag::T_TruncateStmt) {
             let t = stmt.cast::<pg_sys::TruncateStmt>();
+            if (*t).behavior == pg_sys::DropBehavior::DROP_CASCADE {
+                masking::refuse("masked sessions cannot TRUNCATE ... CASCADE".into());
+            }
             for rv in PgList::<pg_sys::RangeVar>::from_pg((*t).relations).iter_ptr() {
-                if let Some(relid) = range_var_relid(rv) {
+                if let Some(relid) = lock_and_pin(rv, pg_sys::AccessExclusiveLock) {
                     if masking::relation_policy(relid).protects() {
                         masking::refuse(format!(
                             "masked sessions cannot write {}, which has dptext rules",
@@ -250,6 +321,40 @@ unsafe fn check_utility(stmt: *mut pg_sys::Node) {
             if !s.is_null() {
                 refuse_dptext_setting((*s).name);
             }
+        } else if is_a(stmt, NodeTag::T_CreateFunctionStmt) {
+            let name = PgList::<pg_sys::String>::from_pg(
+                (*stmt.cast::<pg_sys::CreateFunctionStmt>()).funcname,
+            );
+            let temporary = name.len() > 1
+                && name
+                    .get_ptr(0)
+                    .is_some_and(|s| CStr::from_ptr((*s).sval).to_bytes() == b"pg_temp");
+            if !temporary {
+                refuse_planted("functions or procedures");
+            }
+        } else if is_a(stmt, NodeTag::T_CreateTrigStmt) {
+            if !is_temporary((*stmt.cast::<pg_sys::CreateTrigStmt>()).relation) {
+                refuse_planted("triggers");
+            }
+        } else if is_a(stmt, NodeTag::T_RuleStmt) {
+            if !is_temporary((*stmt.cast::<pg_sys::RuleStmt>()).relation) {
+                refuse_planted("rules");
+            }
+        } else if is_a(stmt, NodeTag::T_CreatePolicyStmt) {
+            if !is_temporary((*stmt.cast::<pg_sys::CreatePolicyStmt>()).table) {
+                refuse_planted("row-level security policies");
+            }
+        } else if is_a(stmt, NodeTag::T_AlterPolicyStmt) {
+            if !is_temporary((*stmt.cast::<pg_sys::AlterPolicyStmt>()).table) {
+                refuse_planted("row-level security policies");
+            }
+        } else if is_a(stmt, NodeTag::T_CreateDomainStmt)
+            || is_a(stmt, NodeTag::T_AlterDomainStmt)
+            || is_a(stmt, NodeTag::T_AlterFunctionStmt)
+            || is_a(stmt, NodeTag::T_CreateCastStmt)
+            || is_a(stmt, NodeTag::T_DefineStmt)
+        {
+            refuse_planted("domains, functions, casts, operators, aggregates or types");
         }
     }
 }
@@ -265,8 +370,9 @@ unsafe fn refuse_dptext_setting(name: *const c_char) {
     }
 }
 
-/// Turns `COPY t [(cols)] TO ...` into `COPY (SELECT cols FROM ONLY t)
-/// TO ...`, which the planner hook masks like any query.
+/// Turns `COPY t [(cols)] TO ...` into `COPY (SELECT cols FROM ONLY
+/// schema.t) TO ...` (the relation already locked and resolved), which the
+/// planner hook masks like any query.
 unsafe fn copy_through_query(copy: *mut pg_sys::CopyStmt, relid: Oid) {
     // SAFETY: `copy` is a valid CopyStmt we may modify; `raw_parser`
     // returns a list of RawStmt for a valid SELECT; names are quoted with

@@ -12,13 +12,18 @@
 //! lists, `WHERE`, joins, `GROUP BY`, `ORDER BY`, windows, aggregates,
 //! sublinks, CTEs, `LATERAL`), becomes `dptext.mask(var, mechanism,
 //! params)`, and a whole-row reference becomes a row of masked columns.
-//! The range-table entries stay as they are, so privileges, row-level
-//! security, row locks and system columns work unchanged; the rows
-//! themselves never reach an expression raw. The rule functions are
-//! `STABLE` (keyed, hence deterministic), so a column the query does not
-//! reference is never computed. Security quals (row-level security
-//! policies, written by the table owner) are left alone: they filter rows
-//! as the owner wrote them.
+//! The range-table entries stay as they are, so privileges, row locks and
+//! system columns work unchanged; the rows themselves never reach an
+//! expression raw. Row-level security policies (security quals) are
+//! rewritten too: a masked role may own a table and write a policy whose
+//! subquery reads a labelled column. The rule functions are `STABLE`
+//! (keyed, hence deterministic), so a column the query does not reference
+//! is never computed.
+//!
+//! A relation is read masked when the session is masked, and also when the
+//! role its privileges are checked as (`checkAsUser`: the owner of the view
+//! that reads it) is labelled `MASKED`: a view owned by a masked role gives
+//! nobody raw values.
 
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -36,10 +41,12 @@ const STATISTIC_EXT_DATA: Oid = Oid::from_u32(3429);
 /// What the first pass found.
 #[derive(Default)]
 pub(crate) struct Survey {
-    /// Every relation read or written, at any level.
-    relations: Vec<Oid>,
-    /// Relations a statement writes (INSERT, UPDATE, DELETE, MERGE).
-    written: Vec<Oid>,
+    /// Every relation read or written, at any level, with the role its
+    /// privileges are checked as (0: the current role).
+    relations: Vec<(Oid, Oid)>,
+    /// Relations a statement writes (INSERT, UPDATE, DELETE, MERGE), with
+    /// the role the write is checked as.
+    written: Vec<(Oid, Oid)>,
 }
 
 type Walker = unsafe extern "C-unwind" fn(*mut Node, *mut c_void) -> bool;
@@ -71,7 +78,7 @@ unsafe extern "C-unwind" fn survey_walker(node: *mut Node, ctx: *mut c_void) -> 
             if (*q).commandType != pg_sys::CmdType::CMD_SELECT && (*q).resultRelation > 0 {
                 let rte = rt_fetch((*q).rtable, (*q).resultRelation);
                 if (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION {
-                    s.written.push((*rte).relid);
+                    s.written.push(((*rte).relid, (*rte).checkAsUser));
                 }
             }
             return pg_sys::query_tree_walker(
@@ -84,7 +91,7 @@ unsafe extern "C-unwind" fn survey_walker(node: *mut Node, ctx: *mut c_void) -> 
         if is_a(node, NodeTag::T_RangeTblEntry) {
             let rte = node.cast::<pg_sys::RangeTblEntry>();
             if (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION {
-                s.relations.push((*rte).relid);
+                s.relations.push(((*rte).relid, (*rte).checkAsUser));
             }
             return false;
         }
@@ -93,27 +100,40 @@ unsafe extern "C-unwind" fn survey_walker(node: *mut Node, ctx: *mut c_void) -> 
 }
 
 impl Survey {
-    /// Decides, for a masked session: refuses writes to labelled tables and
-    /// reads of refused relations; returns the policies of the relations
-    /// that need the rewrite (none: plan the query as it is).
-    pub(crate) fn policies(&self) -> HashMap<Oid, Rc<RelationPolicy>> {
+    /// True when a read or write is checked as a role labelled `MASKED`
+    /// (the owner of a view over the relation).
+    pub(crate) fn reads_as_masked_role(&self) -> bool {
+        self.relations
+            .iter()
+            .chain(&self.written)
+            .any(|&(_, as_user)| as_user != Oid::INVALID && masking::role_is_masked(as_user))
+    }
+
+    /// True when a read checked as `as_user` is masked.
+    fn masked_as(session_masked: bool, as_user: Oid) -> bool {
+        session_masked || (as_user != Oid::INVALID && masking::role_is_masked(as_user))
+    }
+
+    /// Decides: refuses masked writes to labelled tables; returns the policies of the relations that
+    /// need the rewrite (none: plan the query as it is). In an unmasked
+    /// session only relations read through a masked role's view count.
+    pub(crate) fn policies(&self, session_masked: bool) -> HashMap<Oid, Rc<RelationPolicy>> {
         let mut out = HashMap::new();
-        for &relid in &self.written {
-            if masking::relation_policy(relid).protects() {
+        for &(relid, as_user) in &self.written {
+            if Self::masked_as(session_masked, as_user)
+                && masking::relation_policy(relid).protects()
+            {
                 masking::refuse(format!(
                     "masked sessions cannot write {}, which has dptext rules",
                     super::relation_name(relid)
                 ));
             }
         }
-        for &relid in &self.relations {
-            if out.contains_key(&relid) {
+        for &(relid, as_user) in &self.relations {
+            if out.contains_key(&relid) || !Self::masked_as(session_masked, as_user) {
                 continue;
             }
             let policy = masking::relation_policy(relid);
-            if let RelationPolicy::Refused(why) = policy.as_ref() {
-                masking::refuse(why.clone());
-            }
             if policy.protects()
                 || relid == pg_sys::StatisticRelationId
                 || relid == STATISTIC_EXT_DATA
@@ -130,6 +150,9 @@ struct Rewrite<'a> {
     /// Range tables of the enclosing queries, innermost last.
     rtables: Vec<*mut pg_sys::List>,
     policies: &'a HashMap<Oid, Rc<RelationPolicy>>,
+    /// The whole session is masked (else only reads checked as a masked
+    /// role are).
+    session_masked: bool,
     mask_fn: Oid,
     /// Labelled columns read (each occurrence).
     masked_reads: usize,
@@ -145,11 +168,13 @@ struct Rewrite<'a> {
 pub(crate) unsafe fn rewrite(
     query: *mut Query,
     policies: &HashMap<Oid, Rc<RelationPolicy>>,
+    session_masked: bool,
 ) -> usize {
     let mask_fn = masking::mask_function();
     let mut r = Rewrite {
         rtables: Vec::new(),
         policies,
+        session_masked,
         mask_fn,
         masked_reads: 0,
     };
@@ -159,19 +184,12 @@ pub(crate) unsafe fn rewrite(
     r.masked_reads
 }
 
-/// Mutates one query level with its range table on the stack, keeping the
-/// security quals of its entries as they were.
+/// Mutates one query level with its range table on the stack (security
+/// quals included), then filters the statistics catalogs it reads.
 unsafe fn rewrite_query(q: *mut Query, r: &mut Rewrite<'_>, flags: i32) -> *mut Query {
-    // SAFETY: `q` is a valid Query; its range table holds RangeTblEntry
-    // nodes. Security quals are detached for the mutation and put back on
-    // both the original and the copy, which have the same entries in the
-    // same order (range_table_mutator copies the list entry by entry).
+    // SAFETY: `q` is a valid Query whose range table holds RangeTblEntry
+    // nodes; the mutator is handed `r`, which outlives the call.
     unsafe {
-        let rtes = PgList::<pg_sys::RangeTblEntry>::from_pg((*q).rtable);
-        let saved: Vec<*mut pg_sys::List> = rtes
-            .iter_ptr()
-            .map(|rte| std::mem::replace(&mut (*rte).securityQuals, std::ptr::null_mut()))
-            .collect();
         r.rtables.push((*q).rtable);
         let out = pg_sys::query_tree_mutator(
             q,
@@ -183,13 +201,10 @@ unsafe fn rewrite_query(q: *mut Query, r: &mut Rewrite<'_>, flags: i32) -> *mut 
             flags,
         );
         r.rtables.pop();
-        for (rte, quals) in rtes.iter_ptr().zip(&saved) {
-            (*rte).securityQuals = *quals;
-        }
-        let new_rtes = PgList::<pg_sys::RangeTblEntry>::from_pg((*out).rtable);
-        for (rte, quals) in new_rtes.iter_ptr().zip(saved) {
-            (*rte).securityQuals = quals;
-            r.hide_statistics(rte, (*out).rtable);
+        if r.session_masked {
+            for rte in PgList::<pg_sys::RangeTblEntry>::from_pg((*out).rtable).iter_ptr() {
+                r.hide_statistics(rte, (*out).rtable);
+            }
         }
         out
     }
@@ -233,7 +248,9 @@ impl Rewrite<'_> {
             let up = usize::try_from((*var).varlevelsup).ok()?;
             let level = self.rtables.len().checked_sub(1 + up)?;
             let rte = rt_fetch(self.rtables[level], (*var).varno);
-            if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION {
+            if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION
+                || !Survey::masked_as(self.session_masked, (*rte).checkAsUser)
+            {
                 return None;
             }
             let policy = self.policies.get(&(*rte).relid)?;
@@ -242,6 +259,9 @@ impl Rewrite<'_> {
                     return None;
                 }
                 return Some(self.masked_row(var, (*rte).relid, policy));
+            }
+            if let Some(why) = policy.refuses_column((*var).varattno) {
+                masking::refuse(why);
             }
             let rule = policy.rule((*var).varattno)?;
             self.masked_reads += 1;
@@ -330,6 +350,9 @@ impl Rewrite<'_> {
                     att.attcollation,
                     (*var).varlevelsup,
                 );
+                if let Some(why) = policy.refuses_column(attnum) {
+                    masking::refuse(why);
+                }
                 let field = match policy.rule(attnum) {
                     Some(rule) => {
                         self.masked_reads += 1;
