@@ -34,8 +34,8 @@ psql -X -c "SELECT id, patient, left(note, 60) AS note FROM records ORDER BY id 
 cat >&2 <<MSG
 
 The demo cluster and the proxy are still running.
-  proxy:    PGPASSWORD=demo psql -h 127.0.0.1 -p ${DPTEXT_PROXY_PORT:-54330} -U analyst $PGDATABASE
-            (or: scripts/proxy.sh psql; users analyst (masked) and admin (unmasked))
+  proxy:    PGPASSWORD=analyst-demo psql -h 127.0.0.1 -p ${DPTEXT_PROXY_PORT:-54330} -U analyst $PGDATABASE
+            (or: scripts/proxy.sh psql; users analyst/analyst-demo (masked) and admin/admin-demo (unmasked))
   connect:  psql -h $PGHOST -p $PGPORT -U postgres $PGDATABASE
             (or: scripts/cluster.sh psql)
   stop:     scripts/proxy.sh stop; scripts/cluster.sh stop
