@@ -1,0 +1,75 @@
+-- Masking at the source: a role labelled MASKED reads labelled columns
+-- only through their rules, keyed; the owner reads raw values.
+-- (The leak battery, tests/leak_battery.py, attacks every channel; this
+-- file pins the user-facing surface: outputs, refusals, SQLSTATEs.)
+SET client_min_messages = warning;
+CREATE EXTENSION dptext;
+CREATE TABLE notes (id int PRIMARY KEY, patient varchar(60), note text, visits int);
+INSERT INTO notes VALUES
+  (1, 'Zebediah Quincewhistle', 'Seen by Dr. Pennyfeather for chest pain.', 3),
+  (2, 'Octavia Brambleworth', 'Follow-up call about the results.', 1);
+SECURITY LABEL FOR dptext ON COLUMN notes.note IS 'MASKED WITH santext(eps => 3)';
+SECURITY LABEL FOR dptext ON COLUMN notes.patient IS 'MASKED WITH deidentify(strategy => typed_placeholder)';
+DROP ROLE IF EXISTS regress_masked;
+CREATE ROLE regress_masked;
+SECURITY LABEL FOR dptext ON ROLE regress_masked IS 'MASKED';
+GRANT SELECT, INSERT, UPDATE, DELETE, TRUNCATE ON notes TO regress_masked;
+
+-- The owner reads raw values.
+SELECT id, patient, note, visits FROM notes ORDER BY id;
+
+-- A masked current role without a key is refused, not served fresh draws.
+SET ROLE regress_masked;
+SELECT note FROM notes;
+\echo :LAST_ERROR_SQLSTATE
+-- What does not read a labelled column runs as usual.
+SELECT id, visits FROM notes ORDER BY id;
+RESET ROLE;
+
+-- Under a key every read of a labelled column goes through its rule.
+SET dptext.key = 'the regression key, not a secret';
+SET ROLE regress_masked;
+SELECT dptext.session_masking() - 'version' - 'key_id' AS session;
+SELECT id, patient, note, visits FROM notes ORDER BY id;
+-- The same value gives the same text, in every query.
+SELECT count(DISTINCT note) AS distinct_outputs FROM notes, generate_series(1, 20) WHERE id = 1;
+-- Filters, functions and whole rows compute on sanitized text only.
+SELECT count(*) AS naming_pennyfeather FROM notes WHERE note LIKE '%Pennyfeather%';
+SELECT upper(patient) AS patient FROM notes ORDER BY id;
+SELECT n FROM notes n ORDER BY id;
+COPY notes TO STDOUT;
+-- Writes, label changes and dptext settings are refused (42501).
+UPDATE notes SET visits = 0;
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO notes VALUES (3, 'x', 'y', 0);
+\echo :LAST_ERROR_SQLSTATE
+TRUNCATE notes;
+\echo :LAST_ERROR_SQLSTATE
+SET dptext.key = '';
+\echo :LAST_ERROR_SQLSTATE
+SELECT dptext.mask('Zebediah Quincewhistle', 'santext', '{"eps": 3.0, "embedding": "glove"}');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+
+-- Statistics of labelled columns are hidden from masked sessions.
+ANALYZE notes;
+SET ROLE regress_masked;
+SELECT attname, most_common_vals IS NOT NULL OR histogram_bounds IS NOT NULL AS has_values
+  FROM pg_stats WHERE tablename = 'notes' ORDER BY attname;
+RESET ROLE;
+SELECT attname, most_common_vals IS NOT NULL OR histogram_bounds IS NOT NULL AS has_values
+  FROM pg_stats WHERE tablename = 'notes' ORDER BY attname;
+
+-- A materialized view of raw values serves masked roles only its labelled columns.
+CREATE MATERIALIZED VIEW notes_copy AS SELECT id, patient, note FROM notes;
+SECURITY LABEL FOR dptext ON COLUMN notes_copy.note IS 'MASKED WITH santext(eps => 3)';
+GRANT SELECT ON notes_copy TO regress_masked;
+SET ROLE regress_masked;
+SELECT id, note FROM notes_copy ORDER BY id;
+SELECT patient FROM notes_copy;
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+
+DROP MATERIALIZED VIEW notes_copy;
+DROP TABLE notes;
+DROP ROLE regress_masked;
