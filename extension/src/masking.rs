@@ -43,10 +43,12 @@ pub(crate) enum RelationPolicy {
     Plain,
     /// Labelled columns, read only through their rules.
     Masked(Vec<ColumnRule>),
-    /// A materialized view computed from labelled columns (or by functions
-    /// that could read them) and not built by `create_sanitized_view`: what
-    /// it stores may be raw. Its labelled columns are read through their
-    /// rules; reading any other column is refused (the text says why).
+    /// A materialized view whose query reads labelled columns other than by
+    /// copying them, or cannot be followed, and that
+    /// `create_sanitized_view` did not build: its columns without a rule may
+    /// hold what raw values decided. Columns with a rule (its own, or a
+    /// copied column's) are read through it; reading any other is refused
+    /// (the text says why).
     Derived {
         /// The matview's own rules.
         rules: Vec<ColumnRule>,
@@ -200,44 +202,6 @@ SELECT a.attnum, l.label
  WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped
  ORDER BY a.attnum, fam.depth";
 
-/// For a materialized view: the first labelled column among the relations
-/// its definition reads (through views and other materialized views, with
-/// their ancestors), the first function it calls that is not built in
-/// (which could read anything), and whether `dptext.provenance` exists.
-const MATVIEW_SQL: &str = "
-WITH RECURSIVE edges(child, parent, rule) AS (
-    SELECT r.ev_class, d.refobjid, r.oid
-      FROM pg_catalog.pg_rewrite r
-      JOIN pg_catalog.pg_depend d ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_rewrite'::pg_catalog.regclass
-           AND d.objid OPERATOR(pg_catalog.=) r.oid
-           AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
-    UNION ALL
-    SELECT i.inhrelid, i.inhparent, NULL::pg_catalog.oid FROM pg_catalog.pg_inherits i
-), deps(rel) AS (
-    SELECT $1::pg_catalog.oid
-    UNION
-    SELECT e.parent FROM deps JOIN edges e ON e.child OPERATOR(pg_catalog.=) deps.rel
-)
-SELECT (SELECT pg_catalog.format('%s.%s', l.objoid::pg_catalog.regclass, a.attname)
-          FROM pg_catalog.pg_seclabel l
-          JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) l.objoid
-               AND a.attnum OPERATOR(pg_catalog.=) l.objsubid
-         WHERE l.provider OPERATOR(pg_catalog.=) 'dptext'
-           AND l.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
-           AND l.objsubid OPERATOR(pg_catalog.>) 0
-           AND l.objoid OPERATOR(pg_catalog.<>) $1
-           AND l.objoid OPERATOR(pg_catalog.=) ANY (SELECT rel FROM deps)
-         LIMIT 1),
-       (SELECT d.refobjid::pg_catalog.regprocedure::pg_catalog.text
-          FROM pg_catalog.pg_rewrite r
-          JOIN pg_catalog.pg_depend d ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_rewrite'::pg_catalog.regclass
-               AND d.objid OPERATOR(pg_catalog.=) r.oid
-               AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
-               AND d.refobjid OPERATOR(pg_catalog.>=) 16384::pg_catalog.oid
-         WHERE r.ev_class OPERATOR(pg_catalog.=) ANY (SELECT rel FROM deps)
-         LIMIT 1),
-       pg_catalog.to_regclass('dptext.provenance') IS NOT NULL";
-
 const SANITIZED_SQL: &str =
     "SELECT EXISTS (SELECT 1 FROM dptext.provenance WHERE target_oid OPERATOR(pg_catalog.=) $1)";
 
@@ -276,46 +240,77 @@ fn read_policy(relid: Oid) -> RelationPolicy {
             RelationPolicy::Masked(rules)
         };
     }
-    let (source, function, has_provenance) = Spi::connect(|client| {
-        let row = client.select(MATVIEW_SQL, Some(1), &args())?.first();
-        Ok::<_, pgrx::spi::Error>((
-            row.get::<String>(1)?,
-            row.get::<String>(2)?,
-            row.get::<bool>(3)?.unwrap_or(false),
-        ))
-    })
-    .unwrap_or_else(|e| {
-        refuse(format!(
-            "could not read what a materialized view derives from: {e}"
-        ))
-    });
-    let from = match (source, function) {
-        (Some(column), _) => format!("the labelled column {column}"),
-        (None, Some(function)) => {
-            format!("the function {function}, which could read labelled columns")
-        }
-        (None, None) => {
-            return if rules.is_empty() {
-                RelationPolicy::Plain
-            } else {
-                RelationPolicy::Masked(rules)
-            }
-        }
-    };
+    matview_policy(relid, rules)
+}
+
+/// A materialized view stores what its query computed when it was last
+/// refreshed, from raw values. Its columns are served as the columns they
+/// were computed from: a column with a label of its own by that rule, a
+/// plain copy of a labelled column by the source's rule, a column computed
+/// only from unlabelled columns as it is. When the query reads a labelled
+/// column anywhere else (a filter, an expression) or cannot be followed
+/// (see [`crate::ffi::lineage`]), every column without a rule is refused:
+/// it may hold what the raw values decided. A view built by
+/// `dptext.create_sanitized_view` applied the rules itself and is served as
+/// it is.
+fn matview_policy(relid: Oid, mut rules: Vec<ColumnRule>) -> RelationPolicy {
+    let has_provenance =
+        Spi::get_one::<bool>("SELECT pg_catalog.to_regclass('dptext.provenance') IS NOT NULL")
+            .unwrap_or_else(|e| refuse(format!("could not look for dptext.provenance: {e}")))
+            .unwrap_or(false);
     if has_provenance {
-        let sanitized = Spi::get_one_with_args::<bool>(SANITIZED_SQL, &args())
+        let sanitized = Spi::get_one_with_args::<bool>(SANITIZED_SQL, &oid_arg(relid))
             .unwrap_or_else(|e| refuse(format!("could not read dptext.provenance: {e}")))
             .unwrap_or(false);
         if sanitized {
             return RelationPolicy::Plain;
         }
     }
-    RelationPolicy::Derived {
-        rules,
-        why: format!(
-            "materialized view {} is computed from {from}, so its unlabelled columns may hold raw values: label the columns masked roles read, or build it with dptext.create_sanitized_view",
-            crate::ffi::relation_name(relid)
-        ),
+    let lineage = crate::ffi::lineage::matview_lineage(relid);
+    let mut taint = lineage
+        .opaque
+        .map(|why| format!("its query cannot be followed ({why})"));
+    let column = |rel: Oid, att: i16| format!("column {att} of {}", crate::ffi::relation_name(rel));
+    for &(src, att) in &lineage.reads {
+        let p = relation_policy(src);
+        if (att == 0 && p.protects()) || p.rule(att).is_some() || p.refuses_column(att).is_some() {
+            taint.get_or_insert_with(|| {
+                format!("its query reads the labelled {}", column(src, att))
+            });
+        }
+    }
+    for (i, copy) in lineage.copies.iter().enumerate() {
+        let attnum = i16::try_from(i + 1).unwrap_or(i16::MAX);
+        let Some((src, att)) = *copy else { continue };
+        if rules.iter().any(|r| r.attnum == attnum) {
+            continue;
+        }
+        let p = relation_policy(src);
+        if let Some(r) = p.rule(att) {
+            rules.push(ColumnRule {
+                attnum,
+                mechanism: r.mechanism.clone(),
+                params: r.params.clone(),
+            });
+        } else if p.refuses_column(att).is_some() {
+            taint.get_or_insert_with(|| {
+                format!(
+                    "it copies {}, which masked sessions may not read",
+                    column(src, att)
+                )
+            });
+        }
+    }
+    match taint {
+        None if rules.is_empty() => RelationPolicy::Plain,
+        None => RelationPolicy::Masked(rules),
+        Some(why) => RelationPolicy::Derived {
+            rules,
+            why: format!(
+                "masked sessions may read only the masked columns of materialized view {}: {why}, so its other columns may hold what raw values decided; label them, or build the view with dptext.create_sanitized_view",
+                crate::ffi::relation_name(relid)
+            ),
+        },
     }
 }
 

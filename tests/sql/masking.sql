@@ -60,16 +60,22 @@ RESET ROLE;
 SELECT attname, most_common_vals IS NOT NULL OR histogram_bounds IS NOT NULL AS has_values
   FROM pg_stats WHERE tablename = 'notes' ORDER BY attname;
 
--- A materialized view of raw values serves masked roles only its labelled columns.
-CREATE MATERIALIZED VIEW notes_copy AS SELECT id, patient, note FROM notes;
-SECURITY LABEL FOR dptext ON COLUMN notes_copy.note IS 'MASKED WITH santext(eps => 3)';
-GRANT SELECT ON notes_copy TO regress_masked;
+-- A materialized view stores raw values: its columns are served as the
+-- columns they were computed from (own label, else the copied column's
+-- rule, else as they are) ...
+CREATE MATERIALIZED VIEW notes_copy AS SELECT id, patient, note, visits * 2 AS twice FROM notes;
+SECURITY LABEL FOR dptext ON COLUMN notes_copy.note IS 'MASKED WITH santext(eps => 1)';
+-- ... and when its query reads a labelled column in a filter or an
+-- expression, only its masked columns may be read.
+CREATE MATERIALIZED VIEW notes_filtered AS SELECT id, upper(note) AS loud FROM notes WHERE note LIKE '%chest%';
+GRANT SELECT ON notes_copy, notes_filtered TO regress_masked;
 SET ROLE regress_masked;
-SELECT id, note FROM notes_copy ORDER BY id;
-SELECT patient FROM notes_copy;
+SELECT id, patient, note, twice FROM notes_copy ORDER BY id;
+SELECT count(*) FROM notes_filtered;
+SELECT id FROM notes_filtered;
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 
-DROP MATERIALIZED VIEW notes_copy;
+DROP MATERIALIZED VIEW notes_copy, notes_filtered;
 DROP TABLE notes;
 DROP ROLE regress_masked;

@@ -21,6 +21,7 @@ use dptext_core::embeddings::SharedBytes;
 use pgrx::{pg_guard, pg_sys, GucContext, GucFlags, GucSetting};
 
 pub mod hooks;
+pub mod lineage;
 pub mod rewrite;
 
 /// What `SHOW dptext.key` displays.

@@ -1,0 +1,165 @@
+//! What the columns of a materialized view are made of, read from its
+//! stored query, so that masking can serve a materialized view like the
+//! tables it was computed from.
+//!
+//! Only what can be followed for certain counts: a column that is a plain
+//! copy of a table column (a `Var`, perhaps relabelled), and the table
+//! columns read anywhere else in the query. Anything else (subqueries,
+//! CTEs, set operations, views, functions in `FROM`, joins merged with
+//! `USING`, functions, operators or aggregates that are not built in) makes
+//! the lineage opaque, and masking then fails closed.
+
+use std::ffi::c_void;
+
+use pgrx::pg_sys::{self, Node, NodeTag, Oid};
+use pgrx::{is_a, PgList};
+
+/// The lineage of a materialized view's columns.
+#[derive(Debug, Default)]
+pub(crate) struct Lineage {
+    /// Per output column, in order: the table column it copies as it is.
+    pub copies: Vec<Option<(Oid, i16)>>,
+    /// Table columns read anywhere else (0: a whole row).
+    pub reads: Vec<(Oid, i16)>,
+    /// Why the lineage cannot be followed, if it cannot.
+    pub opaque: Option<String>,
+}
+
+/// The lineage of materialized view `relid`.
+pub(crate) fn matview_lineage(relid: Oid) -> Lineage {
+    let mut out = Lineage::default();
+    // SAFETY: the relation is opened with a share lock (kept to the end of
+    // the transaction, as a query would) and closed after the walk; its
+    // stored query belongs to the relation cache and is only read.
+    unsafe {
+        let rel = pg_sys::try_relation_open(relid, pg_sys::AccessShareLock as _);
+        if rel.is_null() {
+            out.opaque = Some("it no longer exists".into());
+            return out;
+        }
+        let q = pg_sys::get_view_query(rel);
+        read_query(q, &mut out);
+        pg_sys::relation_close(rel, pg_sys::NoLock as _);
+    }
+    out
+}
+
+struct Walk<'a> {
+    rtable: *mut pg_sys::List,
+    out: &'a mut Lineage,
+}
+
+unsafe fn read_query(q: *mut pg_sys::Query, out: &mut Lineage) {
+    // SAFETY: `q` is a valid stored Query; its range table holds
+    // RangeTblEntry nodes and its target list TargetEntry nodes.
+    unsafe {
+        if !(*q).cteList.is_null() || !(*q).setOperations.is_null() || (*q).hasSubLinks {
+            out.opaque = Some("its query has subqueries, CTEs or set operations".into());
+            return;
+        }
+        for rte in PgList::<pg_sys::RangeTblEntry>::from_pg((*q).rtable).iter_ptr() {
+            match (*rte).rtekind {
+                pg_sys::RTEKind::RTE_RELATION if (*rte).relkind as u8 == pg_sys::RELKIND_VIEW => {
+                    // A view's own stored query would have to be followed.
+                    out.opaque = Some("it reads a view".into());
+                    return;
+                }
+                pg_sys::RTEKind::RTE_RELATION | pg_sys::RTEKind::RTE_JOIN => {}
+                _ => {
+                    out.opaque = Some("it reads a subquery, a function or a VALUES list".into());
+                    return;
+                }
+            }
+        }
+        let mut w = Walk {
+            rtable: (*q).rtable,
+            out,
+        };
+        for tle in PgList::<pg_sys::TargetEntry>::from_pg((*q).targetList).iter_ptr() {
+            let mut e = (*tle).expr.cast::<Node>();
+            while is_a(e, NodeTag::T_RelabelType) {
+                e = (*e.cast::<pg_sys::RelabelType>()).arg.cast();
+            }
+            let copy = if is_a(e, NodeTag::T_Var) {
+                w.base_column(e.cast())
+            } else {
+                None
+            };
+            match copy {
+                Some(c) if !(*tle).resjunk => w.out.copies.push(Some(c)),
+                _ => {
+                    if !(*tle).resjunk {
+                        w.out.copies.push(None);
+                    }
+                    walker((*tle).expr.cast(), (&raw mut w).cast());
+                }
+            }
+        }
+        walker((*q).jointree.cast(), (&raw mut w).cast());
+        walker((*q).havingQual, (&raw mut w).cast());
+    }
+}
+
+impl Walk<'_> {
+    /// The table column a `Var` of this query level reads, if it is one.
+    unsafe fn base_column(&self, var: *mut pg_sys::Var) -> Option<(Oid, i16)> {
+        // SAFETY: `var` is a Var of the query whose range table this is.
+        unsafe {
+            if (*var).varlevelsup != 0 || (*var).varattno <= 0 {
+                return None;
+            }
+            let rte =
+                pg_sys::list_nth(self.rtable, (*var).varno - 1).cast::<pg_sys::RangeTblEntry>();
+            ((*rte).rtekind == pg_sys::RTEKind::RTE_RELATION)
+                .then(|| ((*rte).relid, (*var).varattno))
+        }
+    }
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn walker(node: *mut Node, ctx: *mut c_void) -> bool {
+    if node.is_null() {
+        return false;
+    }
+    // SAFETY: `ctx` is the `Walk` of `read_query`; nodes are cast after
+    // their tags are checked.
+    unsafe {
+        let w = &mut *ctx.cast::<Walk<'_>>();
+        let user = |oid: Oid| oid.to_u32() >= pg_sys::FirstNormalObjectId;
+        if is_a(node, NodeTag::T_Var) {
+            let var = node.cast::<pg_sys::Var>();
+            let rte = if (*var).varlevelsup == 0 {
+                pg_sys::list_nth(w.rtable, (*var).varno - 1).cast::<pg_sys::RangeTblEntry>()
+            } else {
+                std::ptr::null_mut()
+            };
+            if rte.is_null() || (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION {
+                w.out.opaque = Some("a column's source cannot be followed".into());
+            } else {
+                w.out.reads.push(((*rte).relid, (*var).varattno.max(0)));
+            }
+            return false;
+        }
+        let opaque_call = if is_a(node, NodeTag::T_FuncExpr) {
+            user((*node.cast::<pg_sys::FuncExpr>()).funcid)
+        } else if is_a(node, NodeTag::T_OpExpr)
+            || is_a(node, NodeTag::T_DistinctExpr)
+            || is_a(node, NodeTag::T_NullIfExpr)
+        {
+            user((*node.cast::<pg_sys::OpExpr>()).opno)
+        } else if is_a(node, NodeTag::T_ScalarArrayOpExpr) {
+            user((*node.cast::<pg_sys::ScalarArrayOpExpr>()).opno)
+        } else if is_a(node, NodeTag::T_Aggref) {
+            user((*node.cast::<pg_sys::Aggref>()).aggfnoid)
+        } else if is_a(node, NodeTag::T_WindowFunc) {
+            user((*node.cast::<pg_sys::WindowFunc>()).winfnoid)
+        } else {
+            false
+        };
+        if opaque_call {
+            w.out.opaque = Some("it calls a function or operator that is not built in".into());
+            return false;
+        }
+        pg_sys::expression_tree_walker(node, Some(walker), ctx)
+    }
+}
