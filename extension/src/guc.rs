@@ -59,7 +59,7 @@ pub fn init() {
         GucContext::Suset,
         GucFlags::default(),
     );
-    ffi::define_secret_guc(
+    ffi::settings::define_secret_guc(
         c"dptext.key",
         c"Secret key for keyed sanitization (never shown).",
         c"With a key, asking for the same value again returns the same output, which defeats averaging attacks. SHOW and pg_settings display ******** instead.",

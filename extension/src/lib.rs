@@ -30,7 +30,7 @@ use error::OrRaise;
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     guc::init();
-    ffi::register_label_provider();
+    ffi::labels::register_label_provider();
     ffi::hooks::install();
     if guc::key_is_set() && !ffi::loading_at_server_start() {
         // Until this library was loaded, dptext.key was an ordinary

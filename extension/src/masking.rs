@@ -132,7 +132,7 @@ pub(crate) fn role_is_masked(role: Oid) -> bool {
     if let Some(m) = ROLES.with(|r| r.borrow().get(&role).copied()) {
         return m;
     }
-    let masked = crate::ffi::role_label(role).is_some();
+    let masked = crate::ffi::catalog::role_label(role).is_some();
     ROLES.with(|r| r.borrow_mut().insert(role, masked));
     masked
 }
@@ -141,14 +141,14 @@ pub(crate) fn role_is_masked(role: Oid) -> bool {
 /// is labelled `MASKED`. Nothing the session sets changes either role's
 /// label, and `SET ROLE` cannot change the login role.
 pub(crate) fn session_is_masked() -> bool {
-    let (login, current) = crate::ffi::session_roles();
+    let (login, current) = crate::ffi::catalog::session_roles();
     role_is_masked(login) || (current != login && role_is_masked(current))
 }
 
 /// [`session_is_masked`] when both roles' labels are cached, without
 /// reading the catalog.
 pub(crate) fn session_is_masked_cached() -> Option<bool> {
-    let (login, current) = crate::ffi::session_roles();
+    let (login, current) = crate::ffi::catalog::session_roles();
     ROLES.with(|r| {
         let r = r.borrow();
         let l = *r.get(&login)?;
@@ -233,7 +233,7 @@ fn read_policy(relid: Oid) -> RelationPolicy {
             params: rule.params().to_string(),
         });
     }
-    if crate::ffi::relkind(relid) != pg_sys::RELKIND_MATVIEW {
+    if crate::ffi::catalog::relkind(relid) != pg_sys::RELKIND_MATVIEW {
         return if rules.is_empty() {
             RelationPolicy::Plain
         } else {
@@ -270,7 +270,12 @@ fn matview_policy(relid: Oid, mut rules: Vec<ColumnRule>) -> RelationPolicy {
     let mut taint = lineage
         .opaque
         .map(|why| format!("its query cannot be followed ({why})"));
-    let column = |rel: Oid, att: i16| format!("column {att} of {}", crate::ffi::relation_name(rel));
+    let column = |rel: Oid, att: i16| {
+        format!(
+            "column {att} of {}",
+            crate::ffi::catalog::relation_name(rel)
+        )
+    };
     for &(src, att) in &lineage.reads {
         let p = relation_policy(src);
         if (att == 0 && p.protects()) || p.rule(att).is_some() || p.refuses_column(att).is_some() {
@@ -308,7 +313,7 @@ fn matview_policy(relid: Oid, mut rules: Vec<ColumnRule>) -> RelationPolicy {
             rules,
             why: format!(
                 "masked sessions may read only the masked columns of materialized view {}: {why}, so its other columns may hold what raw values decided; label them, or build the view with dptext.create_sanitized_view",
-                crate::ffi::relation_name(relid)
+                crate::ffi::catalog::relation_name(relid)
             ),
         },
     }
@@ -405,7 +410,7 @@ pub mod dptext {
         params: &str,
         fcinfo: pg_sys::FunctionCallInfo,
     ) -> String {
-        if !crate::ffi::called_by_rewrite(fcinfo) {
+        if !crate::ffi::catalog::called_by_rewrite(fcinfo) {
             super::refuse(
                 "dptext.mask is applied by masking only and cannot be called directly".into(),
             );
@@ -430,7 +435,7 @@ pub mod dptext {
     /// ```
     #[pg_extern(stable, parallel_safe)]
     fn session_masking() -> JsonB {
-        let (login, current) = crate::ffi::session_roles();
+        let (login, current) = crate::ffi::catalog::session_roles();
         let mode = crate::guc::random_mode();
         let (keyed, key_id) = match &mode {
             Ok(dptext_core::RandomMode::Keyed(k)) => (true, Some(k.key_id())),
@@ -451,9 +456,9 @@ pub mod dptext {
             "masked": super::session_is_masked(),
             "keyed": keyed,
             "key_id": key_id,
-            "login_role": crate::ffi::role_name(login),
-            "current_role": crate::ffi::role_name(current),
-            "superuser": crate::ffi::is_superuser(login) || crate::ffi::is_superuser(current),
+            "login_role": crate::ffi::catalog::role_name(login),
+            "current_role": crate::ffi::catalog::role_name(current),
+            "superuser": crate::ffi::catalog::is_superuser(login) || crate::ffi::catalog::is_superuser(current),
             "writable_tables": writable,
             "version": env!("CARGO_PKG_VERSION"),
         }))

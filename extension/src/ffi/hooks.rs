@@ -290,7 +290,7 @@ unsafe fn check_utility(stmt: *mut pg_sys::Node) {
             if (*copy).is_from {
                 masking::refuse(format!(
                     "masked sessions cannot write {}, which has dptext rules",
-                    super::relation_name(relid)
+                    super::catalog::relation_name(relid)
                 ));
             }
             copy_through_query(copy, relid);
@@ -304,7 +304,7 @@ unsafe fn check_utility(stmt: *mut pg_sys::Node) {
                     if masking::relation_policy(relid).protects() {
                         masking::refuse(format!(
                             "masked sessions cannot write {}, which has dptext rules",
-                            super::relation_name(relid)
+                            super::catalog::relation_name(relid)
                         ));
                     }
                 }
@@ -378,7 +378,7 @@ unsafe fn copy_through_query(copy: *mut pg_sys::CopyStmt, relid: Oid) {
     // returns a list of RawStmt for a valid SELECT; names are quoted with
     // PostgreSQL's own `quote_identifier`.
     unsafe {
-        if super::relkind(relid) != pg_sys::RELKIND_RELATION {
+        if super::catalog::relkind(relid) != pg_sys::RELKIND_RELATION {
             return; // COPY TO refuses other kinds by itself
         }
         let cols: Vec<String> = if (*copy).attlist.is_null() {

@@ -125,7 +125,7 @@ impl Survey {
             {
                 masking::refuse(format!(
                     "masked sessions cannot write {}, which has dptext rules",
-                    super::relation_name(relid)
+                    super::catalog::relation_name(relid)
                 ));
             }
         }

@@ -1,0 +1,95 @@
+//! Catalog reads the masking decisions need, each a thin safe wrapper
+//! over one PostgreSQL call. Imports nothing else of the crate, so that
+//! [`crate::masking`] can use it while the hooks use `masking`.
+
+use std::ffi::CStr;
+
+use pgrx::pg_sys;
+
+/// The `dptext` label of role `role`, if it has one.
+pub fn role_label(role: pg_sys::Oid) -> Option<String> {
+    let object = pg_sys::ObjectAddress {
+        classId: pg_sys::AuthIdRelationId,
+        objectId: role,
+        objectSubId: 0,
+    };
+    // SAFETY: reads pg_shseclabel through its index; the address and the
+    // provider name are valid for the call; the result is NULL or a
+    // palloc'd NUL-terminated string, copied before it is freed.
+    unsafe {
+        let label = pg_sys::GetSecurityLabel(&object, c"dptext".as_ptr());
+        if label.is_null() {
+            return None;
+        }
+        let s = CStr::from_ptr(label).to_string_lossy().into_owned();
+        pg_sys::pfree(label.cast());
+        Some(s)
+    }
+}
+
+/// The session's login role (`session_user`) and current role.
+pub fn session_roles() -> (pg_sys::Oid, pg_sys::Oid) {
+    // SAFETY: plain reads of the backend's role globals.
+    unsafe { (pg_sys::GetSessionUserId(), pg_sys::GetUserId()) }
+}
+
+/// A role's name (its oid when it no longer exists).
+pub fn role_name(role: pg_sys::Oid) -> String {
+    // SAFETY: noerr: NULL for a missing role; else a palloc'd name.
+    unsafe {
+        let name = pg_sys::GetUserNameFromId(role, true);
+        if name.is_null() {
+            return role.to_u32().to_string();
+        }
+        CStr::from_ptr(name).to_string_lossy().into_owned()
+    }
+}
+
+/// True when `role` is a superuser.
+pub fn is_superuser(role: pg_sys::Oid) -> bool {
+    // SAFETY: a syscache read; false for a missing role.
+    unsafe { pg_sys::superuser_arg(role) }
+}
+
+/// A relation's kind (`pg_class.relkind`), 0 when it does not exist.
+pub fn relkind(relid: pg_sys::Oid) -> u8 {
+    // SAFETY: a syscache read that returns 0 for a missing relation.
+    unsafe { pg_sys::get_rel_relkind(relid) as u8 }
+}
+
+/// A relation's name as `schema.name` (its oid when it does not exist).
+pub fn relation_name(relid: pg_sys::Oid) -> String {
+    // SAFETY: syscache reads returning NULL for missing entries, else
+    // palloc'd NUL-terminated strings.
+    unsafe {
+        let rel = pg_sys::get_rel_name(relid);
+        if rel.is_null() {
+            return relid.to_u32().to_string();
+        }
+        let nsp = pg_sys::get_namespace_name(pg_sys::get_rel_namespace(relid));
+        let rel = CStr::from_ptr(rel).to_string_lossy();
+        if nsp.is_null() {
+            return rel.into_owned();
+        }
+        format!("{}.{}", CStr::from_ptr(nsp).to_string_lossy(), rel)
+    }
+}
+
+/// True when the function was called by an expression the masking
+/// rewrite built: a `FuncExpr` marked `COERCE_SQL_SYNTAX`, which the
+/// parser gives only to calls of pg_catalog functions.
+pub fn called_by_rewrite(fcinfo: pg_sys::FunctionCallInfo) -> bool {
+    // SAFETY: PostgreSQL passes a valid fcinfo; flinfo and fn_expr may be
+    // NULL (direct calls from C), which counts as not called by the
+    // rewrite; fn_expr is a node, cast after its tag is checked.
+    unsafe {
+        if fcinfo.is_null() || (*fcinfo).flinfo.is_null() {
+            return false;
+        }
+        let expr = (*(*fcinfo).flinfo).fn_expr;
+        if expr.is_null() || !pgrx::is_a(expr, pg_sys::NodeTag::T_FuncExpr) {
+            return false;
+        }
+        (*expr.cast::<pg_sys::FuncExpr>()).funcformat == pg_sys::CoercionForm::COERCE_SQL_SYNTAX
+    }
+}
