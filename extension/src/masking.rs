@@ -127,6 +127,14 @@ pub(crate) fn refuse(message: String) -> ! {
     raise(ExtError::Masked(message), "dptext masking")
 }
 
+/// Refuses a masked write to relation `relid`, which has rules.
+pub(crate) fn refuse_write(relid: Oid) -> ! {
+    refuse(format!(
+        "masked sessions cannot write {}, which has dptext rules",
+        crate::ffi::catalog::relation_name(relid)
+    ))
+}
+
 /// True when `role` is labelled `MASKED`.
 pub(crate) fn role_is_masked(role: Oid) -> bool {
     if let Some(m) = ROLES.with(|r| r.borrow().get(&role).copied()) {

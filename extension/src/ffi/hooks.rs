@@ -288,10 +288,7 @@ unsafe fn check_utility(stmt: *mut pg_sys::Node) {
                 return;
             }
             if (*copy).is_from {
-                masking::refuse(format!(
-                    "masked sessions cannot write {}, which has dptext rules",
-                    super::catalog::relation_name(relid)
-                ));
+                masking::refuse_write(relid);
             }
             copy_through_query(copy, relid);
         } else if is_a(stmt, NodeTag::T_TruncateStmt) {
@@ -302,10 +299,7 @@ unsafe fn check_utility(stmt: *mut pg_sys::Node) {
             for rv in PgList::<pg_sys::RangeVar>::from_pg((*t).relations).iter_ptr() {
                 if let Some(relid) = lock_and_pin(rv, pg_sys::AccessExclusiveLock) {
                     if masking::relation_policy(relid).protects() {
-                        masking::refuse(format!(
-                            "masked sessions cannot write {}, which has dptext rules",
-                            super::catalog::relation_name(relid)
-                        ));
+                        masking::refuse_write(relid);
                     }
                 }
             }
@@ -321,7 +315,21 @@ unsafe fn check_utility(stmt: *mut pg_sys::Node) {
             if !s.is_null() {
                 refuse_dptext_setting((*s).name);
             }
-        } else if is_a(stmt, NodeTag::T_CreateFunctionStmt) {
+        } else if let Some(what) = leaves_code(stmt) {
+            refuse_planted(what);
+        }
+    }
+}
+
+/// What kind of code a statement would leave behind for other sessions to
+/// run, if it would: functions outside `pg_temp`; triggers, rules and
+/// policies on tables other than this session's temporary ones; domains,
+/// casts, operators, aggregates, types.
+unsafe fn leaves_code(stmt: *mut pg_sys::Node) -> Option<&'static str> {
+    // SAFETY: `stmt` is a valid parse node; casts follow tag checks.
+    unsafe {
+        let on_table = |rv: *mut pg_sys::RangeVar, what| (!is_temporary(rv)).then_some(what);
+        if is_a(stmt, NodeTag::T_CreateFunctionStmt) {
             let name = PgList::<pg_sys::String>::from_pg(
                 (*stmt.cast::<pg_sys::CreateFunctionStmt>()).funcname,
             );
@@ -329,32 +337,33 @@ unsafe fn check_utility(stmt: *mut pg_sys::Node) {
                 && name
                     .get_ptr(0)
                     .is_some_and(|s| CStr::from_ptr((*s).sval).to_bytes() == b"pg_temp");
-            if !temporary {
-                refuse_planted("functions or procedures");
-            }
+            (!temporary).then_some("functions or procedures")
         } else if is_a(stmt, NodeTag::T_CreateTrigStmt) {
-            if !is_temporary((*stmt.cast::<pg_sys::CreateTrigStmt>()).relation) {
-                refuse_planted("triggers");
-            }
+            on_table(
+                (*stmt.cast::<pg_sys::CreateTrigStmt>()).relation,
+                "triggers",
+            )
         } else if is_a(stmt, NodeTag::T_RuleStmt) {
-            if !is_temporary((*stmt.cast::<pg_sys::RuleStmt>()).relation) {
-                refuse_planted("rules");
-            }
+            on_table((*stmt.cast::<pg_sys::RuleStmt>()).relation, "rules")
         } else if is_a(stmt, NodeTag::T_CreatePolicyStmt) {
-            if !is_temporary((*stmt.cast::<pg_sys::CreatePolicyStmt>()).table) {
-                refuse_planted("row-level security policies");
-            }
+            on_table(
+                (*stmt.cast::<pg_sys::CreatePolicyStmt>()).table,
+                "row-level security policies",
+            )
         } else if is_a(stmt, NodeTag::T_AlterPolicyStmt) {
-            if !is_temporary((*stmt.cast::<pg_sys::AlterPolicyStmt>()).table) {
-                refuse_planted("row-level security policies");
-            }
+            on_table(
+                (*stmt.cast::<pg_sys::AlterPolicyStmt>()).table,
+                "row-level security policies",
+            )
         } else if is_a(stmt, NodeTag::T_CreateDomainStmt)
             || is_a(stmt, NodeTag::T_AlterDomainStmt)
             || is_a(stmt, NodeTag::T_AlterFunctionStmt)
             || is_a(stmt, NodeTag::T_CreateCastStmt)
             || is_a(stmt, NodeTag::T_DefineStmt)
         {
-            refuse_planted("domains, functions, casts, operators, aggregates or types");
+            Some("domains, functions, casts, operators, aggregates or types")
+        } else {
+            None
         }
     }
 }

@@ -123,10 +123,7 @@ impl Survey {
             if Self::masked_as(session_masked, as_user)
                 && masking::relation_policy(relid).protects()
             {
-                masking::refuse(format!(
-                    "masked sessions cannot write {}, which has dptext rules",
-                    super::catalog::relation_name(relid)
-                ));
+                masking::refuse_write(relid);
             }
         }
         for &(relid, as_user) in &self.relations {
