@@ -53,9 +53,33 @@ cargo build --release -q -p dptext-cli
 chmod -R a+rX "$DPTEXT_ASSETS"
 chmod a+rx "$STATE"
 
-step "python client for the proxy tests (psycopg 3)"
+step "python clients for the proxy tests (psycopg 3, SQLAlchemy, pandas)"
 PYLIB="$STATE/pylib"
-if ! PYTHONPATH="$PYLIB" python3 -c "import psycopg" 2>/dev/null; then
-  python3 -m pip install -q --root-user-action=ignore --target "$PYLIB" "psycopg[binary]==3.2.13"
+# Pinned, with what they pull in, so that every machine runs the same
+# clients; all have wheels for CPython 3.11 on manylinux x86_64.
+PY_PINS=(psycopg==3.2.13 psycopg-binary==3.2.13 sqlalchemy==2.1.9 pandas==3.1.1
+  numpy==2.4.6 python-dateutil==2.9.0.post0 six==1.17.0 tzdata==2026.6
+  typing-extensions==4.16.0)
+# The pins not in $PYLIB at their version, read from the installed metadata
+# (quicker than importing pandas).
+missing=$(python3 - "$PYLIB" "${PY_PINS[@]}" <<'EOF'
+import re, sys
+from importlib.metadata import distributions
+norm = lambda n: re.sub(r"[-_.]+", "-", n).lower()
+have = {(norm(d.metadata["Name"]), d.version) for d in distributions(path=[sys.argv[1]])}
+print(" ".join(p for p in sys.argv[2:] if (norm(p.split("==")[0]), p.split("==")[1]) not in have))
+EOF
+)
+if [ -n "$missing" ]; then
+  echo "installing: $missing" >&2
+  # All pins at once into a fresh folder, swapped in whole: no dependency
+  # resolves to another version than its pin, and an older pin leaves
+  # nothing behind. The folder is not python3's environment, so pip's
+  # checks against the packages installed there do not apply.
+  rm -rf "$PYLIB.new"
+  python3 -m pip install -q --root-user-action=ignore --disable-pip-version-check \
+    --no-warn-conflicts --target "$PYLIB.new" "${PY_PINS[@]}"
+  rm -rf "$PYLIB"
+  mv "$PYLIB.new" "$PYLIB"
 fi
 echo "present in $PYLIB" >&2
