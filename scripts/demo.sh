@@ -10,11 +10,8 @@ resolve_state
 
 PROFILE="${DPTEXT_PROFILE:-release}"
 step "build and install the extension ($PROFILE)"
-args=(-p dptext -c "$PG_CONFIG")
-[ "$PROFILE" = release ] && args+=(--release)
-[ "$(id -u)" = 0 ] || args+=(--sudo)
-( cd "$REPO" && cargo pgrx install "${args[@]}" ) >"$STATE/pgrx-install.log" 2>&1 \
-  || { tail -30 "$STATE/pgrx-install.log"; die "cargo pgrx install failed (log: $STATE/pgrx-install.log)"; }
+"$REPO/scripts/install-extension.sh" "$PROFILE" >"$STATE/pgrx-install.log" 2>&1 \
+  || { tail -30 "$STATE/pgrx-install.log"; die "installing the extension failed (log: $STATE/pgrx-install.log)"; }
 
 step "start the demo cluster"
 "$REPO/scripts/cluster.sh" start

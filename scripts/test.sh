@@ -10,7 +10,17 @@ resolve_state
 cd "$REPO"
 LOG="$STATE/test.log"
 : > "$LOG"
-trap '"$REPO/scripts/proxy.sh" stop >/dev/null 2>&1; "$REPO/scripts/cluster.sh" stop >/dev/null 2>&1' EXIT
+# Stop, at the end, only what this command started: a demo cluster or proxy
+# that was running before (the README says the demo's keep running) stays up.
+stop_at_exit=()
+"$REPO/scripts/cluster.sh" status >/dev/null 2>&1 || stop_at_exit+=(cluster)
+[ -f "$STATE/proxy/proxy.pid" ] && kill -0 "$(cat "$STATE/proxy/proxy.pid")" 2>/dev/null || stop_at_exit+=(proxy)
+cleanup() {
+  for what in "${stop_at_exit[@]}"; do
+    "$REPO/scripts/$what.sh" stop >/dev/null 2>&1 || true
+  done
+}
+trap cleanup EXIT
 
 run() { "$@" 2>&1 | tee -a "$LOG"; return "${PIPESTATUS[0]}"; }
 
