@@ -2,7 +2,8 @@
 //! user gets exactly what its upstream role gets directly (the database
 //! masks, the proxy changes nothing), an unmasked user what its role gets;
 //! a masked user whose upstream cannot mask is refused; start-up options,
-//! cancel requests and SCRAM salts; psycopg and pgbench.
+//! cancel requests and SCRAM salts; psycopg, SQLAlchemy with pandas, and
+//! pgbench.
 //!
 //! Needs the server the test command starts (`DPTEXT_TEST_DB`, `PGHOST`,
 //! `PGPORT`, `DPTEXT_KEY_FILE`); skipped without it unless
@@ -414,6 +415,59 @@ fn psycopg_through_the_proxy_matches_direct() {
     };
     assert_eq!(admin["results"], raw["results"]);
     assert!(admin["results"].to_string().contains(MARKERS[0]));
+}
+
+/// SQLAlchemy (postgresql+psycopg) with pandas, as a data scientist would
+/// use it: reflection from the catalogs (`sqlalchemy.inspect`), pandas
+/// `read_sql_table` on the labelled table and its view, and
+/// `read_sql_query` with a bound parameter. Through the proxy a masked user
+/// gets the same DataFrames as its masked role directly, with no planted
+/// value in them; an unmasked user gets the raw ones, so the comparison
+/// tells masked from raw.
+#[test]
+fn sqlalchemy_and_pandas_through_the_proxy_match_direct() {
+    let Some(env) = env() else { return };
+    let port = env.port.to_string();
+    let via = |user: &str| sqlalchemy(user, &format!("{user}-pw"), "127.0.0.1", &port, &env.db);
+    let direct_as = |role: &str| sqlalchemy(role, "", &env.host, &env.pgport, &env.db);
+    let (Some(analyst), Some(masked)) = (via("analyst"), direct_as("proxy_masked")) else {
+        return;
+    };
+    assert_eq!(analyst, masked);
+    assert_eq!(analyst["whoami"], "proxy_masked");
+    assert_no_marker("sqlalchemy and pandas", &analyst.to_string());
+    // Reflection read the real catalogs, and read_sql_table every row.
+    assert_eq!(analyst["primary_key"], serde_json::json!(["id"]));
+    assert_eq!(analyst["views"], serde_json::json!(["proxy_v"]));
+    let columns: Vec<&str> = analyst["columns"]["proxy_t"]
+        .as_array()
+        .map(|cs| cs.iter().filter_map(|c| c["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(columns, ["id", "note", "code", "n"]);
+    assert_eq!(analyst["columns"]["proxy_t"][2]["type"], "VARCHAR(40)");
+    let rows = &analyst["table"]["rows"];
+    assert_eq!(rows.as_array().map(Vec::len), Some(3), "{rows}");
+    assert_eq!(rows[0]["code"], "plain code one");
+    assert_eq!(rows[2]["code"], serde_json::Value::Null);
+    assert_eq!(rows[1]["n"], 20);
+    assert!(
+        rows[0]["note"].as_str().is_some_and(|n| !n.is_empty()),
+        "{rows}"
+    );
+    assert_eq!(analyst["view"]["rows"][0]["note"], rows[0]["note"]);
+    assert_eq!(analyst["query"]["rows"][0]["note"], rows[1]["note"]);
+
+    let (Some(admin), Some(raw)) = (via("admin"), direct_as("proxy_admin")) else {
+        return;
+    };
+    assert_eq!(admin, raw);
+    assert_eq!(
+        admin["table"]["rows"][0]["note"],
+        format!("Seen by {} on Monday.", MARKERS[0])
+    );
+    // Same shape, other values: the masked frames are not the raw ones.
+    assert_eq!(admin["columns"], analyst["columns"]);
+    assert_ne!(admin["table"], analyst["table"]);
 }
 
 #[test]

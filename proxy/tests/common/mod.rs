@@ -284,25 +284,46 @@ pub fn assert_no_marker(what: &str, out: &str) {
 /// Runs psycopg_client.py against `conninfo`; `None` without psycopg
 /// (`DPTEXT_PYLIB`), which `DPTEXT_REQUIRE_PG=1` makes an error.
 pub fn psycopg(conninfo: &str) -> Option<serde_json::Value> {
+    python_client("psycopg_client.py", &[conninfo])
+}
+
+/// Runs sqlalchemy_client.py (SQLAlchemy and pandas) as `user` with
+/// `password` (may be empty) on `host` (a name or a unix-socket
+/// directory), `port` and `db`; `None` without `DPTEXT_PYLIB`, which
+/// `DPTEXT_REQUIRE_PG=1` makes an error.
+pub fn sqlalchemy(
+    user: &str,
+    password: &str,
+    host: &str,
+    port: &str,
+    db: &str,
+) -> Option<serde_json::Value> {
+    python_client("sqlalchemy_client.py", &[user, password, host, port, db])
+}
+
+/// Runs the Python script `script` of this folder with `args`, with
+/// `DPTEXT_PYLIB` (what scripts/setup.sh installs) on its path, and parses
+/// what it prints as JSON; `None` without `DPTEXT_PYLIB`, which
+/// `DPTEXT_REQUIRE_PG=1` makes an error.
+pub fn python_client(script: &str, args: &[&str]) -> Option<serde_json::Value> {
     let Ok(pylib) = std::env::var("DPTEXT_PYLIB") else {
         assert!(
             std::env::var("DPTEXT_REQUIRE_PG").as_deref() != Ok("1"),
-            "DPTEXT_PYLIB (psycopg) is not set: run scripts/setup.sh"
+            "DPTEXT_PYLIB (psycopg, SQLAlchemy, pandas) is not set: run scripts/setup.sh"
         );
         return None;
     };
     let out = Command::new("python3")
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/psycopg_client.py"
-        ))
-        .arg(conninfo)
+        .arg(format!("{}/tests/{script}", env!("CARGO_MANIFEST_DIR")))
+        .args(args)
         .env("PYTHONPATH", pylib)
+        .env_remove("PGOPTIONS")
+        .env_remove("PGAPPNAME")
         .output()
         .expect("python3");
     assert!(
         out.status.success(),
-        "{}",
+        "{script}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     Some(serde_json::from_slice(&out.stdout).expect("json"))
