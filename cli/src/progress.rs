@@ -1,0 +1,62 @@
+//! Progress bars on stderr (`indicatif`), drawn only when stderr is a
+//! terminal: piped or redirected runs get the one-line summaries alone.
+
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// A bar over `total` bytes (input size known) or a counter of bytes read
+/// (`None`: standard input), with rate and ETA.
+pub fn bytes(total: Option<u64>, what: &str) -> ProgressBar {
+    let bar = new(total);
+    let template = if total.is_some() {
+        "{msg} [{bar:30}] {bytes}/{total_bytes} ({percent}%) {binary_bytes_per_sec}, eta {eta}"
+    } else {
+        "{spinner} {msg} {bytes} read, {binary_bytes_per_sec}, {elapsed}"
+    };
+    style(&bar, template);
+    bar.set_message(what.to_string());
+    bar
+}
+
+/// A bar over `total` items with rate and ETA.
+pub fn items(total: u64, what: &str) -> ProgressBar {
+    let bar = new(Some(total));
+    style(
+        &bar,
+        "{msg} [{bar:30}] {pos}/{len} ({percent}%) {per_sec}, eta {eta}",
+    );
+    bar.set_message(what.to_string());
+    bar
+}
+
+/// A spinner with the elapsed time, for work whose size the core does not
+/// report as it goes (a CusText mapping build).
+pub fn spinner(what: &str) -> ProgressBar {
+    let bar = new(None);
+    style(&bar, "{spinner} {msg} ({elapsed})");
+    bar.set_message(what.to_string());
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
+fn new(total: Option<u64>) -> ProgressBar {
+    let bar = match total {
+        Some(n) => ProgressBar::new(n),
+        None => ProgressBar::no_length(),
+    };
+    bar.set_draw_target(if std::io::stderr().is_terminal() {
+        ProgressDrawTarget::stderr()
+    } else {
+        ProgressDrawTarget::hidden()
+    });
+    bar
+}
+
+fn style(bar: &ProgressBar, template: &str) {
+    // The templates are constants; a bad one falls back to the default look.
+    if let Ok(s) = ProgressStyle::with_template(template) {
+        bar.set_style(s.progress_chars("=> "));
+    }
+}
