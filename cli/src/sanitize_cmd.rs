@@ -101,7 +101,8 @@ pub struct SanitizeArgs {
     #[arg(long)]
     cost: bool,
     /// Write here instead of stdout: a temporary file beside it, renamed
-    /// onto it at the end; nothing is left behind on error.
+    /// onto it at the end; nothing is left behind on error. A new file is
+    /// private (mode 600); a replaced one keeps its mode.
     #[arg(long, short)]
     output: Option<PathBuf>,
     /// Input file (default: stdin).
