@@ -4,11 +4,19 @@
 //!
 //! One `Engine` lives per process (per PostgreSQL backend, per proxy, per
 //! CLI run); vocabularies are loaded on first use and stay cached.
+//!
+//! Input limits are decided here, per mechanism, so that every front end
+//! and every path enforces the same ones: every input is held to
+//! `max_input_bytes`, and whatever runs detection or a model over the
+//! whole text (detection, entity replacement, NDD) also to
+//! `max_detect_bytes`. Every call runs under the engine's cancellation
+//! hook, if it has one ([`crate::cancel`]).
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use crate::assets::{GLOVE_DIR, WORDPIECE_DIR};
+use crate::cancel::{CancelCheck, Scope};
 use crate::embeddings::{Embeddings, MapFn};
 use crate::error::{Error, Result};
 use std::collections::HashMap;
@@ -96,6 +104,18 @@ pub struct Engine {
     detector: Mutex<Option<Arc<NerModel>>>,
     /// Masked LMs keyed by (model directory, requested device).
     mlms: moka::sync::Cache<(PathBuf, Device), Arc<MaskedLm>>,
+    /// Installed around every call; `None`: calls run to the end.
+    cancel: Option<Hook>,
+}
+
+/// The cancellation hook, with a `Debug` that says only whether there is one.
+#[derive(Clone)]
+struct Hook(CancelCheck);
+
+impl std::fmt::Debug for Hook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Hook")
+    }
 }
 
 type MappingKey = (EmbeddingChoice, usize, custext::Strategy, custext::Metric);
@@ -111,7 +131,61 @@ impl Engine {
             mappings: Mutex::new(HashMap::new()),
             detector: Mutex::new(None),
             mlms: moka::sync::Cache::new(4),
+            cancel: None,
         }
+    }
+
+    /// This engine, with `hook` asked by every long loop of every call
+    /// (on the calling thread only; see [`crate::cancel`]).
+    ///
+    /// ```
+    /// use dptext_core::{cancel::Flag, Engine, EngineConfig};
+    /// let flag = Flag::new();
+    /// let engine = Engine::new(EngineConfig::new("/nonexistent".into())).with_cancel(flag.hook());
+    /// flag.cancel(); // from anywhere: the engine's calls stop at their next check
+    /// ```
+    pub fn with_cancel(mut self, hook: CancelCheck) -> Self {
+        self.cancel = Some(Hook(hook));
+        self
+    }
+
+    /// Installs the engine's hook for one call (keeps the caller's own
+    /// when the engine has none).
+    fn scope(&self) -> Option<Scope> {
+        self.cancel.as_ref().map(|h| Scope::enter(h.0.clone()))
+    }
+
+    /// Runs `f` under the engine's cancellation hook: for front ends that
+    /// call core functions directly.
+    pub fn cancellable<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let _scope = self.scope();
+        crate::cancel::check()?;
+        f()
+    }
+
+    /// The largest input accepted for a computation that does
+    /// (`detection = true`) or does not run detection or a model over the
+    /// whole text.
+    pub fn limit(&self, detection: bool) -> usize {
+        if detection {
+            self.config
+                .max_input_bytes
+                .min(self.config.max_detect_bytes)
+        } else {
+            self.config.max_input_bytes
+        }
+    }
+
+    /// `Err(InputTooLarge)` when `text` is over [`Engine::limit`].
+    pub fn check_size(&self, text: &str, detection: bool) -> Result<()> {
+        let limit = self.limit(detection);
+        if text.len() > limit {
+            return Err(Error::InputTooLarge {
+                size: text.len(),
+                limit,
+            });
+        }
+        Ok(())
     }
 
     /// An engine that memory-maps embedding matrices with `map`, so that
@@ -159,18 +233,26 @@ impl Engine {
     /// (loaded on first use, one intra-op thread per `model_threads`) and
     /// the rule recognizers.
     pub fn detect(&self, text: &str) -> Result<Vec<Span>> {
-        let limit = self
-            .config
-            .max_input_bytes
-            .min(self.config.max_detect_bytes);
-        if text.len() > limit {
-            return Err(Error::InputTooLarge {
-                size: text.len(),
-                limit,
-            });
-        }
+        self.check_size(text, true)?;
+        let _scope = self.scope();
         let model = self.model()?;
         crate::detect::detect(text, Some(&model))
+    }
+
+    /// NDD of the edit `a -> b` under the settings' masked LM: limits as
+    /// for detection (the model reads every token of both texts).
+    pub fn ndd(
+        &self,
+        a: &str,
+        b: &str,
+        mu: f64,
+        divergence: crate::mechanisms::ndd::Divergence,
+    ) -> Result<f64> {
+        self.check_size(a, true)?;
+        self.check_size(b, true)?;
+        let mlm = self.mlm()?;
+        let scorer = crate::mechanisms::ndd::Scorer::new(&mlm, mu, divergence)?;
+        self.cancellable(|| scorer.ndd(a, b))
     }
 
     /// The detection model, loaded on first use.
@@ -248,6 +330,8 @@ impl Engine {
     /// Builds the mechanism `spec` describes.
     pub fn build(&self, spec: &MechanismSpec) -> Result<Box<dyn Mechanism>> {
         spec.validate()?;
+        // Mapping builds run for minutes: cancellable.
+        let _scope = self.scope();
         Ok(match *spec {
             MechanismSpec::SanText { eps, embedding } => {
                 Box::new(SanText::new(self.vocabulary(embedding)?, eps)?)
@@ -315,7 +399,8 @@ impl Engine {
         Ok(m)
     }
 
-    /// Sanitizes `text` with `mechanism`, drawing randomness as `mode` says.
+    /// Sanitizes `text` with `mechanism`, drawing randomness as `mode` says,
+    /// after checking the mechanism's input limit ([`Engine::limit`]).
     /// `context` adds caller-chosen parts (row, column) to the keyed stream.
     pub fn run(
         &self,
@@ -324,12 +409,8 @@ impl Engine {
         mode: &RandomMode,
         context: &[&[u8]],
     ) -> Result<Sanitized> {
-        if text.len() > self.config.max_input_bytes {
-            return Err(Error::InputTooLarge {
-                size: text.len(),
-                limit: self.config.max_input_bytes,
-            });
-        }
+        self.check_size(text, mechanism.uses_detection())?;
+        let _scope = self.scope();
         let params = mechanism.params();
         let mut parts: Vec<&[u8]> = vec![
             mechanism.name().as_bytes(),

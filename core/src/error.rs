@@ -71,14 +71,92 @@ pub enum Error {
     /// A JSON document (manifest, parameters) could not be read.
     #[error("invalid json: {0}")]
     Json(#[from] serde_json::Error),
+
+    /// The caller's cancellation hook asked the call to stop
+    /// ([`crate::cancel`]).
+    #[error("canceled")]
+    Cancelled,
+
+    /// A CusText mapping is not in the disk cache and this engine may not
+    /// build it ([`crate::EngineConfig::build_mappings`]). Each front end
+    /// says how to build it (the CLI's `dptext custext-map`, a setting).
+    #[error("custext mapping for k = {k}, mapping {strategy}, metric {metric}, embedding {embedding} is not built (expected at {path})")]
+    MappingNotBuilt {
+        /// Output set size.
+        k: usize,
+        /// Mapping strategy name.
+        strategy: &'static str,
+        /// Metric name.
+        metric: &'static str,
+        /// Embedding set name (`glove`, `wordpiece`).
+        embedding: &'static str,
+        /// Where the cache file is expected.
+        path: PathBuf,
+    },
+}
+
+/// What kind of failure an [`Error`] is: front ends map kinds to their own
+/// vocabulary (SQLSTATEs, exit codes) and hints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// A parameter, mechanism name or JSON document is invalid.
+    InvalidParameter,
+    /// An asset is not installed.
+    MissingAsset,
+    /// A CusText mapping is not built.
+    MappingNotBuilt,
+    /// An asset does not match the manifest.
+    CorruptAsset,
+    /// An input exceeds a configured limit.
+    InputTooLarge,
+    /// The model runtime failed.
+    Model,
+    /// An I/O error.
+    Io,
+    /// The call was cancelled by its caller.
+    Cancelled,
 }
 
 impl Error {
+    /// The kind of this error.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::InvalidParameter { .. } | Error::UnknownMechanism(_) | Error::Json(_) => {
+                ErrorKind::InvalidParameter
+            }
+            Error::MissingAsset { .. } => ErrorKind::MissingAsset,
+            Error::MappingNotBuilt { .. } => ErrorKind::MappingNotBuilt,
+            Error::CorruptAsset { .. } => ErrorKind::CorruptAsset,
+            Error::InputTooLarge { .. } => ErrorKind::InputTooLarge,
+            Error::Model(_) => ErrorKind::Model,
+            Error::Io { .. } => ErrorKind::Io,
+            Error::Cancelled => ErrorKind::Cancelled,
+        }
+    }
+
+    /// The command line that builds a missing CusText mapping, for front
+    /// ends whose users have the CLI.
+    pub fn custext_map_command(&self) -> Option<String> {
+        match self {
+            Error::MappingNotBuilt {
+                k,
+                strategy,
+                metric,
+                embedding,
+                ..
+            } => Some(format!(
+                "dptext custext-map --k {k} --mapping {strategy} --metric {metric} --embedding {embedding}"
+            )),
+            _ => None,
+        }
+    }
+
     /// The PostgreSQL SQLSTATE this error should be reported with.
     pub fn sqlstate(&self) -> &'static str {
         match self {
             Error::InvalidParameter { .. } | Error::UnknownMechanism(_) | Error::Json(_) => "22023",
-            Error::MissingAsset { .. } => "58P01",
+            Error::MissingAsset { .. } | Error::MappingNotBuilt { .. } => "58P01",
+            Error::Cancelled => "57014",
             Error::CorruptAsset { .. } => "XX001",
             Error::InputTooLarge { .. } => "54000",
             Error::Io { .. } => "58030",
@@ -86,16 +164,15 @@ impl Error {
         }
     }
 
-    /// A hint for the user, when there is one.
+    /// A hint for the user that holds in every front end, when there is
+    /// one (front ends add their own: the setting or flag to change).
     pub fn hint(&self) -> Option<&'static str> {
         match self {
             Error::MissingAsset { .. } => Some(
                 "run `dptext assets fetch` and point dptext.assets_dir (or DPTEXT_ASSETS) at the result",
             ),
             Error::CorruptAsset { .. } => Some("run `dptext assets fetch --force`"),
-            Error::InputTooLarge { .. } => Some(
-                "raise dptext.max_input_bytes (dptext.max_detect_bytes for detect_pii) or split the text",
-            ),
+            Error::InputTooLarge { .. } => Some("raise the limit or split the text"),
             _ => None,
         }
     }

@@ -14,7 +14,8 @@
 //! - [`assets`]: the pinned manifest, the runtime layout and verification;
 //! - [`rules`]: masking rules as written in security labels;
 //! - [`engine`]: what front ends call: lazy loading, parameter validation,
-//!   the right random stream per call.
+//!   input limits per mechanism, the right random stream per call;
+//! - [`cancel`]: the cancellation check every long loop calls.
 //!
 //! The crate has no PostgreSQL and no async dependency; the extension, the
 //! proxy and the CLI are thin front ends over [`Engine`].
@@ -23,6 +24,7 @@
 #![warn(missing_docs)]
 
 pub mod assets;
+pub mod cancel;
 pub mod cost;
 pub mod detect;
 pub mod embeddings;
@@ -36,5 +38,5 @@ pub mod runtime;
 pub mod text;
 
 pub use engine::{Engine, EngineConfig};
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, Result};
 pub use rng::RandomMode;

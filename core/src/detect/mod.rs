@@ -128,8 +128,10 @@ pub fn resolve(mut spans: Vec<Span>) -> Vec<Span> {
 /// always passes the model: a missing model is an error, not a silent
 /// fall-back to rules.)
 pub fn detect(text: &str, model: Option<&model::NerModel>) -> crate::Result<Vec<Span>> {
+    crate::cancel::check()?;
     let mut spans = rules::find(text);
     if let Some(m) = model {
+        crate::cancel::check()?;
         spans.extend(m.spans(text)?);
     }
     Ok(resolve(spans))

@@ -184,6 +184,7 @@ impl NerModel {
         let mut best: Vec<(usize, f32, usize)> = vec![(0, 0.0, 0); ids.len()];
         let mut start = 0;
         loop {
+            crate::cancel::check()?;
             let end = (start + WINDOW).min(ids.len());
             for (i, (class, p)) in self.classify(&ids[start..end])?.into_iter().enumerate() {
                 let centrality = i.min(end - start - 1 - i) + 1;

@@ -22,6 +22,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use rand::{Rng, RngCore};
@@ -106,7 +107,7 @@ impl Mapping {
         let mut sets: Vec<Vec<u32>> = Vec::new();
         match strategy {
             Strategy::Aggressive | Strategy::Balanced => {
-                let knn = space.all_knn(k, threads);
+                let knn = space.all_knn(k, threads)?;
                 for (x, near) in knn.into_iter().enumerate() {
                     if strategy == Strategy::Aggressive {
                         set_of[x] = sets.len() as u32;
@@ -133,13 +134,14 @@ impl Mapping {
                 // Every row removes min(k, pool) tokens, so only the first
                 // ceil(n / k) rows ever search.
                 let wide = (4 * k).min(n);
-                let candidates = space.knn_of_rows(n.div_ceil(k), wide, threads);
+                let candidates = space.knn_of_rows(n.div_ceil(k), wide, threads)?;
                 let mut in_pool = vec![true; n];
                 let mut pool_left = n;
                 for (x, wide_near) in candidates.iter().enumerate() {
                     if pool_left == 0 {
                         break;
                     }
+                    crate::cancel::check_every(x, 16)?;
                     let mut near: Vec<u32> = wide_near
                         .iter()
                         .copied()
@@ -309,13 +311,15 @@ impl Mapping {
             }
         }
         if !build {
-            return Err(Error::MissingAsset {
-                asset: format!(
-                    "custext mapping (run `dptext custext-map --k {k} --mapping {} --metric {} --embedding {}`)",
-                    strategy.name(),
-                    metric.name(),
-                    if emb.kind() == crate::embeddings::VocabKind::Word { "glove" } else { "wordpiece" },
-                ),
+            return Err(Error::MappingNotBuilt {
+                k,
+                strategy: strategy.name(),
+                metric: metric.name(),
+                embedding: if emb.kind() == crate::embeddings::VocabKind::Word {
+                    "glove"
+                } else {
+                    "wordpiece"
+                },
                 path: file,
             });
         }
@@ -460,25 +464,57 @@ impl<'a> Space<'a> {
     }
 
     /// The `k` nearest of every row, on `threads` threads.
-    fn all_knn(&self, k: usize, threads: usize) -> Vec<Vec<u32>> {
+    fn all_knn(&self, k: usize, threads: usize) -> Result<Vec<Vec<u32>>> {
         self.knn_of_rows(self.emb.len(), k, threads)
     }
 
-    /// The `k` nearest of rows `0..n`, on `threads` threads.
-    fn knn_of_rows(&self, n: usize, k: usize, threads: usize) -> Vec<Vec<u32>> {
+    /// The `k` nearest of rows `0..n`, on `threads` threads (the calling
+    /// thread one of them). Rows are taken in blocks from a shared counter;
+    /// the calling thread asks the cancellation hook between its blocks
+    /// and stops the others when it says stop (or unwinds).
+    fn knn_of_rows(&self, n: usize, k: usize, threads: usize) -> Result<Vec<Vec<u32>>> {
+        const BLOCK: usize = 16;
         let threads = threads.clamp(1, 64);
-        let chunk = n.div_ceil(threads);
-        let mut out: Vec<Vec<u32>> = vec![Vec::new(); n];
-        std::thread::scope(|s| {
-            for (t, slot) in out.chunks_mut(chunk).enumerate() {
-                s.spawn(move || {
-                    for (i, o) in slot.iter_mut().enumerate() {
-                        *o = self.knn((t * chunk + i) as u32, k, |_| true);
+        let next = AtomicUsize::new(0);
+        let stop = AtomicBool::new(false);
+        let work = |main: bool| -> Result<Vec<(usize, Vec<Vec<u32>>)>> {
+            let _stop = crate::cancel::StopOnUnwind(&stop);
+            let mut done = Vec::new();
+            loop {
+                if main {
+                    if let Err(e) = crate::cancel::check() {
+                        stop.store(true, Ordering::Relaxed);
+                        return Err(e);
                     }
-                });
+                }
+                let start = next.fetch_add(BLOCK, Ordering::Relaxed);
+                if start >= n || stop.load(Ordering::Relaxed) {
+                    return Ok(done);
+                }
+                let rows = (start..(start + BLOCK).min(n))
+                    .map(|x| self.knn(x as u32, k, |_| true))
+                    .collect();
+                done.push((start, rows));
             }
+        };
+        let parts = std::thread::scope(|s| {
+            let helpers: Vec<_> = (1..threads).map(|_| s.spawn(|| work(false))).collect();
+            let mine = work(true);
+            let mut parts = vec![mine];
+            for h in helpers {
+                parts.push(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+            }
+            parts
         });
-        out
+        let mut out: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for part in parts {
+            for (start, rows) in part? {
+                for (i, r) in rows.into_iter().enumerate() {
+                    out[start + i] = r;
+                }
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -588,7 +624,8 @@ impl Mechanism for CusText {
         let mut replacements = Vec::with_capacity(seg.len());
         let mut xs = Vec::new();
         let mut ids = Vec::new();
-        for w in seg.words() {
+        for (i, w) in seg.words().enumerate() {
+            crate::cancel::check_every(i, 256)?;
             let word = seg.word_str(w);
             if self.keep_stopwords && Self::is_stopword(word) {
                 kept += 1;
@@ -850,9 +887,10 @@ mod tests {
             false,
         )
         .unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::MappingNotBuilt, "{e}");
         assert!(
-            e.to_string()
-                .contains("dptext custext-map --k 10 --mapping conservative"),
+            e.custext_map_command()
+                .is_some_and(|c| c.starts_with("dptext custext-map --k 10 --mapping conservative")),
             "{e}"
         );
         let built = Mapping::load_or_build(

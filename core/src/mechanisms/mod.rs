@@ -33,6 +33,7 @@ macro_rules! named_enum {
 pub mod custext;
 mod exponential;
 pub mod ndd;
+mod params;
 pub mod replace;
 mod santext;
 mod vocabulary;
@@ -42,6 +43,7 @@ mod tests;
 
 pub use custext::CusText;
 pub use exponential::ExpSampler;
+pub use params::parse_params;
 pub use santext::{SanText, SanTextPlus};
 pub use vocabulary::Vocabulary;
 
@@ -67,6 +69,11 @@ pub trait Mechanism: Send + Sync {
     /// Canonical parameter string: part of the keyed-randomness context, so
     /// two calls with different parameters never share a random stream.
     fn params(&self) -> String;
+    /// True for mechanisms that run detection (or another model) over the
+    /// whole text: the engine holds their inputs to `max_detect_bytes`.
+    fn uses_detection(&self) -> bool {
+        false
+    }
     /// Sanitizes `text` with randomness from `rng`.
     fn sanitize(&self, text: &str, rng: &mut dyn RngCore) -> Result<Sanitized>;
     /// Like [`Mechanism::sanitize`], for mechanisms that also derive streams

@@ -448,6 +448,10 @@ impl Mechanism for Deidentify {
         "deidentify"
     }
 
+    fn uses_detection(&self) -> bool {
+        true
+    }
+
     fn params(&self) -> String {
         format!(
             "strategy={};p={:?};consistent={}",
@@ -468,6 +472,8 @@ impl Mechanism for Deidentify {
         mode: &RandomMode,
     ) -> Result<Sanitized> {
         let spans = detect::detect(text, Some(&self.model))?;
+        // Surrogates cost microseconds a span: one check after detection.
+        crate::cancel::check()?;
         Ok(self.replace_spans_in(text, &spans, rng, mode))
     }
 }

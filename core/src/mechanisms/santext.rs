@@ -76,7 +76,7 @@ impl Mechanism for SanText {
     fn sanitize(&self, text: &str, rng: &mut dyn RngCore) -> Result<Sanitized> {
         let (text, n) = redraw_words(&self.vocab, &self.sampler, text, rng, |x, rng| {
             Some(self.sampler.sample(x, self.eps, rng))
-        });
+        })?;
         let emb = self.vocab.embeddings();
         let diameter = f64::from(emb.diameter_bound());
         let cost = Cost {
@@ -172,7 +172,7 @@ impl Mechanism for SanTextPlus {
             } else {
                 Some(self.sampler.sample(x, self.eps, rng))
             }
-        });
+        })?;
         let emb = self.vocab.embeddings();
         let diameter = f64::from(emb.diameter_bound());
         let eps0 = if self.p > 0.0 {
@@ -216,7 +216,7 @@ fn redraw_words(
     text: &str,
     rng: &mut dyn RngCore,
     mut draw: impl FnMut(u32, &mut dyn RngCore) -> Option<u32>,
-) -> (String, Counts) {
+) -> Result<(String, Counts)> {
     let seg = Segmented::new(text);
     let mut n = Counts {
         tokens: 0,
@@ -226,7 +226,8 @@ fn redraw_words(
     let mut replacements = Vec::with_capacity(seg.len());
     let mut xs = Vec::new();
     let mut ids = Vec::new();
-    for w in seg.words() {
+    for (i, w) in seg.words().enumerate() {
+        crate::cancel::check_every(i, 256)?;
         xs.clear();
         ids.clear();
         if vocab.tokens_into(seg.word_str(w), &mut xs) {
@@ -244,5 +245,5 @@ fn redraw_words(
         }
         replacements.push(Some(vocab.render(&ids)));
     }
-    (seg.render(&replacements), n)
+    Ok((seg.render(&replacements), n))
 }

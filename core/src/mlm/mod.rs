@@ -322,18 +322,31 @@ impl MaskedLm {
             let mut session = self.session(0);
             let mut scratch = Vec::new();
             return (0..calls)
-                .map(|i| one(&mut session, i, &mut scratch))
+                .map(|i| {
+                    crate::cancel::check()?;
+                    one(&mut session, i, &mut scratch)
+                })
                 .collect();
         }
         let next = AtomicUsize::new(0);
         let failed = AtomicBool::new(false);
         let work = |w: usize| -> Result<Done<T>> {
+            // Worker 0 is the calling thread: it asks the cancellation hook
+            // before each call and stops the others through `failed`, also
+            // when the hook unwinds.
+            let _stop = crate::cancel::StopOnUnwind(&failed);
             // A session is taken only once there is a call to run, and a
             // free one first: another caller may be using some.
             let mut session = None;
             let mut scratch = Vec::new();
             let mut mine = Vec::new();
             loop {
+                if w == 0 {
+                    if let Err(e) = crate::cancel::check() {
+                        failed.store(true, Ordering::Relaxed);
+                        return Err(e);
+                    }
+                }
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 if i >= calls || failed.load(Ordering::Relaxed) {
                     return Ok(mine);

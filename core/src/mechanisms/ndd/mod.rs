@@ -471,6 +471,7 @@ impl<'a> Scorer<'a> {
         // candidate first, in steps growing by half.
         let mut step = 1.0_f64;
         loop {
+            crate::cancel::check()?;
             let mut more = false;
             for per in states.iter_mut().flat_map(|st| st.tallies.iter_mut()) {
                 prune(per);
@@ -948,6 +949,7 @@ impl NddDistort {
         // Per window, its spans' byte ranges and candidate texts.
         let mut targets: Vec<Vec<(usize, usize, Vec<String>)>> = Vec::new();
         for (s0, s1) in sentences(text, spans) {
+            crate::cancel::check()?;
             let sentence = &text[s0..s1];
             let inside: Vec<&Span> = spans
                 .iter()
@@ -960,6 +962,7 @@ impl NddDistort {
             // Token range of each span, and its candidates.
             let mut work: Vec<Planned> = Vec::new();
             for s in inside {
+                crate::cancel::check()?;
                 let (a, b) = (s.start - s0, s.end - s0);
                 let toks: Vec<usize> = (0..enc.ids.len())
                     .filter(|&t| enc.offsets[t].0 < b && enc.offsets[t].1 > a)
@@ -1071,6 +1074,10 @@ pub fn check_candidates(n: usize) -> Result<()> {
 impl Mechanism for NddDistort {
     fn name(&self) -> &'static str {
         "ndd"
+    }
+
+    fn uses_detection(&self) -> bool {
+        true
     }
 
     fn params(&self) -> String {
