@@ -2,8 +2,10 @@
 //!
 //! Every error leaves through [`raise`], which reports it with the SQLSTATE
 //! the architecture fixes: 22023 for invalid parameter values, 58P01 for
-//! missing assets (with a hint naming the fetch command), 54000 for inputs
-//! over the size limit, 0A000 for security labels on objects that cannot
+//! missing assets (with a hint naming the fetch command) and unbuilt CusText
+//! mappings (with a hint naming `dptext.custext_build`), 54000 for inputs
+//! over the size limits, PostgreSQL's own 57014 (or terminate) when a
+//! call was cancelled, 0A000 for security labels on objects that cannot
 //! carry a rule, 42501 for what masking refuses a masked session.
 
 use pgrx::pg_sys::panic::ErrorReport;
@@ -27,23 +29,35 @@ pub enum ExtError {
 
 impl ExtError {
     fn code(&self) -> PgSqlErrorCode {
+        use dptext_core::ErrorKind as K;
         match self {
-            ExtError::Core(e) => match e.sqlstate() {
-                "22023" => PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-                "58P01" => PgSqlErrorCode::ERRCODE_UNDEFINED_FILE,
-                "54000" => PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-                "XX001" => PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
-                "58030" => PgSqlErrorCode::ERRCODE_IO_ERROR,
-                _ => PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+            ExtError::Core(e) => match e.kind() {
+                K::InvalidParameter => PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                K::MissingAsset | K::MappingNotBuilt => PgSqlErrorCode::ERRCODE_UNDEFINED_FILE,
+                K::InputTooLarge => PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+                K::CorruptAsset => PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+                K::Io => PgSqlErrorCode::ERRCODE_IO_ERROR,
+                K::Cancelled => PgSqlErrorCode::ERRCODE_QUERY_CANCELED,
+                K::Model => PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
             },
             ExtError::Unsupported(_) => PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
             ExtError::Masked(_) => PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
         }
     }
 
+    /// The hint, in this front end's terms (its settings).
     fn hint(&self) -> Option<&'static str> {
+        use dptext_core::ErrorKind as K;
         match self {
-            ExtError::Core(e) => e.hint(),
+            ExtError::Core(e) => match e.kind() {
+                K::MappingNotBuilt => Some(
+                    "SET dptext.custext_build = on (superuser) and run the call again: the mapping is built once (minutes of CPU) and cached on disk",
+                ),
+                K::InputTooLarge => Some(
+                    "raise dptext.max_input_bytes (dptext.max_detect_bytes for detect_pii, deidentify, ndd and ndd_distort) or split the text",
+                ),
+                _ => e.hint(),
+            },
             ExtError::Unsupported(_) | ExtError::Masked(_) => None,
         }
     }
@@ -51,6 +65,11 @@ impl ExtError {
 
 /// Reports `e` as a PostgreSQL ERROR; never returns.
 pub fn raise(e: ExtError, funcname: &'static str) -> ! {
+    if matches!(e, ExtError::Core(dptext_core::Error::Cancelled)) {
+        // Core stopped because PostgreSQL has a cancel or terminate
+        // pending: PostgreSQL raises its own error for it.
+        crate::ffi::interrupts::raise_pending(funcname);
+    }
     let mut report = ErrorReport::new(e.code(), e.to_string(), funcname);
     if let Some(h) = e.hint() {
         report = report.set_hint(h);

@@ -24,6 +24,7 @@ pub mod masking;
 pub mod rules;
 
 use error::OrRaise;
+use ffi::interrupts::{Params, Utf8Text};
 
 ::pgrx::pg_module_magic!(name, version);
 
@@ -61,7 +62,12 @@ fn engine() -> Arc<Engine> {
         match slot.as_ref() {
             Some(e) if *e.config() == config => e.clone(),
             _ => {
-                let e = Arc::new(Engine::with_map(config, ffi::map_file));
+                // Every long loop of every call asks PostgreSQL's interrupt
+                // flags, so cancel, statement_timeout and terminate work.
+                let e = Arc::new(
+                    Engine::with_map(config, ffi::map_file)
+                        .with_cancel(Arc::new(ffi::interrupts::check)),
+                );
                 *slot = Some(e.clone());
                 e
             }
@@ -95,12 +101,12 @@ fn embedding(e: &str, funcname: &'static str) -> EmbeddingChoice {
 /// SELECT santext(note, eps => 2, embedding => 'wordpiece') FROM records;
 /// ```
 #[pg_extern(volatile, parallel_safe)]
-fn santext(t: &str, eps: f64, embedding: default!(&str, "'glove'")) -> String {
+fn santext(t: Utf8Text, eps: f64, embedding: default!(&str, "'glove'")) -> String {
     let spec = MechanismSpec::SanText {
         eps,
         embedding: self::embedding(embedding, "santext"),
     };
-    run(spec, t, "santext").text
+    run(spec, t.0, "santext").text
 }
 
 /// SanText+ : the least frequent fraction `w` of the vocabulary is
@@ -113,7 +119,7 @@ fn santext(t: &str, eps: f64, embedding: default!(&str, "'glove'")) -> String {
 /// ```
 #[pg_extern(volatile, parallel_safe)]
 fn santext_plus(
-    t: &str,
+    t: Utf8Text,
     eps: f64,
     p: default!(f64, 0.3),
     w: default!(f64, 0.9),
@@ -125,7 +131,7 @@ fn santext_plus(
         w,
         embedding: self::embedding(embedding, "santext_plus"),
     };
-    run(spec, t, "santext_plus").text
+    run(spec, t.0, "santext_plus").text
 }
 
 /// CusText (Chen et al.): every word replaced by a word drawn from its
@@ -142,7 +148,7 @@ fn santext_plus(
 #[allow(clippy::too_many_arguments)]
 #[pg_extern(volatile, parallel_safe)]
 fn custext(
-    t: &str,
+    t: Utf8Text,
     eps: f64,
     k: default!(i32, 20),
     mapping: default!(&str, "'balanced'"),
@@ -161,7 +167,7 @@ fn custext(
         embedding,
     )
     .or_raise("custext");
-    run(spec, t, "custext").text
+    run(spec, t.0, "custext").text
 }
 
 /// Typed PII spans: the Rampart token classifier (ONNX) plus rule
@@ -176,7 +182,7 @@ fn custext(
 /// ```
 #[pg_extern(stable, parallel_safe)]
 fn detect_pii(
-    t: &str,
+    t: Utf8Text,
 ) -> TableIterator<
     'static,
     (
@@ -187,6 +193,7 @@ fn detect_pii(
         name!(score, f64),
     ),
 > {
+    let t = t.0;
     let spans = engine().detect(t).or_raise("detect_pii");
     // Byte offsets to 1-based character positions, in one pass.
     let mut char_at = Vec::with_capacity(t.len() + 1);
@@ -230,7 +237,7 @@ fn detect_pii(
 /// ```
 #[pg_extern(volatile, parallel_safe)]
 fn deidentify(
-    t: &str,
+    t: Utf8Text,
     strategy: default!(&str, "'full_entity'"),
     p: default!(f64, 1.0),
     consistent: default!(bool, false),
@@ -240,7 +247,7 @@ fn deidentify(
         p,
         consistent,
     };
-    run(spec, t, "deidentify").text
+    run(spec, t.0, "deidentify").text
 }
 
 /// The lemma's epsilon of `deidentify(t, strategy, p)` over the shipped
@@ -286,21 +293,16 @@ fn mlm(funcname: &'static str) -> Arc<dptext_core::mlm::MaskedLm> {
 /// SELECT ndd(a, b, mu => 0.8, divergence => 'hellinger') FROM pairs;
 /// ```
 #[pg_extern(stable, parallel_safe)]
-fn ndd(a: &str, b: &str, mu: default!(f64, 0.9), divergence: default!(&str, "'kl'")) -> f64 {
+fn ndd(
+    a: Utf8Text,
+    b: Utf8Text,
+    mu: default!(f64, 0.9),
+    divergence: default!(&str, "'kl'"),
+) -> f64 {
     const F: &str = "ndd";
     let d = divergence.parse().or_raise(F);
-    let m = mlm(F);
-    let scorer = dptext_core::mechanisms::ndd::Scorer::new(&m, mu, d).or_raise(F);
-    for t in [a, b] {
-        if t.len() > engine().config().max_detect_bytes {
-            raise_too_large(t.len(), engine().config().max_detect_bytes, F);
-        }
-    }
-    scorer.ndd(a, b).or_raise(F)
-}
-
-fn raise_too_large(size: usize, limit: usize, f: &'static str) -> ! {
-    error::raise(dptext_core::Error::InputTooLarge { size, limit }.into(), f)
+    mlm(F);
+    engine().ndd(a.0, b.0, mu, d).or_raise(F)
 }
 
 /// Semantics-preserved distortion (Peng, Li, Zhao): every span
@@ -316,17 +318,14 @@ fn raise_too_large(size: usize, limit: usize, f: &'static str) -> ! {
 /// ```
 #[pg_extern(volatile, parallel_safe)]
 fn ndd_distort(
-    t: &str,
+    t: Utf8Text,
     mode: default!(&str, "'substitutive'"),
     candidates: default!(i32, 8),
 ) -> String {
     const F: &str = "ndd_distort";
     let spec = MechanismSpec::ndd(mode, i64::from(candidates), 0.9, "kl").or_raise(F);
-    if t.len() > engine().config().max_detect_bytes {
-        raise_too_large(t.len(), engine().config().max_detect_bytes, F);
-    }
     mlm(F);
-    run(spec, t, F).text
+    run(spec, t.0, F).text
 }
 
 /// Any mechanism by name, with its parameters as JSON; returns the text and
@@ -337,9 +336,10 @@ fn ndd_distort(
 /// SELECT (sanitize(note, 'santext', '{"eps": 3}')->'cost'->>'worst_case_eps')::float8 FROM records;
 /// ```
 #[pg_extern(volatile, parallel_safe)]
-fn sanitize(t: &str, mechanism: &str, params: JsonB) -> JsonB {
-    let spec = MechanismSpec::parse(mechanism, &params.0).or_raise("sanitize");
-    let out = run(spec, t, "sanitize");
+fn sanitize(t: Utf8Text, mechanism: &str, params: Params) -> JsonB {
+    const F: &str = "sanitize";
+    let spec = MechanismSpec::parse(mechanism, &params.0.or_raise(F)).or_raise(F);
+    let out = run(spec, t.0, F);
     JsonB(serde_json::json!({ "text": out.text, "cost": out.cost }))
 }
 

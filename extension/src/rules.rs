@@ -49,6 +49,18 @@ const RELKINDS: [u8; 5] = [
     pg_sys::RELKIND_FOREIGN_TABLE,
 ];
 
+/// The SQL name of a type (`integer`, `timestamp with time zone`), or its
+/// oid when the catalog cannot say.
+fn type_name(oid: Oid) -> String {
+    Spi::get_one_with_args::<String>("SELECT format_type($1, NULL)", &[oid.into()])
+        .ok()
+        .flatten()
+        .map_or_else(
+            || format!("type oid {}", oid.to_u32()),
+            |n| format!("type {n}"),
+        )
+}
+
 /// The label provider's check: raises an ERROR for a label that is not a
 /// valid rule for its object. `None` (removing the label) is always fine.
 pub(crate) fn check_label(target: LabelTarget, label: Option<&str>) {
@@ -68,8 +80,8 @@ pub(crate) fn check_label(target: LabelTarget, label: Option<&str>) {
             if !TEXT_TYPES.contains(&type_oid) {
                 raise(
                     ExtError::Unsupported(format!(
-                        "dptext rules apply to text, varchar and char columns, not to type oid {}",
-                        type_oid.to_u32()
+                        "dptext rules apply to text, varchar and char columns, not to {}",
+                        type_name(type_oid)
                     )),
                     F,
                 );
@@ -94,6 +106,7 @@ pub mod dptext {
     use pgrx::JsonB;
 
     use crate::error::OrRaise;
+    use crate::ffi::interrupts::{Params, Utf8Text};
 
     /// Parses and validates a column rule, returning its mechanism, every
     /// parameter (defaults filled in), its per-token guarantee and the
@@ -125,10 +138,11 @@ pub mod dptext {
     /// SELECT dptext.apply_rule('Seen by Dr. Smith', 'santext', '{"eps": 3}');
     /// ```
     #[pg_extern(volatile, parallel_safe)]
-    fn apply_rule(t: &str, mechanism: &str, params: JsonB) -> String {
+    fn apply_rule(t: Utf8Text, mechanism: &str, params: Params) -> String {
         const F: &str = "dptext.apply_rule";
-        let spec = dptext_core::mechanisms::MechanismSpec::parse(mechanism, &params.0).or_raise(F);
-        crate::run(spec, t, F).text
+        let spec = dptext_core::mechanisms::MechanismSpec::parse(mechanism, &params.0.or_raise(F))
+            .or_raise(F);
+        crate::run(spec, t.0, F).text
     }
 
     /// The random mode in force: `{"mode": "os"}`, `{"mode": "seeded",

@@ -25,6 +25,22 @@ mod tests {
         .execute()
     }
 
+    /// The SQLSTATE and message of the ERROR that running `sql` raises.
+    fn failure_of(sql: &str) -> Option<(PgSqlErrorCode, String)> {
+        PgTryBuilder::new(|| {
+            Spi::run(sql).ok();
+            None
+        })
+        .catch_others(|e| match e {
+            pg_sys::panic::CaughtError::PostgresError(r)
+            | pg_sys::panic::CaughtError::ErrorReport(r) => {
+                Some((r.sql_error_code(), r.message().to_string()))
+            }
+            _ => None,
+        })
+        .execute()
+    }
+
     fn words(s: &str) -> usize {
         dptext_core::text::Segmented::new(s).len()
     }
@@ -291,14 +307,32 @@ mod tests {
     }
 
     #[pg_test]
-    fn custext_missing_mapping_names_the_cli_when_building_is_off() {
+    fn custext_missing_mapping_names_the_setting_when_building_is_off() {
         Spi::run("SET dptext.glove_words = 2500").unwrap();
-        let caught = error_of("SELECT custext('fever', 1, k => 7)");
-        let msg = caught.expect("an uncached mapping is an error");
+        let caught = PgTryBuilder::new(|| {
+            Spi::run("SELECT custext('fever', 1, k => 7)").ok();
+            None
+        })
+        .catch_others(|e| match e {
+            pg_sys::panic::CaughtError::PostgresError(r)
+            | pg_sys::panic::CaughtError::ErrorReport(r) => Some((
+                r.sql_error_code(),
+                r.message().to_string(),
+                r.hint().map(str::to_string),
+            )),
+            _ => None,
+        })
+        .execute();
+        let (code, msg, hint) = caught.expect("an uncached mapping is an error");
+        assert_eq!(code, PgSqlErrorCode::ERRCODE_UNDEFINED_FILE, "{msg}");
         assert!(
-            msg.contains("dptext custext-map --k 7 --mapping balanced"),
+            msg.starts_with("custext mapping for k = 7, mapping balanced"),
             "{msg}"
         );
+        // One fix, in SQL's terms.
+        let hint = hint.unwrap_or_default();
+        assert!(hint.contains("dptext.custext_build"), "{hint}");
+        assert!(!hint.contains("custext-map"), "{hint}");
     }
 
     #[pg_test]
@@ -361,7 +395,7 @@ mod tests {
 
     #[pg_test(error = "invalid value for parameter \"eps\": must be > 0, got 0")]
     fn eps_zero_is_rejected() {
-        crate::santext("x", 0.0, "glove");
+        Spi::run("SELECT santext('x', 0.0)").unwrap();
     }
 
     #[pg_test(error = "invalid value for parameter \"eps\": must be > 0, got -1")]
@@ -696,5 +730,122 @@ mod tests {
         Spi::run("SET dptext.mlm_model = '/nonexistent/model'").unwrap();
         let err = error_of("SELECT ndd('a b', 'a c')").unwrap();
         assert!(err.contains("/nonexistent/model/model.onnx"), "{err}");
+    }
+
+    /// A long detection stops within a second or two of a cancel (before:
+    /// 33 s late for 100 KB). The cancel is raised as its signal handler
+    /// does (`SET statement_timeout` inside a running statement arms
+    /// nothing); tests/sql covers a real statement_timeout.
+    #[pg_test]
+    fn a_cancel_stops_a_long_call() {
+        Spi::run("SET dptext.max_detect_bytes = 64000000").unwrap();
+        if error_of("SELECT count(*) FROM detect_pii('warm up')").is_some() {
+            return; // no detection model installed
+        }
+        crate::ffi::interrupts::cancel_after(1000);
+        let started = std::time::Instant::now();
+        let failure = failure_of("SELECT count(*) FROM detect_pii(repeat('.', 2000000))");
+        let late = started
+            .elapsed()
+            .saturating_sub(std::time::Duration::from_secs(1));
+        pgrx::notice!(
+            "detect_pii stopped {} ms after the timeout",
+            late.as_millis()
+        );
+        let (code, message) = failure.expect("the call was cancelled");
+        assert_eq!(code, PgSqlErrorCode::ERRCODE_QUERY_CANCELED, "{message}");
+        assert!(late < std::time::Duration::from_secs(2), "{late:?} late");
+    }
+
+    /// Every path that runs detection holds its input to
+    /// dptext.max_detect_bytes (before: deidentify, sanitize(.., 'ndd') and
+    /// apply_rule did not; ndd_distort refused what sanitize accepted).
+    #[pg_test]
+    fn every_detection_path_enforces_max_detect_bytes() {
+        Spi::run("SET dptext.max_detect_bytes = 10").unwrap();
+        for sql in [
+            "SELECT count(*) FROM detect_pii(repeat('a', 20))",
+            "SELECT deidentify(repeat('a', 20))",
+            "SELECT sanitize(repeat('a', 20), 'deidentify', '{}')::text",
+            "SELECT sanitize(repeat('a', 20), 'ndd', '{}')::text",
+            "SELECT dptext.apply_rule(repeat('a', 20), 'deidentify', '{}')",
+            "SELECT dptext.apply_rule(repeat('a', 20), 'ndd', '{}')",
+            "SELECT ndd_distort(repeat('a', 20))",
+            "SELECT ndd(repeat('a', 20), 'a')",
+        ] {
+            let (code, message) = failure_of(sql).expect(sql);
+            // Without the models the build fails first (58P01); with them,
+            // the limit (54000).
+            if code == PgSqlErrorCode::ERRCODE_UNDEFINED_FILE {
+                continue;
+            }
+            assert_eq!(
+                code,
+                PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+                "{sql}: {message}"
+            );
+            assert_eq!(
+                message, "input of 20 bytes exceeds the limit of 10 bytes",
+                "{sql}"
+            );
+        }
+        // Word mechanisms are held to max_input_bytes only.
+        assert!(one("SELECT santext(repeat('a ', 10), 3)").is_some());
+    }
+
+    /// jsonb parameters out of serde's reach are 22023 naming the parameter
+    /// (before: XX000).
+    #[pg_test]
+    fn out_of_range_and_deep_json_parameters_are_invalid_values() {
+        let (code, message) =
+            failure_of("SELECT sanitize('x', 'santext', '{\"eps\": 1e400}')").unwrap();
+        assert_eq!(
+            code,
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            "{message}"
+        );
+        assert!(
+            message.starts_with("invalid value for parameter \"eps\": number out of range"),
+            "{message}"
+        );
+        let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+        for sql in [
+            format!("SELECT sanitize('x', 'santext', '{{\"eps\": {deep}}}')"),
+            format!("SELECT dptext.apply_rule('x', 'santext', '{{\"eps\": {deep}}}')"),
+        ] {
+            let (code, message) = failure_of(&sql).unwrap();
+            assert_eq!(
+                code,
+                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                "{message}"
+            );
+            assert!(
+                message.contains("nested more than 128 levels deep"),
+                "{message}"
+            );
+        }
+    }
+
+    /// This test database is UTF8: the check lets every function through.
+    #[pg_test]
+    fn a_utf8_database_passes_the_encoding_check() {
+        assert_eq!(crate::ffi::interrupts::non_utf8_encoding(), None);
+        Spi::run("SET dptext.seed = 1").unwrap();
+        assert!(one("SELECT santext('café déjà vu', 3)").is_some());
+    }
+
+    /// A label on a column of another type names the type.
+    #[pg_test]
+    fn labels_on_other_types_name_the_type() {
+        Spi::run("CREATE TABLE typed (n integer)").unwrap();
+        let (code, message) = failure_of(
+            "SECURITY LABEL FOR dptext ON COLUMN typed.n IS 'MASKED WITH santext(eps => 3)'",
+        )
+        .unwrap();
+        assert_eq!(code, PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED);
+        assert_eq!(
+            message,
+            "dptext rules apply to text, varchar and char columns, not to type integer"
+        );
     }
 }

@@ -22,6 +22,7 @@ use pgrx::pg_sys;
 
 pub mod catalog;
 pub mod hooks;
+pub mod interrupts;
 pub mod labels;
 pub mod lineage;
 pub mod rewrite;
