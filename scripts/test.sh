@@ -34,14 +34,34 @@ step "formatting and lints"
 cargo fmt --all --check
 run cargo clippy --workspace --all-targets -q -- -D warnings
 
-step "extension: #[pg_test]s in a throwaway cluster"
-mkdir -p "$STATE/pgrx-test-data"
+step "extension: #[pg_test]s in a throwaway cluster, on a private copy of PostgreSQL"
+# cargo pgrx test installs its test build into the PostgreSQL it is given,
+# writing over dptext.so in place; on the system's PostgreSQL that crashes
+# every server that has the library loaded. So the tests get a copy of the
+# installation (PostgreSQL finds its files relative to its binaries), under
+# PGRX_HOME and a target folder of their own; the copy is refreshed when the
+# system's PostgreSQL changes version.
+PRIV="$STATE/pg-private"
+priv_config="$PRIV/usr/lib/postgresql/$PG_MAJOR/bin/pg_config"
+if [ ! -x "$priv_config" ] || [ "$("$priv_config" --version)" != "$("$PG_CONFIG" --version)" ]; then
+  rm -rf "$PRIV"
+  for dir in "$("$PG_CONFIG" --bindir)/.." "$("$PG_CONFIG" --sharedir)" "$("$PG_CONFIG" --includedir-server)/.."; do
+    dir="$(cd "$dir" && pwd)"
+    mkdir -p "$PRIV$(dirname "$dir")"
+    cp -a "$dir" "$PRIV$(dirname "$dir")/"
+  done
+fi
+[ "$("$priv_config" --pkglibdir)" = "$PRIV$("$PG_CONFIG" --pkglibdir)" ] \
+  || die "the private copy of PostgreSQL under $PRIV does not find its own files"
+mkdir -p "$STATE/pgrx-home" "$STATE/pgrx-test-data"
+printf '[configs]\npg%s = "%s"\n' "$PG_MAJOR" "$priv_config" > "$STATE/pgrx-home/config.toml"
 pgrx_args=(pg$PG_MAJOR -p dptext --pgdata "$STATE/pgrx-test-data")
 if [ "$(id -u)" = 0 ]; then
   chown "$RUN_USER" "$STATE/pgrx-test-data"
   pgrx_args+=(--runas "$RUN_USER")
 fi
-run cargo pgrx test "${pgrx_args[@]}"
+PGRX_HOME="$STATE/pgrx-home" CARGO_TARGET_DIR="$STATE/pgrx-test-target" PG_CONFIG="$priv_config" \
+  run cargo pgrx test "${pgrx_args[@]}"
 
 step "demo (smoke test)"
 "$REPO/scripts/demo.sh" > "$STATE/demo.out" 2>&1 || { cat "$STATE/demo.out"; die "the demo failed"; }
