@@ -150,3 +150,14 @@ SELECT santext('', 1) AS granted;
 RESET ROLE;
 REVOKE EXECUTE ON FUNCTION santext(text, float8, text) FROM dptext_regress_reader;
 DROP ROLE dptext_regress_reader;
+
+-- A statement timeout stops a long call with 57014 (before: 33 s late for 100 KB).
+SET dptext.max_detect_bytes = 16000000;
+SET statement_timeout = '1s';
+SELECT count(*) FROM detect_pii(repeat('.', 2000000));
+\echo :LAST_ERROR_SQLSTATE
+RESET statement_timeout;
+RESET dptext.max_detect_bytes;
+-- jsonb parameters beyond float range are invalid values, named.
+SELECT sanitize('x', 'santext', '{"eps": 1e400}');
+\echo :LAST_ERROR_SQLSTATE
