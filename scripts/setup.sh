@@ -49,6 +49,12 @@ cargo build --release -q -p dptext-cli
 # The default CusText mapping (about 40 s once; a PostgreSQL backend cannot
 # write into the assets directory, so it is built here and read there).
 "$REPO/target/release/dptext" custext-map
+# The CLI looks in <clone>/target/assets when DPTEXT_ASSETS is unset; when
+# the assets live elsewhere (a clone the cluster user cannot read keeps them
+# under /var/tmp), point that place at them.
+if [ "$DPTEXT_ASSETS" != "$REPO/target/assets" ] && [ ! -e "$REPO/target/assets" ]; then
+  ln -s "$DPTEXT_ASSETS" "$REPO/target/assets"
+fi
 # The cluster user reads the assets.
 chmod -R a+rX "$DPTEXT_ASSETS"
 chmod a+rx "$STATE"
