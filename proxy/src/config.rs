@@ -301,7 +301,8 @@ impl Config {
         }
     }
 
-    /// Checks everything that can be checked without connecting.
+    /// Checks everything that can be checked without connecting or
+    /// reading other files (the TLS files: [`crate::tls::check`]).
     pub fn validate(&self) -> Result<()> {
         self.listen
             .parse::<std::net::SocketAddr>()
@@ -319,10 +320,6 @@ impl Config {
                 )));
             }
         }
-        if let Some(t) = &self.tls {
-            crate::tls::acceptor(t)?;
-        }
-        crate::tls::upstream_connector(&self.upstream)?;
         if let Some(m) = &self.metrics {
             m.listen.parse::<std::net::SocketAddr>().map_err(|e| {
                 ProxyError::Config(format!("metrics.listen = \"{}\": {e}", m.listen))

@@ -27,6 +27,14 @@ pub mod wire;
 
 use std::sync::{Arc, PoisonError, RwLock};
 
+/// Loads and checks a configuration file: the file itself
+/// ([`config::Config::load`]) and the TLS files it names ([`tls::check`]).
+pub fn load_config(path: &std::path::Path) -> error::Result<config::Config> {
+    let c = config::Config::load(path)?;
+    tls::check(&c)?;
+    Ok(c)
+}
+
 use tokio::net::TcpListener;
 
 pub use error::{ProxyError, Result};

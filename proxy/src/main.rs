@@ -11,7 +11,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use dptext_proxy::config::Config;
 use dptext_proxy::masking::{self, Probe};
 use dptext_proxy::upstream::Login;
 
@@ -42,7 +41,7 @@ enum Command {
 /// Prints what a session of each user would get; fails when any masked
 /// user would be refused or any upstream login fails.
 async fn check(file: &std::path::Path) -> dptext_proxy::Result<()> {
-    let c = Config::load(file)?;
+    let c = dptext_proxy::load_config(file)?;
     println!("{}: syntax and values ok", file.display());
     let up = &c.upstream;
     println!(
@@ -118,7 +117,7 @@ async fn check(file: &std::path::Path) -> dptext_proxy::Result<()> {
 }
 
 async fn run(file: &std::path::Path) -> dptext_proxy::Result<()> {
-    let c = Config::load(file)?;
+    let c = dptext_proxy::load_config(file)?;
     if c.key.is_none() {
         tracing::info!("no key: SCRAM salts change when the proxy restarts; set key or DPTEXT_PROXY_KEY to keep them");
     }
@@ -141,7 +140,7 @@ async fn run(file: &std::path::Path) -> dptext_proxy::Result<()> {
             return;
         };
         while hup.recv().await.is_some() {
-            match Config::load(&path).and_then(|c| reload.reload(c)) {
+            match dptext_proxy::load_config(&path).and_then(|c| reload.reload(c)) {
                 Ok(()) => tracing::info!(file = %path.display(), "configuration reloaded"),
                 Err(e) => {
                     tracing::error!(error = %e, "reload failed; keeping the previous configuration")

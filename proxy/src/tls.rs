@@ -20,8 +20,18 @@ use pgwire::tokio::tokio_rustls::rustls::{
 };
 use pgwire::tokio::tokio_rustls::{TlsAcceptor, TlsConnector};
 
-use crate::config::{SslMode, Tls, Upstream};
+use crate::config::{Config, SslMode, Tls, Upstream};
 use crate::error::{ProxyError, Result};
+
+/// Checks that the TLS files of `config` load: the `[tls]` certificate and
+/// key, and the upstream's `sslrootcert`.
+pub fn check(config: &Config) -> Result<()> {
+    if let Some(t) = &config.tls {
+        acceptor(t)?;
+    }
+    upstream_connector(&config.upstream)?;
+    Ok(())
+}
 
 /// A TLS acceptor from PEM files.
 pub fn acceptor(t: &Tls) -> Result<TlsAcceptor> {
