@@ -68,10 +68,46 @@ pub struct Cost {
     /// The composed bound with every distance at its largest possible value
     /// (the embedding's diameter bound): a single, pessimistic epsilon.
     pub worst_case_eps: f64,
-    /// Upper bound on the embedding distance between two tokens.
+    /// Upper bound on the embedding distance between two tokens (0, and
+    /// left out of the JSON, for mechanisms that use no embedding).
+    #[serde(skip_serializing_if = "is_zero")]
     pub diameter_bound: f64,
-    /// Embedding set used.
+    /// Embedding set used (empty, and left out of the JSON, for mechanisms
+    /// that use none).
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub embedding: String,
     /// Vocabulary size the mechanism drew from.
     pub output_set_size: usize,
+}
+
+/// True for 0.0: a field that does not apply to the mechanism.
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde passes fields by reference
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cost without an embedding says nothing about one.
+    #[test]
+    fn fields_that_do_not_apply_are_left_out() {
+        let c = Cost {
+            mechanism: "deidentify",
+            guarantee: Guarantee::Replacement { eps: 0.0, p: 1.0 },
+            tokens: 2,
+            oov_tokens: 0,
+            kept_tokens: 0,
+            composition: String::new(),
+            worst_case_eps: 0.0,
+            diameter_bound: 0.0,
+            embedding: String::new(),
+            output_set_size: 2,
+        };
+        let json = serde_json::to_value(&c).unwrap();
+        assert!(json.get("embedding").is_none(), "{json}");
+        assert!(json.get("diameter_bound").is_none(), "{json}");
+        assert!(json.get("tokens").is_some(), "{json}");
+    }
 }

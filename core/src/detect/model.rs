@@ -25,6 +25,9 @@ pub const ORT_LIB: &str = "onnxruntime/libonnxruntime.so.1.31.1";
 pub const MODEL_DIR: &str = "rampart";
 
 const WINDOW: usize = 510;
+/// Token ids and their byte offsets in the text.
+pub type Tokens = (Vec<u32>, Vec<(usize, usize)>);
+
 /// Bytes tokenized at a time, so that a cancel is seen between pieces.
 const CHUNK: usize = 16 * 1024;
 const OVERLAP: usize = 64;
@@ -180,7 +183,7 @@ impl NerModel {
     /// punctuation, where BERT's pre-tokenizer splits anyway and its
     /// normalizer works character by character, so the tokens are those of
     /// the whole text (`chunked_tokens_are_the_whole_texts` checks it).
-    pub fn tokens(&self, text: &str) -> Result<(Vec<u32>, Vec<(usize, usize)>)> {
+    pub fn tokens(&self, text: &str) -> Result<Tokens> {
         let mut ids = Vec::new();
         let mut offsets = Vec::new();
         let mut start = 0;
@@ -212,7 +215,7 @@ impl NerModel {
 
     /// Token ids and byte offsets of `text` in one call (what
     /// [`NerModel::tokens`] must agree with).
-    pub fn tokens_whole(&self, text: &str) -> Result<(Vec<u32>, Vec<(usize, usize)>)> {
+    pub fn tokens_whole(&self, text: &str) -> Result<Tokens> {
         let enc = self.tokenizer.encode(text, false).map_err(model_err)?;
         Ok((enc.get_ids().to_vec(), enc.get_offsets().to_vec()))
     }
