@@ -70,7 +70,7 @@ SELECT pg_catalog.pg_extension_config_dump('dptext.provenance_id_seq', '');
 CREATE SEQUENCE dptext.build_seq;
 SELECT pg_catalog.pg_extension_config_dump('dptext.build_seq', '');
 
--- Epsilon spent per source column, by kind of guarantee (MECHANISMS.md 8):
+-- Epsilon spent per source column, by kind of guarantee (docs/mechanisms.md):
 -- independent releases compose by sum. Builds that reuse the same key (or
 -- seed) with the same mechanism and parameters give the same output for
 -- the same value, so they count once; every build or refresh in OS mode
@@ -105,6 +105,10 @@ SELECT source_schema,
  GROUP BY source_oid, source_schema, source_table, column_name, guarantee ->> 'kind';
 COMMENT ON VIEW dptext.budget IS
   'Epsilon spent per source column and kind of guarantee: per-token (per-span for deidentify) eps summed over independent releases';
+COMMENT ON COLUMN dptext.budget.eps_total IS
+  'Per token (per span for deidentify), summed over independent releases; NOT per value: a value of n tokens composes to up to n times this (the cost''s worst_case_eps states it per value)';
+COMMENT ON COLUMN dptext.budget.eps0_total IS
+  'SanText+ only: the additive term ln(1/p) per token, summed over independent releases';
 
 -- Records one provenance row per rule of the source, as the view was
 -- just built from them. SECURITY DEFINER so that builders need no INSERT

@@ -1,4 +1,4 @@
-//! Privacy accounting: what one call of a mechanism spent (MECHANISMS.md 8).
+//! Privacy accounting: what one call of a mechanism spent (docs/mechanisms.md).
 //!
 //! Every mechanism returns a [`Cost`] with its text. It states the per-token
 //! guarantee, how it composes over the value, and a worst-case number for

@@ -1,6 +1,6 @@
 //! Randomness: where every mechanism's random source comes from.
 //!
-//! Three modes (MECHANISMS.md section 7):
+//! Three modes (docs/mechanisms.md):
 //!
 //! - [`RandomMode::Os`]: a ChaCha20 generator seeded from the operating
 //!   system for every call (production default without a key);

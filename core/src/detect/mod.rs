@@ -1,4 +1,4 @@
-//! Span detection: typed PII spans with byte offsets (MECHANISMS.md 6).
+//! Span detection: typed PII spans with byte offsets (docs/mechanisms.md).
 //!
 //! Two sources feed one list: the Rampart token classifier
 //! ([`model::NerModel`], ONNX, when its assets are installed) and the rule

@@ -1,4 +1,4 @@
-//! CusText (Chen et al., Alg. 1, Eq. 3-9; MECHANISMS.md 3).
+//! CusText (Chen et al., Alg. 1, Eq. 3-9; docs/mechanisms.md).
 //!
 //! Every input token `x` gets a customized output set `f_map(x)` of `K`
 //! tokens near it (itself included), built once per vocabulary by Alg. 1

@@ -1,4 +1,4 @@
-//! Entity replacement with a stated epsilon (Adelani et al. 2020; MECHANISMS.md 4).
+//! Entity replacement with a stated epsilon (Adelani et al. 2020; docs/mechanisms.md).
 //!
 //! Each span the detector finds is replaced with probability `p`, else
 //! kept. The replacement never depends on the original value (only on its

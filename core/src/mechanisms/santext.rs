@@ -1,4 +1,4 @@
-//! SanText and SanText+ (Yue et al. 2021, Alg. 1 and 2; MECHANISMS.md 1-2).
+//! SanText and SanText+ (Yue et al. 2021, Alg. 1 and 2; docs/mechanisms.md-2).
 //!
 //! - **SanText**: every token `x` is replaced by `y` drawn from the whole
 //!   vocabulary with `Pr[y] ∝ exp(-eps/2 * d(x, y))`: eps·d-metric LDP per

@@ -1,5 +1,5 @@
 //! NDD, the neighbouring distribution divergence, and semantics-preserved
-//! distortion (Peng, Li, Zhao; MECHANISMS.md 5).
+//! distortion (Peng, Li, Zhao; docs/mechanisms.md).
 //!
 //! For an edit that replaces tokens `W[i..j)` by `V`, every unedited
 //! neighbour `k` is masked in `W` and (at its aligned position `k'`) in
