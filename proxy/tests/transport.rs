@@ -267,14 +267,15 @@ fn upstream_tls_follows_sslmode_and_checks_the_certificate() {
     let out = front_as("127.0.0.1", env.port, "sslmode = \"require\"", admin);
     assert!(out.contains("does not offer TLS"), "{out}");
     assert_eq!(front_as("127.0.0.1", env.port, "", admin), want);
-    // verify-full without CA certificates is a configuration error.
+    // verify-full without CA certificates is a configuration error, found
+    // by the TLS file check that load_config (check, serve, reload) runs.
     let c = dptext_proxy::config::Config::parse(
         "[upstream]\nhost = \"db\"\ndbname = \"d\"\nsslmode = \"verify-full\"\n\
          [[user]]\nname = \"a\"\npassword = \"p\"\nupstream_user = \"r\"\n",
     )
     .expect("parse");
-    let err = c
-        .validate()
+    c.validate().expect("valid apart from its TLS files");
+    let err = dptext_proxy::tls::check(&c)
         .expect_err("verify-full without sslrootcert")
         .to_string();
     assert!(err.contains("sslrootcert"), "{err}");

@@ -175,6 +175,7 @@ pub fn env() -> Option<&'static Env> {
 pub fn spawn_proxy(config: &str) -> (u16, u16) {
     let config = dptext_proxy::config::Config::parse(config).expect("config");
     config.validate().expect("valid");
+    dptext_proxy::tls::check(&config).expect("TLS files load");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let rt = tokio::runtime::Runtime::new().expect("runtime");
