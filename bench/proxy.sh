@@ -20,7 +20,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 resolve_state
 SECS="${1:-10}"
 PROXY_PORT="${DPTEXT_PROXY_PORT:-54330}"
-"$REPO/scripts/cluster.sh" start
+# Start the cluster only when it is down: a running one (the demo's) keeps its sessions.
+"$REPO/scripts/cluster.sh" status >/dev/null 2>&1 || "$REPO/scripts/cluster.sh" start
 psql -X -q -c "DROP TABLE IF EXISTS bench_notes" \
   -c "CREATE TABLE bench_notes AS SELECT row_number() OVER () AS id, note FROM records, generate_series(1, 5) LIMIT 1000" \
   -c "SECURITY LABEL FOR dptext ON COLUMN bench_notes.note IS 'MASKED WITH santext(eps => 3)'"
