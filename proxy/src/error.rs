@@ -19,9 +19,93 @@ pub enum ProxyError {
     /// be shown to be masked at the source; the text says what to fix.
     #[error("{0}")]
     MaskingUnavailable(String),
+    /// A limit of the configuration cut a connection or a session off;
+    /// the message names the limit. Built by the constructors below.
+    #[error("{message}")]
+    Limit {
+        /// What the client sees as the SQLSTATE.
+        sqlstate: &'static str,
+        /// What the client reads.
+        message: String,
+    },
     /// Network I/O.
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
+}
+
+impl ProxyError {
+    /// No session slot left for an authenticated client (53300).
+    pub fn too_many_sessions(max: usize) -> Self {
+        ProxyError::Limit {
+            sqlstate: "53300",
+            message: format!(
+                "dptext-proxy: too many sessions (limits.max_sessions = {max}): try again later"
+            ),
+        }
+    }
+
+    /// A connection still starting up was closed to make room for a newer
+    /// one (53300).
+    pub fn too_many_pending(max: usize) -> Self {
+        ProxyError::Limit {
+            sqlstate: "53300",
+            message: format!(
+                "dptext-proxy: too many connections still starting up (limits.max_pending = \
+                 {max}): this one had waited longest and was closed"
+            ),
+        }
+    }
+
+    /// Start-up and authentication took longer than allowed (57014, as
+    /// PostgreSQL's `authentication_timeout`).
+    pub fn startup_timeout(secs: u64) -> Self {
+        ProxyError::Limit {
+            sqlstate: "57014",
+            message: format!(
+                "dptext-proxy: start-up and authentication took longer than {secs} s \
+                 (limits.startup_timeout_secs): connection closed"
+            ),
+        }
+    }
+
+    /// A client silent too long while none of its queries ran (57P05).
+    pub fn idle(secs: u64) -> Self {
+        ProxyError::Limit {
+            sqlstate: "57P05",
+            message: format!(
+                "dptext-proxy: idle for {secs} s (limits.idle_timeout_secs): session closed"
+            ),
+        }
+    }
+
+    /// A client message declared longer than allowed (08P01); `why` is
+    /// what the scanner saw.
+    pub fn client_message_too_large(why: &ProxyError) -> Self {
+        let why = match why {
+            ProxyError::Protocol(m) => m.clone(),
+            other => other.to_string(),
+        };
+        ProxyError::Limit {
+            sqlstate: "08P01",
+            message: format!(
+                "dptext-proxy: protocol: {why} (limits.max_message_bytes): session closed"
+            ),
+        }
+    }
+
+    /// A server message declared longer than allowed (54000): the result
+    /// is refused before any of that message is read.
+    pub fn server_message_too_large(tag: u8, len: i64, max: usize) -> Self {
+        ProxyError::Limit {
+            sqlstate: "54000",
+            message: format!(
+                "dptext-proxy: the server sent a message '{}' of {len} bytes, over \
+                 limits.max_message_bytes ({max}): session closed; select less, or raise the \
+                 limit",
+                char::from(tag)
+            ),
+        }
+    }
 }
 
 impl ProxyError {
@@ -35,6 +119,7 @@ impl ProxyError {
             // invalid_authorization_specification: this login cannot be
             // served until an administrator fixes the upstream.
             ProxyError::MaskingUnavailable(_) => "28000",
+            ProxyError::Limit { sqlstate, .. } => sqlstate,
             ProxyError::Io(_) => "08006",
         }
     }

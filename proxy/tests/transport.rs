@@ -42,6 +42,29 @@ fn bad_passwords_oversized_messages_and_other_encodings_are_errors_not_crashes()
     assert_eq!(via(env, "analyst", "SELECT 40 + 2"), "42\n");
 }
 
+/// A result row over `limits.max_message_bytes` (100000 for the main
+/// proxy) ends the session with an error that names the limit, for masked
+/// and unmasked users alike, before the proxy reads the row.
+#[test]
+fn a_row_over_max_message_bytes_ends_the_session_with_54000() {
+    let Some(env) = env() else { return };
+    for user in ["admin", "analyst"] {
+        let out = psql_cmd(env.port, &env.db, user, &format!("{user}-pw"))
+            .args(["-v", "VERBOSITY=verbose", "-c", "SELECT 1", "-c"])
+            .arg("SELECT repeat('a', 200000)")
+            .output()
+            .expect("psql");
+        let printed = text(&out);
+        assert!(
+            printed.starts_with("1\n")
+                && printed.contains("FATAL:  54000: dptext-proxy: the server sent a message 'D'")
+                && printed.contains("limits.max_message_bytes (100000)"),
+            "{user}: {printed}"
+        );
+    }
+    assert_eq!(via(env, "admin", "SELECT 40 + 2"), "42\n");
+}
+
 /// A second proxy over the same server with TLS required.
 fn tls_proxy(env: &Env) -> (u16, u16) {
     let dir = std::env::temp_dir().join(format!("dptext-proxy-tls-{}", std::process::id()));

@@ -2,9 +2,10 @@
 //! alike (a masked user's rows were masked by the database).
 //!
 //! Each direction is read in chunks and written on as it came; a
-//! [`Scanner`] follows the message boundaries to enforce the client's
-//! message-size limit and to time queries (first message to
-//! ReadyForQuery) for the metrics.
+//! [`Scanner`] follows the message boundaries to enforce
+//! `limits.max_message_bytes` both ways (by the declared length, before any
+//! of the message is read, so memory stays at one chunk per direction) and
+//! to time queries (first message to ReadyForQuery) for the metrics.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,10 +21,12 @@ use crate::wire::{self, Scanner};
 
 const CHUNK: usize = 64 << 10;
 
-/// Relays until either side ends. An oversized client message, or a client
-/// silent for `limits.idle_timeout_secs` while none of its queries runs,
-/// ends the session with a FATAL error to the client (when the server's
-/// stream is at a message boundary, so the error can be read).
+/// Relays until either side ends. A message over
+/// `limits.max_message_bytes` either way, or a client silent for
+/// `limits.idle_timeout_secs` while none of its queries runs, ends the
+/// session with a FATAL error to the client that names the limit (when the
+/// client's stream is at a message boundary, so the error can be read: a
+/// server message is cut before its header, so it always is).
 pub async fn relay<CR, CW, UR, UW>(
     mut cr: CR,
     mut cw: CW,
@@ -53,14 +56,14 @@ where
                         Ok(r) => break r?,
                         // A client waiting for its query is not idle.
                         Err(_) if in_flight(&started) => continue,
-                        Err(_) => return Err(Ending::Idle(idle)),
+                        Err(_) => return Err(ProxyError::idle(idle)),
                     }
                 }
             } else {
                 cr.read(&mut buf).await?
             };
             if n == 0 {
-                return Ok::<(), Ending>(());
+                return Ok(());
             }
             scanner
                 .feed(&buf[..n], max, |tag, _| {
@@ -72,7 +75,7 @@ where
                             .push_back(Instant::now());
                     }
                 })
-                .map_err(Ending::TooLarge)?;
+                .map_err(|b| ProxyError::client_message_too_large(&b.into()))?;
             uw.write_all(&buf[..n]).await?;
             uw.flush().await?;
         }
@@ -80,12 +83,17 @@ where
     let to_client = async {
         let mut buf = vec![0u8; CHUNK];
         let mut scanner = Scanner::default();
+        // The start of a header is held back until the header is complete,
+        // so that a refused message leaves the client at a boundary.
+        let mut held = [0u8; 5];
         loop {
             let n = ur.read(&mut buf).await?;
             if n == 0 {
                 return Ok::<(), ProxyError>(());
             }
-            scanner.feed(&buf[..n], usize::MAX >> 2, |tag, _| match tag {
+            let before = scanner.partial_header().len();
+            held[..before].copy_from_slice(scanner.partial_header());
+            let fed = scanner.feed(&buf[..n], max, |tag, _| match tag {
                 b'Z' => {
                     let t = started
                         .lock()
@@ -97,11 +105,29 @@ where
                 }
                 b'E' => inc(&METRICS.upstream_errors),
                 _ => {}
-            })?;
-            client_at_boundary.store(false, Ordering::Relaxed);
-            cw.write_all(&buf[..n]).await?;
-            cw.flush().await?;
-            client_at_boundary.store(scanner.at_boundary(), Ordering::Relaxed);
+            });
+            // How much of this chunk goes on (`None`: nothing, held bytes
+            // included, as they start a header not yet complete or refused).
+            let (upto, refused) = match fed {
+                Ok(()) => (n.checked_sub(scanner.partial_header().len()), None),
+                Err(b) => (b.header_at, Some(b)),
+            };
+            if let Some(end) = upto {
+                client_at_boundary.store(false, Ordering::Relaxed);
+                cw.write_all(&held[..before]).await?;
+                cw.write_all(&buf[..end]).await?;
+                cw.flush().await?;
+            }
+            if let Some(b) = refused {
+                let e = ProxyError::server_message_too_large(b.tag, i64::from(b.len), max);
+                tracing::warn!(error = %e, "server message refused");
+                let _ = cw
+                    .write_all(&wire::error("FATAL", e.sqlstate(), &e.to_string()).to_bytes())
+                    .await;
+                let _ = cw.shutdown().await;
+                return Err(e);
+            }
+            client_at_boundary.store(!scanner.in_body(), Ordering::Relaxed);
         }
     };
     let ending = tokio::select! {
@@ -111,24 +137,13 @@ where
         },
         r = to_client => return r,
     };
-    let (code, message) = match ending {
-        Ending::Idle(s) => (
-            "57P05",
-            format!("dptext-proxy: idle for {s} s (limits.idle_timeout_secs): session closed"),
-        ),
-        Ending::TooLarge(e) => (
-            "08P01",
-            format!("dptext-proxy: {e} (limits.max_message_bytes): session closed"),
-        ),
-        Ending::Io(e) => return Err(e.into()),
-    };
-    if client_at_boundary.load(Ordering::Relaxed) {
+    if matches!(ending, ProxyError::Limit { .. }) && client_at_boundary.load(Ordering::Relaxed) {
         let _ = cw
-            .write_all(&wire::error("FATAL", code, &message).to_bytes())
+            .write_all(&wire::error("FATAL", ending.sqlstate(), &ending.to_string()).to_bytes())
             .await;
         let _ = cw.flush().await;
     }
-    Err(ProxyError::Protocol(message))
+    Err(ending)
 }
 
 /// Whether a query of the client is still running (a Query, Sync or
@@ -138,17 +153,4 @@ fn in_flight(started: &Mutex<VecDeque<Instant>>) -> bool {
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .is_empty()
-}
-
-/// Why the client's direction ended the session.
-enum Ending {
-    Idle(u64),
-    TooLarge(ProxyError),
-    Io(std::io::Error),
-}
-
-impl From<std::io::Error> for Ending {
-    fn from(e: std::io::Error) -> Self {
-        Ending::Io(e)
-    }
 }
