@@ -32,6 +32,8 @@
 //! [limits]
 //! max_message_bytes = 67108864
 //! max_sessions = 256
+//! max_pending = 64
+//! startup_timeout_secs = 10
 //! idle_timeout_secs = 0
 //! ```
 
@@ -233,12 +235,23 @@ impl User {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Limits {
-    /// Largest message accepted from a client, in bytes (default 64 MiB).
+    /// Largest message accepted from a client or relayed from the server,
+    /// in bytes, judged by its declared length before any of it is read
+    /// (default 64 MiB).
     #[serde(default = "default_max_message")]
     pub max_message_bytes: usize,
-    /// Concurrent client sessions (default 256).
+    /// Concurrent authenticated sessions (default 256); follows reloads.
     #[serde(default = "default_max_sessions")]
     pub max_sessions: usize,
+    /// Connections still in start-up or authentication (default 64),
+    /// counted apart from `max_sessions`; when all are taken, a new
+    /// connection closes the one that has waited longest. Follows reloads.
+    #[serde(default = "default_max_pending")]
+    pub max_pending: usize,
+    /// Seconds from accepting a connection to the end of the client's
+    /// authentication (default 10), however many requests it sends.
+    #[serde(default = "default_startup_timeout")]
+    pub startup_timeout_secs: u64,
     /// Seconds a client may stay silent while none of its queries runs
     /// (0, the default: no limit).
     #[serde(default)]
@@ -250,6 +263,8 @@ impl Default for Limits {
         Limits {
             max_message_bytes: default_max_message(),
             max_sessions: default_max_sessions(),
+            max_pending: default_max_pending(),
+            startup_timeout_secs: default_startup_timeout(),
             idle_timeout_secs: 0,
         }
     }
@@ -260,6 +275,12 @@ fn default_max_message() -> usize {
 }
 fn default_max_sessions() -> usize {
     256
+}
+fn default_max_pending() -> usize {
+    64
+}
+fn default_startup_timeout() -> u64 {
+    10
 }
 
 impl Config {
@@ -329,6 +350,17 @@ impl Config {
             return Err(ProxyError::Config(
                 "limits.max_message_bytes must be at least 1024".into(),
             ));
+        }
+        for (key, value) in [
+            ("max_sessions", self.limits.max_sessions as u64),
+            ("max_pending", self.limits.max_pending as u64),
+            ("startup_timeout_secs", self.limits.startup_timeout_secs),
+        ] {
+            if value == 0 {
+                return Err(ProxyError::Config(format!(
+                    "limits.{key} must be at least 1"
+                )));
+            }
         }
         if self.upstream.connect_timeout_secs == 0 {
             return Err(ProxyError::Config(
@@ -427,6 +459,8 @@ upstream_user = "reader"
         assert_eq!(c.users[0].upstream_user, "analyst_masked");
         assert_eq!(c.limits.max_message_bytes, 64 << 20);
         assert_eq!(c.limits.max_sessions, 256);
+        assert_eq!(c.limits.max_pending, 64);
+        assert_eq!(c.limits.startup_timeout_secs, 10);
         assert_eq!(c.limits.idle_timeout_secs, 0);
     }
 
@@ -512,6 +546,14 @@ upstream_user = "reader"
             .unwrap_err()
             .to_string()
             .contains("at least 16 bytes"));
+        for zero in ["max_sessions", "max_pending", "startup_timeout_secs"] {
+            let c = Config::parse(&format!("{GOOD}[limits]\n{zero} = 0\n")).unwrap();
+            let e = c.validate().unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("limits.{zero} must be at least 1")),
+                "{e}"
+            );
+        }
         let c = Config::parse(&GOOD.replace("127.0.0.1:6432", "nowhere")).unwrap();
         assert!(c.validate().unwrap_err().to_string().contains("listen"));
         let c = Config::parse(&GOOD.replace("name = \"data-team\"", "name = \"analyst\"")).unwrap();

@@ -12,7 +12,7 @@ use pgwire::api::auth::Password;
 use sha2::Sha256;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
-use super::{in_time, write};
+use super::write;
 use crate::config;
 use crate::error::{ProxyError, Result};
 use crate::wire::{self, put_cstr};
@@ -73,7 +73,7 @@ impl Accounts {
 }
 
 /// SCRAM-SHA-256 with the client as `user`; its account when the proof
-/// is right.
+/// is right. The caller bounds its time (the start-up deadline).
 pub async fn authenticate<'a, R, W>(
     cr: &mut R,
     cw: &mut W,
@@ -96,7 +96,7 @@ where
     mechs.push(0);
     write(cw, &wire::auth(10, &mechs)).await?;
     cw.flush().await?;
-    let first = in_time(wire::read_frame(cr, 10_000))
+    let first = wire::read_frame(cr, 10_000)
         .await?
         .filter(|f| f.tag == b'p')
         .ok_or_else(|| ProxyError::Protocol("expected SASLInitialResponse".into()))?;
@@ -113,7 +113,7 @@ where
         .map_err(|_| ProxyError::Auth(user.to_string()))?;
     write(cw, &wire::auth(11, server_first.as_bytes())).await?;
     cw.flush().await?;
-    let fin = in_time(wire::read_frame(cr, 10_000))
+    let fin = wire::read_frame(cr, 10_000)
         .await?
         .filter(|f| f.tag == b'p')
         .ok_or_else(|| ProxyError::Protocol("expected SASLResponse".into()))?;

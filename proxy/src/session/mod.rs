@@ -1,8 +1,11 @@
 //! One client session, by phase:
 //!
-//! 1. start-up ([`negotiate`], [`serve`]): TLS, the StartupMessage, or a
-//!    cancel request ([`cancel`]);
-//! 2. SCRAM-SHA-256 of the client user ([`auth`]);
+//! 1. start-up ([`negotiate`], [`serve`]): at most one GSSENCRequest
+//!    (declined) and one SSLRequest, TLS, the StartupMessage, or a cancel
+//!    request ([`cancel`]);
+//! 2. SCRAM-SHA-256 of the client user ([`auth`]); steps 1 and 2 hold a
+//!    pending slot and share one deadline ([`crate::admission`]), and a
+//!    session slot is taken after them;
 //! 3. the upstream: a connection as the user's own upstream login with the
 //!    client's start-up parameters ([`startup`]: an allow-list for masked
 //!    users), and, for a masked user, the masking check over a control
@@ -19,6 +22,7 @@ use std::sync::Arc;
 use pgwire::tokio::tokio_rustls;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 
+use crate::admission::PendingSlot;
 use crate::config::Config;
 use crate::error::{ProxyError, Result};
 use crate::metrics::{inc, METRICS};
@@ -60,56 +64,75 @@ pub(crate) async fn write<W: AsyncWrite + Unpin>(w: &mut W, f: &Frame) -> Result
     Ok(())
 }
 
+/// How long the proxy waits to hand a client its error before closing.
+const FAIL_WRITE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Sends `e` as a FATAL ErrorResponse with its SQLSTATE; a client that does
+/// not read it within [`FAIL_WRITE`] is closed without it.
 async fn fail<W: AsyncWrite + Unpin>(w: &mut W, e: &ProxyError) -> Result<()> {
-    write(w, &wire::error("FATAL", e.sqlstate(), &e.to_string())).await?;
-    w.flush().await?;
-    Ok(())
-}
-
-/// How long a client may take over each start-up and authentication step.
-const STARTUP: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// `f`, or a protocol error after [`STARTUP`].
-pub(crate) async fn in_time<T>(f: impl std::future::Future<Output = Result<T>>) -> Result<T> {
-    tokio::time::timeout(STARTUP, f)
+    let send = async {
+        write(w, &wire::error("FATAL", e.sqlstate(), &e.to_string())).await?;
+        w.flush().await?;
+        Ok::<(), ProxyError>(())
+    };
+    tokio::time::timeout(FAIL_WRITE, send)
         .await
-        .map_err(|_| ProxyError::Protocol("startup took too long".into()))?
+        .map_err(|_| ProxyError::Protocol("the client does not read its error".into()))?
 }
 
 /// Serves one TCP client to its end: TLS when the client asks for it and
 /// `[tls]` is configured (refused when `tls.required` and it does not ask;
-/// a plain cancel request is still served).
+/// a plain cancel request is still served). `slot` bounds its start-up.
 pub async fn accept(
     tcp: tokio::net::TcpStream,
     shared: Arc<Shared>,
     cancels: Arc<Cancels>,
+    slot: PendingSlot,
 ) -> Result<()> {
     inc(&METRICS.sessions_total);
     METRICS
         .sessions_active
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let r = negotiate(tcp, shared, cancels).await;
+    let r = negotiate(tcp, shared, cancels, slot).await;
     METRICS
         .sessions_active
         .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     r
 }
 
+/// The first packets on the bare TCP connection: a GSSENCRequest is
+/// declined, an SSLRequest answered (once: [`serve`] refuses another).
 async fn negotiate(
     mut tcp: tokio::net::TcpStream,
     shared: Arc<Shared>,
     cancels: Arc<Cancels>,
+    mut slot: PendingSlot,
 ) -> Result<()> {
-    let first = in_time(wire::read_startup(&mut tcp)).await?;
+    let mut first = Vec::new();
+    for attempt in 0..2 {
+        first = match slot.run(wire::read_startup(&mut tcp)).await {
+            Ok(b) => b,
+            Err(e) => {
+                let _ = fail(&mut tcp, &e).await;
+                return Err(e);
+            }
+        };
+        // libpq asks for GSS encryption before TLS, each at most once.
+        if attempt == 0 && wire::Reader::new(&first).i32()? == wire::GSSENC_REQUEST {
+            tcp.write_all(b"N").await?;
+            continue;
+        }
+        break;
+    }
     let code = wire::Reader::new(&first).i32()?;
     if code == wire::SSL_REQUEST {
         if let Some(acceptor) = &shared.tls {
             tcp.write_all(b"S").await?;
-            let tls = in_time(async { Ok(acceptor.accept(tcp).await?) }).await?;
-            return serve(tls, shared, cancels, None).await;
+            let tls = slot.run(async { Ok(acceptor.accept(tcp).await?) }).await?;
+            return serve(tls, shared, cancels, None, slot).await;
         }
         tcp.write_all(b"N").await?;
-        return serve(tcp, shared, cancels, None).await;
+        return serve(tcp, shared, cancels, None, slot).await;
     }
     if shared.config.tls.as_ref().is_some_and(|t| t.required) && code != wire::CANCEL_REQUEST {
         let e = ProxyError::Protocol("this proxy requires TLS (sslmode=require)".into());
@@ -117,7 +140,7 @@ async fn negotiate(
         let _ = fail(&mut w, &e).await;
         return Err(e);
     }
-    serve(tcp, shared, cancels, Some(first)).await
+    serve(tcp, shared, cancels, Some(first), slot).await
 }
 
 /// Sends a client's cancel request on to the server, when it names a live
@@ -137,35 +160,48 @@ async fn cancel_request(body: &[u8], cancels: &Cancels) -> Result<()> {
 }
 
 /// Serves one client connection to its end; `first` is a start-up packet
-/// already read.
+/// already read. `slot` bounds the start-up and authentication, and is
+/// exchanged for a session slot after them.
 pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     client: S,
     shared: Arc<Shared>,
     cancels: Arc<Cancels>,
-    mut first: Option<Vec<u8>>,
+    first: Option<Vec<u8>>,
+    mut slot: PendingSlot,
 ) -> Result<()> {
     let (cr, cw) = tokio::io::split(client);
     let mut cr = BufReader::new(cr);
     let mut cw = BufWriter::new(cw);
-    // Start-up: no GSS encryption, no TLS inside TLS.
-    let params = loop {
-        let body = match first.take() {
-            Some(b) => b,
-            None => in_time(wire::read_startup(&mut cr)).await?,
-        };
-        let code = wire::Reader::new(&body).i32()?;
-        match code {
-            wire::SSL_REQUEST | wire::GSSENC_REQUEST => {
-                cw.write_all(b"N").await?;
-                cw.flush().await?;
-            }
-            wire::CANCEL_REQUEST => return cancel_request(&body, &cancels).await,
-            v if v >> 16 == 3 => break wire::parse_startup_params(&body[4..])?,
-            v => {
-                let e = ProxyError::Protocol(format!("unsupported protocol version {v:#x}"));
-                fail(&mut cw, &e).await?;
+    let refuse = |e: ProxyError| {
+        inc(&METRICS.sessions_failed);
+        e
+    };
+    // Start-up: TLS and GSS encryption were settled by [`negotiate`].
+    let body = match first {
+        Some(b) => b,
+        None => match slot.run(wire::read_startup(&mut cr)).await {
+            Ok(b) => b,
+            Err(e) => {
+                let _ = fail(&mut cw, &e).await;
                 return Err(e);
             }
+        },
+    };
+    let params = match wire::Reader::new(&body).i32()? {
+        wire::CANCEL_REQUEST => return cancel_request(&body, &cancels).await,
+        v if v >> 16 == 3 => wire::parse_startup_params(&body[4..])?,
+        v => {
+            let e = if matches!(v, wire::SSL_REQUEST | wire::GSSENC_REQUEST) {
+                ProxyError::Protocol(
+                    "one SSLRequest and one GSSENCRequest per connection, before the \
+                     StartupMessage"
+                        .into(),
+                )
+            } else {
+                ProxyError::Protocol(format!("unsupported protocol version {v:#x}"))
+            };
+            let _ = fail(&mut cw, &e).await;
+            return Err(refuse(e));
         }
     };
     let name = params
@@ -173,8 +209,23 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         .find(|(k, _)| k == "user")
         .map(|(_, v)| v.clone())
         .unwrap_or_default();
+    let authenticated = slot
+        .run(auth::authenticate(
+            &mut cr,
+            &mut cw,
+            &shared.accounts,
+            &name,
+        ))
+        .await
+        .and_then(|account| Ok((account, slot.admit()?)));
+    let (account, _session_slot) = match authenticated {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = fail(&mut cw, &e).await;
+            return Err(refuse(e));
+        }
+    };
     let started = async {
-        let account = auth::authenticate(&mut cr, &mut cw, &shared.accounts, &name).await?;
         let user = &account.user;
         let params = startup::upstream_params(&params, user.masked)?;
         let login = Login::of(user);
@@ -203,9 +254,8 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     let (user, up) = match started.await {
         Ok(s) => s,
         Err(e) => {
-            inc(&METRICS.sessions_failed);
             let _ = fail(&mut cw, &e).await;
-            return Err(e);
+            return Err(refuse(e));
         }
     };
     let registration = up

@@ -173,9 +173,18 @@ pub fn env() -> Option<&'static Env> {
 /// Starts a proxy for the TOML `config` in this process, on a free port,
 /// with a metrics endpoint; (proxy port, metrics port).
 pub fn spawn_proxy(config: &str) -> (u16, u16) {
+    let (port, metrics, _) = start_proxy(config);
+    (port, metrics)
+}
+
+/// As [`spawn_proxy`], with the proxy itself, to reload it or look at its
+/// slots.
+pub fn start_proxy(config: &str) -> (u16, u16, std::sync::Arc<dptext_proxy::Proxy>) {
     let config = dptext_proxy::config::Config::parse(config).expect("config");
     config.validate().expect("valid");
     dptext_proxy::tls::check(&config).expect("TLS files load");
+    let proxy = dptext_proxy::Proxy::new(config).expect("proxy");
+    let serving = proxy.clone();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let rt = tokio::runtime::Runtime::new().expect("runtime");
@@ -186,11 +195,11 @@ pub fn spawn_proxy(config: &str) -> (u16, u16) {
             let port = |l: &tokio::net::TcpListener| l.local_addr().expect("addr").port();
             tx.send((port(&listener), port(&metrics))).expect("send");
             tokio::spawn(dptext_proxy::metrics::serve(metrics));
-            let proxy = dptext_proxy::Proxy::new(config).expect("proxy");
-            let _ = dptext_proxy::serve(listener, proxy).await;
+            let _ = dptext_proxy::serve(listener, serving).await;
         });
     });
-    rx.recv().expect("proxy ports")
+    let (port, metrics) = rx.recv().expect("proxy ports");
+    (port, metrics, proxy)
 }
 
 /// psql as the superuser, on `db`; stdout, and a panic on any error.
