@@ -40,6 +40,11 @@ SYMBOLS_FROM = "abcdefghijklmnopqrstuvwxyz"
 SYMBOLS_TO = "!\"#$%&()*+,-./:;<=>?@[]^_{"
 
 FIXTURES = """
+DO $$ BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'leak_masked') THEN
+    CREATE ROLE leak_masked LOGIN;
+  END IF;
+END $$;
 DROP TABLE IF EXISTS leak_t, leak_p, leak_parent, leak_out CASCADE;
 DROP MATERIALIZED VIEW IF EXISTS leak_mv_raw, leak_mv_fn, leak_mv_part, leak_mv_filter CASCADE;
 DROP VIEW IF EXISTS leak_masked_view CASCADE;
@@ -67,11 +72,6 @@ CREATE OR REPLACE FUNCTION leak_inlined() RETURNS SETOF text LANGUAGE sql STABLE
 CREATE MATERIALIZED VIEW leak_mv_fn AS SELECT * FROM leak_secdef() AS s(note);
 CREATE SCHEMA leak_s AUTHORIZATION leak_masked;
 ANALYZE leak_t;
-DO $$ BEGIN
-  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'leak_masked') THEN
-    CREATE ROLE leak_masked LOGIN;
-  END IF;
-END $$;
 SECURITY LABEL FOR dptext ON ROLE leak_masked IS 'MASKED';
 GRANT SELECT ON leak_t, leak_p, leak_p1, leak_parent, leak_child, leak_v, leak_mv_raw, leak_mv_fn,
   leak_mv_part, leak_mv_filter TO leak_masked;
