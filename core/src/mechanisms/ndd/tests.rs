@@ -11,8 +11,15 @@ use std::sync::Arc;
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
+use super::tally::{reorder, Job, Tally};
 use super::*;
-use crate::detect::model::ORT_LIB;
+use crate::cost::Guarantee;
+use crate::detect::{
+    self,
+    model::{NerModel, ORT_LIB},
+};
+use crate::mechanisms::Mechanism;
+use crate::mlm::{MaskedLm, Row};
 use crate::runtime::Device;
 
 fn mlm_dir() -> PathBuf {
