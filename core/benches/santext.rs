@@ -75,7 +75,7 @@ fn bench(c: &mut Criterion) {
 }
 
 fn bench_custext(c: &mut Criterion) {
-    use dptext_core::mechanisms::custext::{Level, Mapping, Metric, Strategy};
+    use dptext_core::mechanisms::custext::{Level, Mapping, MappingStrategy, Metric};
     use dptext_core::mechanisms::CusText;
     let Some(vocab) = load() else { return };
     let dir = dptext_core::assets::resolve_dir(None).join("custext");
@@ -84,7 +84,7 @@ fn bench_custext(c: &mut Criterion) {
         vocab.embeddings(),
         &dir,
         20,
-        Strategy::Balanced,
+        MappingStrategy::Balanced,
         Metric::Euclidean,
         false,
     ) {

@@ -118,7 +118,12 @@ impl std::fmt::Debug for Hook {
     }
 }
 
-type MappingKey = (EmbeddingChoice, usize, custext::Strategy, custext::Metric);
+type MappingKey = (
+    EmbeddingChoice,
+    usize,
+    custext::MappingStrategy,
+    custext::Metric,
+);
 
 impl Engine {
     /// An engine with nothing loaded yet.

@@ -292,7 +292,7 @@ mod tests {
                 ..
             } => {
                 assert_eq!((eps, k, keep_stopwords), (1.5, 50, false));
-                assert_eq!(mapping, custext::Strategy::Conservative);
+                assert_eq!(mapping, custext::MappingStrategy::Conservative);
                 assert_eq!(level, custext::Level::Token);
             }
             other => panic!("{other:?}"),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dptext_core::cancel::{Flag, Scope};
-use dptext_core::mechanisms::custext::{Mapping, Metric, Strategy};
+use dptext_core::mechanisms::custext::{Mapping, MappingStrategy, Metric};
 use dptext_core::mechanisms::{EmbeddingChoice, MechanismSpec};
 use dptext_core::{Engine, EngineConfig, Error, RandomMode};
 
@@ -99,7 +99,7 @@ fn a_mapping_build_stops_when_cancelled() {
         Mapping::build(
             vocab.embeddings(),
             20,
-            Strategy::Conservative,
+            MappingStrategy::Conservative,
             Metric::Cosine,
             2,
         )

@@ -147,7 +147,7 @@ pub enum MechanismSpec {
     /// Entity replacement over detected spans (no embedding involved).
     Deidentify {
         /// Replacement strategy.
-        strategy: replace::Strategy,
+        strategy: replace::ReplaceStrategy,
         /// Replacement probability, in [0, 1].
         p: f64,
         /// Same original, same surrogate within a value (voids the lemma).
@@ -171,7 +171,7 @@ pub enum MechanismSpec {
         /// Output set size.
         k: usize,
         /// Mapping strategy of Alg. 1.
-        mapping: custext::Strategy,
+        mapping: custext::MappingStrategy,
         /// Score metric.
         metric: custext::Metric,
         /// Which repeats share a draw.

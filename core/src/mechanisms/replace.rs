@@ -25,7 +25,7 @@ use crate::rng::RandomMode;
 
 /// How a span is replaced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Strategy {
+pub enum ReplaceStrategy {
     /// `[REDACTED]`.
     Redact,
     /// The label, e.g. `<PERSON>`.
@@ -38,15 +38,15 @@ pub enum Strategy {
     FullEntity,
 }
 
-impl std::str::FromStr for Strategy {
+impl std::str::FromStr for ReplaceStrategy {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
         Ok(match s.trim().to_ascii_lowercase().as_str() {
-            "redact" => Strategy::Redact,
-            "typed_placeholder" => Strategy::TypedPlaceholder,
-            "named_placeholder" => Strategy::NamedPlaceholder,
-            "word_by_word" => Strategy::WordByWord,
-            "full_entity" => Strategy::FullEntity,
+            "redact" => ReplaceStrategy::Redact,
+            "typed_placeholder" => ReplaceStrategy::TypedPlaceholder,
+            "named_placeholder" => ReplaceStrategy::NamedPlaceholder,
+            "word_by_word" => ReplaceStrategy::WordByWord,
+            "full_entity" => ReplaceStrategy::FullEntity,
             other => {
                 return Err(Error::invalid(
                     "strategy",
@@ -57,15 +57,15 @@ impl std::str::FromStr for Strategy {
     }
 }
 
-impl Strategy {
+impl ReplaceStrategy {
     /// The name used in SQL.
     pub fn name(self) -> &'static str {
         match self {
-            Strategy::Redact => "redact",
-            Strategy::TypedPlaceholder => "typed_placeholder",
-            Strategy::NamedPlaceholder => "named_placeholder",
-            Strategy::WordByWord => "word_by_word",
-            Strategy::FullEntity => "full_entity",
+            ReplaceStrategy::Redact => "redact",
+            ReplaceStrategy::TypedPlaceholder => "typed_placeholder",
+            ReplaceStrategy::NamedPlaceholder => "named_placeholder",
+            ReplaceStrategy::WordByWord => "word_by_word",
+            ReplaceStrategy::FullEntity => "full_entity",
         }
     }
 }
@@ -258,12 +258,14 @@ pub const MAX_REDRAWN_CHARS: i32 = 16;
 /// The smallest pi(t) over every surrogate `strategy` can produce for any
 /// label, with format-preserving redraws of up to [`MAX_REDRAWN_CHARS`]
 /// letters (26 choices each; digits have 10).
-pub fn strategy_min_pi(strategy: Strategy) -> f64 {
+pub fn strategy_min_pi(strategy: ReplaceStrategy) -> f64 {
     let l = lists();
     let redraw = (1.0 / 26.0f64).powi(MAX_REDRAWN_CHARS);
     match strategy {
-        Strategy::Redact | Strategy::TypedPlaceholder | Strategy::NamedPlaceholder => 1.0,
-        Strategy::WordByWord => {
+        ReplaceStrategy::Redact
+        | ReplaceStrategy::TypedPlaceholder
+        | ReplaceStrategy::NamedPlaceholder => 1.0,
+        ReplaceStrategy::WordByWord => {
             // A span of up to MAX_REDRAWN_CHARS words, each from the rarest list.
             let word = [
                 l.given.min_pi(),
@@ -276,7 +278,7 @@ pub fn strategy_min_pi(strategy: Strategy) -> f64 {
             .fold(1.0, f64::min);
             word.powi(MAX_REDRAWN_CHARS).min(redraw)
         }
-        Strategy::FullEntity => [
+        ReplaceStrategy::FullEntity => [
             l.given.min_pi() * l.surnames.min_pi(),
             l.streets.min_pi() * l.cities.min_pi() / 9_999.0,
             l.cities.min_pi(),
@@ -292,7 +294,7 @@ pub fn strategy_min_pi(strategy: Strategy) -> f64 {
 
 /// The lemma's eps for `strategy` at replacement probability `p` over the
 /// shipped surrogate lists: 0 at `p = 1`, infinite at `p = 0`.
-pub fn strategy_epsilon(strategy: Strategy, p: f64) -> Result<f64> {
+pub fn strategy_epsilon(strategy: ReplaceStrategy, p: f64) -> Result<f64> {
     check_unit("p", p)?;
     Ok(lemma_eps(p, strategy_min_pi(strategy)))
 }
@@ -300,7 +302,7 @@ pub fn strategy_epsilon(strategy: Strategy, p: f64) -> Result<f64> {
 /// Entity replacement over detected spans.
 pub struct Deidentify {
     model: Arc<NerModel>,
-    strategy: Strategy,
+    strategy: ReplaceStrategy,
     p: f64,
     consistent: bool,
 }
@@ -318,7 +320,12 @@ impl std::fmt::Debug for Deidentify {
 impl Deidentify {
     /// Replacement with `strategy`, probability `p` in [0, 1], optionally
     /// consistent within a value.
-    pub fn new(model: Arc<NerModel>, strategy: Strategy, p: f64, consistent: bool) -> Result<Self> {
+    pub fn new(
+        model: Arc<NerModel>,
+        strategy: ReplaceStrategy,
+        p: f64,
+        consistent: bool,
+    ) -> Result<Self> {
         check_unit("p", p)?;
         Ok(Deidentify {
             model,
@@ -388,11 +395,11 @@ impl Deidentify {
             }
             replaced += 1;
             let (r, pi) = match self.strategy {
-                Strategy::Redact => ("[REDACTED]".to_string(), 1.0),
-                Strategy::TypedPlaceholder => (format!("<{}>", s.label.as_str()), 1.0),
-                Strategy::NamedPlaceholder => (named(s.label).to_string(), 1.0),
-                Strategy::FullEntity => full_entity(s.label, original, rng),
-                Strategy::WordByWord => {
+                ReplaceStrategy::Redact => ("[REDACTED]".to_string(), 1.0),
+                ReplaceStrategy::TypedPlaceholder => (format!("<{}>", s.label.as_str()), 1.0),
+                ReplaceStrategy::NamedPlaceholder => (named(s.label).to_string(), 1.0),
+                ReplaceStrategy::FullEntity => full_entity(s.label, original, rng),
+                ReplaceStrategy::WordByWord => {
                     let seg = crate::text::Segmented::new(original);
                     let mut pi = 1.0;
                     let reps: Vec<Option<String>> = seg
@@ -534,7 +541,8 @@ mod tests {
                 "p = 1 gives eps 0"
             );
         }
-        let typed = Deidentify::new(m.clone(), Strategy::TypedPlaceholder, 1.0, false).unwrap();
+        let typed =
+            Deidentify::new(m.clone(), ReplaceStrategy::TypedPlaceholder, 1.0, false).unwrap();
         assert!(typed
             .replace_spans(t, &spans, &mut rng)
             .text
@@ -553,7 +561,7 @@ mod tests {
                 source: Source::Model,
             })
             .collect();
-        let d = Deidentify::new(m, Strategy::FullEntity, 0.7, false).unwrap();
+        let d = Deidentify::new(m, ReplaceStrategy::FullEntity, 0.7, false).unwrap();
         let mut rng = ChaCha20Rng::seed_from_u64(8);
         let n = 20_000;
         let kept = (0..n)
@@ -593,7 +601,7 @@ mod tests {
                 source: Source::Model,
             },
         ];
-        let d = Deidentify::new(m, Strategy::FullEntity, 1.0, true).unwrap();
+        let d = Deidentify::new(m, ReplaceStrategy::FullEntity, 1.0, true).unwrap();
         let out = d.replace_spans(t, &spans, &mut ChaCha20Rng::seed_from_u64(1));
         let parts: Vec<&str> = out.text.trim_end_matches('.').split(" met ").collect();
         assert_eq!(parts[0], parts[1], "{}", out.text);
@@ -638,21 +646,27 @@ mod tests {
         };
         let given = count(include_str!("surrogates/given_names.txt"));
         let surnames = count(include_str!("surrogates/surnames.txt"));
-        assert_eq!(strategy_epsilon(Strategy::FullEntity, 1.0).unwrap(), 0.0);
         assert_eq!(
-            strategy_epsilon(Strategy::Redact, 0.0).unwrap(),
+            strategy_epsilon(ReplaceStrategy::FullEntity, 1.0).unwrap(),
+            0.0
+        );
+        assert_eq!(
+            strategy_epsilon(ReplaceStrategy::Redact, 0.0).unwrap(),
             f64::INFINITY
         );
         let p = 0.8;
-        assert!((strategy_epsilon(Strategy::Redact, p).unwrap() - (1.0f64 / p).ln()).abs() < 1e-12);
+        assert!(
+            (strategy_epsilon(ReplaceStrategy::Redact, p).unwrap() - (1.0f64 / p).ln()).abs()
+                < 1e-12
+        );
         // A person is the rarest list draw; the 16-letter redraw is rarer still.
         let person = 1.0 / (given * surnames);
         assert!((lemma_eps(p, person) - ((1.0 - p + p * person) / (p * person)).ln()).abs() < 1e-9);
-        let full = strategy_epsilon(Strategy::FullEntity, p).unwrap();
+        let full = strategy_epsilon(ReplaceStrategy::FullEntity, p).unwrap();
         assert!(full >= lemma_eps(p, person));
         let redraw = 26f64.powi(-16);
         assert!((full - ((1.0 - p + p * redraw) / (p * redraw)).ln()).abs() < 1e-9);
-        assert!(strategy_epsilon(Strategy::FullEntity, 1.5).is_err());
+        assert!(strategy_epsilon(ReplaceStrategy::FullEntity, 1.5).is_err());
     }
 
     #[test]
@@ -661,7 +675,7 @@ mod tests {
         let t = "Call Kathryn Herrera at (555) 123-4567 on May 3, 2024.";
         let spans = detect::detect(t, Some(&m)).unwrap();
         assert!(!spans.is_empty());
-        let d = Deidentify::new(m, Strategy::FullEntity, 0.0, false).unwrap();
+        let d = Deidentify::new(m, ReplaceStrategy::FullEntity, 0.0, false).unwrap();
         let out = d.replace_spans(t, &spans, &mut ChaCha20Rng::seed_from_u64(4));
         assert_eq!(out.text, t);
         assert_eq!(out.cost.kept_tokens, spans.len());
@@ -698,6 +712,9 @@ mod tests {
         assert_eq!(&s[0..1], "(");
         assert_eq!(&s[9..10], "-");
         assert!((pi - 1e-10).abs() < 1e-20);
-        assert!("word_by_word".parse::<Strategy>().is_ok() && "mask".parse::<Strategy>().is_err());
+        assert!(
+            "word_by_word".parse::<ReplaceStrategy>().is_ok()
+                && "mask".parse::<ReplaceStrategy>().is_err()
+        );
     }
 }

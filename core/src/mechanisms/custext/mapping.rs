@@ -8,7 +8,7 @@ use rand::{Rng, RngCore};
 use sha2::{Digest, Sha256};
 
 use super::knn::Space;
-use super::{Metric, Strategy};
+use super::{MappingStrategy, Metric};
 use crate::embeddings::{euclidean, Embeddings};
 use crate::error::{Error, Result};
 
@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mapping {
     pub(super) k: usize,
-    pub(super) strategy: Strategy,
+    pub(super) strategy: MappingStrategy,
     pub(super) metric: Metric,
     /// For each row, the index of its output set in `sets`.
     set_of: Vec<u32>,
@@ -32,7 +32,7 @@ impl Mapping {
     pub fn build(
         emb: &Embeddings,
         k: usize,
-        strategy: Strategy,
+        strategy: MappingStrategy,
         metric: Metric,
         threads: usize,
     ) -> Result<Self> {
@@ -44,10 +44,10 @@ impl Mapping {
         let mut set_of = vec![u32::MAX; n];
         let mut sets: Vec<Vec<u32>> = Vec::new();
         match strategy {
-            Strategy::Aggressive | Strategy::Balanced => {
+            MappingStrategy::Aggressive | MappingStrategy::Balanced => {
                 let knn = space.all_knn(k, threads)?;
                 for (x, near) in knn.into_iter().enumerate() {
-                    if strategy == Strategy::Aggressive {
+                    if strategy == MappingStrategy::Aggressive {
                         set_of[x] = sets.len() as u32;
                         sets.push(near);
                         continue;
@@ -65,7 +65,7 @@ impl Mapping {
                     }
                 }
             }
-            Strategy::Conservative => {
+            MappingStrategy::Conservative => {
                 // The pool shrinks, so searches are sequential; each starts
                 // from the token's precomputed 4K nearest and scans the whole
                 // remaining pool only when too few of those are left.
@@ -192,7 +192,7 @@ impl Mapping {
     }
 
     /// Reads what [`Mapping::to_bytes`] wrote; `None` if it is corrupt.
-    pub fn from_bytes(b: &[u8], strategy: Strategy, metric: Metric) -> Option<Self> {
+    pub fn from_bytes(b: &[u8], strategy: MappingStrategy, metric: Metric) -> Option<Self> {
         let (body, digest) = b.split_at(b.len().checked_sub(32)?);
         if Sha256::digest(body).as_slice() != digest || body.get(..8)? != Self::MAGIC {
             return None;
@@ -235,7 +235,7 @@ impl Mapping {
         emb: &Embeddings,
         dir: &Path,
         k: usize,
-        strategy: Strategy,
+        strategy: MappingStrategy,
         metric: Metric,
         build: bool,
     ) -> Result<Self> {
@@ -289,7 +289,7 @@ pub fn cache_file(
     dir: &Path,
     emb: &Embeddings,
     k: usize,
-    strategy: Strategy,
+    strategy: MappingStrategy,
     metric: Metric,
 ) -> PathBuf {
     dir.join(format!(

@@ -35,7 +35,7 @@ pub const STOPWORDS: &str = include_str!("../stopwords.txt");
 
 /// How output sets are assigned (Alg. 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Strategy {
+pub enum MappingStrategy {
     /// Each token its own K nearest.
     Aggressive,
     /// K nearest of x also given to its members without a set.
@@ -64,7 +64,7 @@ pub enum Level {
     Dataset,
 }
 
-named_enum!(Strategy, "mapping", "aggressive" => Aggressive, "balanced" => Balanced, "conservative" => Conservative);
+named_enum!(MappingStrategy, "mapping", "aggressive" => Aggressive, "balanced" => Balanced, "conservative" => Conservative);
 named_enum!(Metric, "metric", "euclidean" => Euclidean, "cosine" => Cosine);
 named_enum!(Level, "level", "token" => Token, "record" => Record, "dataset" => Dataset);
 

@@ -16,7 +16,7 @@ use crate::rng::RandomMode;
 fn setup(
     n: usize,
     k: usize,
-    strategy: Strategy,
+    strategy: MappingStrategy,
     metric: Metric,
 ) -> (Arc<Vocabulary>, Arc<Mapping>) {
     let v = Arc::new(Vocabulary::new(synthetic(n, 8, 21), 1 << 20));
@@ -26,7 +26,7 @@ fn setup(
 
 #[test]
 fn aggressive_sets_are_each_tokens_k_nearest() {
-    let (v, m) = setup(300, 10, Strategy::Aggressive, Metric::Euclidean);
+    let (v, m) = setup(300, 10, MappingStrategy::Aggressive, Metric::Euclidean);
     let emb = v.embeddings();
     for x in [0u32, 7, 299] {
         let set = m.output_set(x);
@@ -44,7 +44,7 @@ fn aggressive_sets_are_each_tokens_k_nearest() {
 #[test]
 fn conservative_sets_are_disjoint_and_cover_everything() {
     for metric in [Metric::Euclidean, Metric::Cosine] {
-        let (_, m) = setup(503, 20, Strategy::Conservative, metric);
+        let (_, m) = setup(503, 20, MappingStrategy::Conservative, metric);
         let mut seen = vec![false; 503];
         for s in &m.sets {
             for &y in s {
@@ -59,8 +59,8 @@ fn conservative_sets_are_disjoint_and_cover_everything() {
 
 #[test]
 fn balanced_leaves_almost_no_token_without_adjacent_tokens() {
-    let (_, agg) = setup(1000, 20, Strategy::Aggressive, Metric::Euclidean);
-    let (_, bal) = setup(1000, 20, Strategy::Balanced, Metric::Euclidean);
+    let (_, agg) = setup(1000, 20, MappingStrategy::Aggressive, Metric::Euclidean);
+    let (_, bal) = setup(1000, 20, MappingStrategy::Balanced, Metric::Euclidean);
     // Table 4 of the paper: aggressive leaves most tokens alone, balanced almost none.
     assert!(
         agg.adjacent_share() < 0.01,
@@ -76,7 +76,7 @@ fn balanced_leaves_almost_no_token_without_adjacent_tokens() {
 
 #[test]
 fn eps_zero_gives_one_over_k_and_scores_follow_eq9() {
-    let (v, m) = setup(400, 20, Strategy::Balanced, Metric::Euclidean);
+    let (v, m) = setup(400, 20, MappingStrategy::Balanced, Metric::Euclidean);
     for (_, p) in m.probabilities(v.embeddings(), 3, 0.0) {
         assert!((p - 1.0 / 20.0).abs() < 1e-12);
     }
@@ -90,7 +90,7 @@ fn eps_zero_gives_one_over_k_and_scores_follow_eq9() {
 #[test]
 fn samples_follow_eq9() {
     // Chi-square, K = 20 bins, df = 19, critical value at 0.001: 43.82.
-    let (v, m) = setup(400, 20, Strategy::Balanced, Metric::Cosine);
+    let (v, m) = setup(400, 20, MappingStrategy::Balanced, Metric::Cosine);
     let emb = v.embeddings();
     let mut rng = ChaCha20Rng::seed_from_u64(17);
     for (x, eps) in [(5u32, 1.0), (200, 3.0), (399, 6.0)] {
@@ -120,7 +120,7 @@ fn samples_follow_eq9() {
 
 #[test]
 fn levels_and_stopwords() {
-    let (v, m) = setup(300, 20, Strategy::Balanced, Metric::Euclidean);
+    let (v, m) = setup(300, 20, MappingStrategy::Balanced, Metric::Euclidean);
     let text = "w5 w5 w5 w5 w5 w5 w5 w5 the W5";
     let mut rng = ChaCha20Rng::seed_from_u64(1);
     let rec = CusText::new(v.clone(), m.clone(), 0.5, Level::Record, true).unwrap();
@@ -160,21 +160,27 @@ fn levels_and_stopwords() {
 
 #[test]
 fn mapping_round_trips_and_detects_corruption() {
-    let (v, m) = setup(200, 10, Strategy::Conservative, Metric::Euclidean);
+    let (v, m) = setup(200, 10, MappingStrategy::Conservative, Metric::Euclidean);
     let bytes = m.to_bytes();
-    let back = Mapping::from_bytes(&bytes, Strategy::Conservative, Metric::Euclidean).unwrap();
+    let back =
+        Mapping::from_bytes(&bytes, MappingStrategy::Conservative, Metric::Euclidean).unwrap();
     assert_eq!(*m, back);
     let mut bad = bytes.clone();
     bad[20] ^= 1;
-    assert!(Mapping::from_bytes(&bad, Strategy::Conservative, Metric::Euclidean).is_none());
-    assert!(Mapping::from_bytes(&bytes[..10], Strategy::Conservative, Metric::Euclidean).is_none());
+    assert!(Mapping::from_bytes(&bad, MappingStrategy::Conservative, Metric::Euclidean).is_none());
+    assert!(Mapping::from_bytes(
+        &bytes[..10],
+        MappingStrategy::Conservative,
+        Metric::Euclidean
+    )
+    .is_none());
     let dir = std::env::temp_dir().join(format!("dptext-custext-{}", std::process::id()));
     // Without permission to build, a missing mapping is an error naming the CLI.
     let e = Mapping::load_or_build(
         v.embeddings(),
         &dir,
         10,
-        Strategy::Conservative,
+        MappingStrategy::Conservative,
         Metric::Euclidean,
         false,
     )
@@ -189,7 +195,7 @@ fn mapping_round_trips_and_detects_corruption() {
         v.embeddings(),
         &dir,
         10,
-        Strategy::Conservative,
+        MappingStrategy::Conservative,
         Metric::Euclidean,
         true,
     )
@@ -198,7 +204,7 @@ fn mapping_round_trips_and_detects_corruption() {
         &dir,
         v.embeddings(),
         10,
-        Strategy::Conservative,
+        MappingStrategy::Conservative,
         Metric::Euclidean,
     );
     assert!(file.exists());
@@ -207,7 +213,7 @@ fn mapping_round_trips_and_detects_corruption() {
         v.embeddings(),
         &dir,
         10,
-        Strategy::Conservative,
+        MappingStrategy::Conservative,
         Metric::Euclidean,
         false,
     )
@@ -218,7 +224,7 @@ fn mapping_round_trips_and_detects_corruption() {
         v.embeddings(),
         &dir,
         10,
-        Strategy::Conservative,
+        MappingStrategy::Conservative,
         Metric::Euclidean,
         true,
     )
@@ -237,7 +243,7 @@ fn parameters_are_validated() {
             k: 20,
             keep_stopwords: true,
             level: Level::Record,
-            mapping: Strategy::Balanced,
+            mapping: MappingStrategy::Balanced,
             ..
         }
     ));
