@@ -93,9 +93,6 @@ impl EngineConfig {
     }
 }
 
-/// How many built mechanisms an engine keeps ([`Engine::mechanism`]).
-pub const MECHANISM_CACHE_ENTRIES: u64 = 64;
-
 /// Loads vocabularies on demand and runs mechanisms.
 #[derive(Debug)]
 pub struct Engine {
@@ -107,9 +104,6 @@ pub struct Engine {
     detector: Mutex<Option<Arc<NerModel>>>,
     /// Masked LMs keyed by (model directory, requested device).
     mlms: moka::sync::Cache<(PathBuf, Device), Arc<MaskedLm>>,
-    /// Built mechanisms keyed by name and canonical parameters
-    /// ([`Engine::mechanism`]).
-    mechanisms: moka::sync::Cache<String, Arc<dyn Mechanism>>,
     /// Installed around every call; `None`: calls run to the end.
     cancel: Option<Hook>,
 }
@@ -142,7 +136,6 @@ impl Engine {
             mappings: Mutex::new(HashMap::new()),
             detector: Mutex::new(None),
             mlms: moka::sync::Cache::new(4),
-            mechanisms: moka::sync::Cache::new(MECHANISM_CACHE_ENTRIES),
             cancel: None,
         }
     }
@@ -337,20 +330,6 @@ impl Engine {
         slot.lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
-    }
-
-    /// The mechanism `spec` describes, built once per name and canonical
-    /// parameters and kept (up to [`MECHANISM_CACHE_ENTRIES`] of them):
-    /// building parses parameters and looks up vocabularies and mappings on
-    /// every call otherwise.
-    pub fn mechanism(&self, spec: &MechanismSpec) -> Result<Arc<dyn Mechanism>> {
-        let key = format!("{}\0{}", spec.name(), spec.params_json());
-        if let Some(m) = self.mechanisms.get(&key) {
-            return Ok(m);
-        }
-        let m: Arc<dyn Mechanism> = self.build(spec)?.into();
-        self.mechanisms.insert(key, m.clone());
-        Ok(m)
     }
 
     /// Builds the mechanism `spec` describes.

@@ -92,6 +92,9 @@ thread_local! {
     /// Set while this module runs its own catalog queries, whose planning
     /// must not be masked (and could not be: they read no labelled column).
     static IN_LOOKUP: Cell<bool> = const { Cell::new(false) };
+    /// Built mechanisms per (mechanism, params), for [`dptext::mask`].
+    static MECHANISMS: RefCell<HashMap<(String, String), Arc<dyn dptext_core::mechanisms::Mechanism>>> =
+        RefCell::new(HashMap::new());
 }
 
 /// Drops every cached decision; called on relation-cache invalidations.
@@ -361,14 +364,8 @@ pub(crate) fn function_oid(signature: &'static str) -> Oid {
 /// Refuses masked reads unless a key is in force: seeded or OS randomness
 /// would let a masked session see fresh draws (or replay a public seed).
 pub(crate) fn require_key() {
-    key_mode();
-}
-
-/// The keyed random mode masked reads run under; refuses the statement when
-/// no key is in force.
-fn key_mode() -> dptext_core::RandomMode {
     match crate::guc::random_mode() {
-        Ok(mode @ dptext_core::RandomMode::Keyed(_)) => mode,
+        Ok(dptext_core::RandomMode::Keyed(_)) => {}
         Ok(_) => refuse(
             "masked sessions read labelled columns only under a key, and none is set: set dptext.key_file (in postgresql.conf, or ALTER DATABASE/ROLE ... SET) to a file holding a secret key".into(),
         ),
@@ -388,13 +385,20 @@ pub(crate) fn column_statistics_visible(relid: Oid, attnum: i16) -> bool {
 
 fn mechanism_for(mechanism: &str, params: &str) -> Arc<dyn dptext_core::mechanisms::Mechanism> {
     const F: &str = "dptext.mask";
+    let key = (mechanism.to_string(), params.to_string());
+    if let Some(m) = MECHANISMS.with(|c| c.borrow().get(&key).cloned()) {
+        return m;
+    }
     let json: serde_json::Value = serde_json::from_str(params)
         .unwrap_or_else(|e| raise(ExtError::Core(dptext_core::Error::Json(e)), F));
     let spec = dptext_core::mechanisms::MechanismSpec::parse(mechanism, &json)
         .unwrap_or_else(|e| raise(e.into(), F));
-    crate::engine()
-        .mechanism(&spec)
+    let built: Arc<dyn dptext_core::mechanisms::Mechanism> = crate::engine()
+        .build(&spec)
         .unwrap_or_else(|e| raise(e.into(), F))
+        .into();
+    MECHANISMS.with(|c| c.borrow_mut().insert(key, built.clone()));
+    built
 }
 
 /// The SQL-callable side of masking, in schema `dptext`.
@@ -419,8 +423,10 @@ pub mod dptext {
                 "dptext.mask is applied by masking only and cannot be called directly".into(),
             );
         }
-        let mode = super::key_mode();
+        super::require_key();
         let m = super::mechanism_for(mechanism, params);
+        let mode = crate::guc::random_mode()
+            .unwrap_or_else(|e| super::refuse(format!("the masking key could not be read: {e}")));
         crate::engine()
             .run(m.as_ref(), value, &mode, &[])
             .unwrap_or_else(|e| crate::error::raise(e.into(), "dptext.mask"))

@@ -88,13 +88,6 @@ pub trait Mechanism: Send + Sync {
     }
 }
 
-/// A mechanism shows as its name and canonical parameters.
-impl std::fmt::Debug for dyn Mechanism {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}({})", self.name(), self.params())
-    }
-}
-
 /// Which embedding set a word mechanism uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]

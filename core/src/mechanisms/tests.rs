@@ -304,26 +304,6 @@ fn engine_with_synthetic_glove() -> (Engine, std::path::PathBuf) {
     (Engine::new(EngineConfig::new(dir.clone())), dir)
 }
 
-/// `Engine::mechanism` builds a mechanism once per name and parameters,
-/// and what it keeps gives the same output as a fresh build.
-#[test]
-fn built_mechanisms_are_kept_per_parameters() {
-    let (engine, dir) = engine_with_synthetic_glove();
-    let spec = MechanismSpec::parse("santext", &serde_json::json!({"eps": 1.0})).unwrap();
-    let other = MechanismSpec::parse("santext", &serde_json::json!({"eps": 2.0})).unwrap();
-    let a = engine.mechanism(&spec).unwrap();
-    assert!(Arc::ptr_eq(&a, &engine.mechanism(&spec).unwrap()));
-    assert!(!Arc::ptr_eq(&a, &engine.mechanism(&other).unwrap()));
-    let text = "w1 w2 w3 w4 w5 w6 w7 w8";
-    let fresh = engine.build(&spec).unwrap();
-    let mode = RandomMode::Seeded(3);
-    assert_eq!(
-        engine.run(a.as_ref(), text, &mode, &[]).unwrap().text,
-        engine.run(fresh.as_ref(), text, &mode, &[]).unwrap().text
-    );
-    let _ = std::fs::remove_dir_all(dir);
-}
-
 #[test]
 fn seeded_and_keyed_modes_are_deterministic() {
     let (engine, dir) = engine_with_synthetic_glove();
