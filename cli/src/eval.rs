@@ -1,19 +1,177 @@
-//! `dptext eval-detect`: detection precision and recall per label.
+//! `dptext eval-detect`: detection recall and precision.
+//!
+//! Two inputs: a directory of annotated notes (`{{CATEGORY|text}}` markup,
+//! `tests/data/clinical/`), scored per HIPAA category, span- and
+//! word-level; or a labelled JSON-lines file (`{"text": ..., "spans":
+//! [[start, end, label], ...]}`, the older template set), scored per label.
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
-use dptext_core::detect::{eval, Label};
+use anyhow::{bail, Context, Result};
+use dptext_core::detect::annotated::{self, Note};
+use dptext_core::detect::eval::{self, Report};
+use dptext_core::detect::Label;
 use dptext_core::{Engine, EngineConfig};
 
 use crate::progress;
 
-/// Scores detection on a labelled JSON-lines file and prints a table.
-pub fn eval_detect(dir: &Path, file: &Path) -> Result<()> {
+/// What `eval-detect` prints besides the tables.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// Print every missed gold span and every wrong prediction.
+    pub errors: bool,
+}
+
+fn engine(dir: &Path) -> Engine {
     let mut config = EngineConfig::new(dir.to_path_buf());
     config.model_threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let engine = Engine::new(config);
+    Engine::new(config)
+}
+
+/// Scores detection on `path` (a directory of notes or a JSON-lines file).
+pub fn eval_detect(dir: &Path, path: &Path, opts: Options) -> Result<()> {
+    if path.is_dir() {
+        eval_notes(dir, path, opts)
+    } else {
+        eval_jsonl(dir, path)
+    }
+}
+
+/// The annotated notes of a directory (`*.txt`), in name order.
+pub fn read_notes(path: &Path) -> Result<Vec<(PathBuf, Note)>> {
+    let mut files: Vec<PathBuf> = fs::read_dir(path)
+        .with_context(|| format!("reading {}", path.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        bail!("no annotated notes (*.txt) in {}", path.display());
+    }
+    files
+        .into_iter()
+        .map(|f| {
+            let marked =
+                fs::read_to_string(&f).with_context(|| format!("reading {}", f.display()))?;
+            let note = annotated::parse(&marked).with_context(|| f.display().to_string())?;
+            Ok((f, note))
+        })
+        .collect()
+}
+
+fn eval_notes(dir: &Path, path: &Path, opts: Options) -> Result<()> {
+    let notes = read_notes(path)?;
+    let engine = engine(dir);
+    let started = std::time::Instant::now();
+    let bar = progress::items(notes.len() as u64, "detecting");
+    let mut report = Report::default();
+    for (file, note) in &notes {
+        let spans = engine
+            .detect(&note.text)
+            .with_context(|| file.display().to_string())?;
+        let pred: Vec<eval::Labelled> = spans.iter().map(|s| (s.start, s.end, s.label)).collect();
+        report.add_note(note, &pred);
+        if opts.errors {
+            bar.suspend(|| print_errors(file, note, &spans));
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let secs = started.elapsed().as_secs_f64();
+    let bytes: usize = notes.iter().map(|(_, n)| n.text.len()).sum();
+    println!(
+        "{} notes ({} KB) in {secs:.1}s ({:.1} notes/s)",
+        notes.len(),
+        bytes / 1024,
+        notes.len() as f64 / secs.max(1e-9)
+    );
+    println!();
+    println!("| category | label | gold | span recall | protected (any label) | word recall |");
+    println!("|---|---|---|---|---|---|");
+    for (c, t) in &report.categories {
+        println!(
+            "| {} | {} | {} | {:.3} | {:.3} | {:.3} |",
+            c.as_str(),
+            c.label().as_str(),
+            t.gold,
+            t.recall(),
+            t.protected_share(),
+            t.word_recall()
+        );
+    }
+    let r = report.recall_total();
+    println!(
+        "| **all** | | {} | **{:.3}** | {:.3} | {:.3} |",
+        r.gold,
+        r.recall(),
+        r.protected_share(),
+        r.word_recall()
+    );
+    println!();
+    println!("| label | predicted | span precision | word precision |");
+    println!("|---|---|---|---|");
+    for (l, t) in &report.labels {
+        println!(
+            "| {} | {} | {:.3} | {:.3} |",
+            l.as_str(),
+            t.predicted,
+            t.precision(),
+            t.word_precision()
+        );
+    }
+    let p = report.precision_total();
+    println!(
+        "| **all** | {} | **{:.3}** | {:.3} |",
+        p.predicted,
+        p.precision(),
+        p.word_precision()
+    );
+    Ok(())
+}
+
+/// Prints what a note's detection missed and what it got wrong.
+fn print_errors(file: &Path, note: &Note, spans: &[dptext_core::detect::Span]) {
+    let name = file.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let t = &note.text;
+    let line = |at: usize| t[..at].matches('\n').count() + 1;
+    for g in &note.gold {
+        let hit = |s: &dptext_core::detect::Span| s.label == g.category.label() && s.start <= g.start && s.end >= g.end;
+        let part = |s: &dptext_core::detect::Span| s.start < g.end && g.start < s.end;
+        if !spans.iter().any(hit) {
+            let got: Vec<String> = spans
+                .iter()
+                .filter(|s| part(s))
+                .map(|s| format!("{}:{:?}", s.label.as_str(), &t[s.start..s.end]))
+                .collect();
+            println!(
+                "MISS {name}:{} {} {:?}  got [{}]",
+                line(g.start),
+                g.category.as_str(),
+                &t[g.start..g.end],
+                got.join(", ")
+            );
+        }
+    }
+    for s in spans {
+        let ok = note
+            .gold
+            .iter()
+            .any(|g| g.category.label() == s.label && g.start < s.end && s.start < g.end);
+        if !ok {
+            println!(
+                "FP   {name}:{} {} {:?} ({:?})",
+                line(s.start),
+                s.label.as_str(),
+                &t[s.start..s.end],
+                s.source
+            );
+        }
+    }
+}
+
+fn eval_jsonl(dir: &Path, file: &Path) -> Result<()> {
+    let engine = engine(dir);
     let text = fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
     let mut totals = std::collections::BTreeMap::new();
     let started = std::time::Instant::now();
@@ -32,7 +190,7 @@ pub fn eval_detect(dir: &Path, file: &Path) -> Result<()> {
         let mut gold = Vec::new();
         for s in v["spans"].as_array().into_iter().flatten() {
             let (Some(a), Some(b), Some(l)) = (s[0].as_u64(), s[1].as_u64(), s[2].as_str()) else {
-                anyhow::bail!("line {}: bad span {s}", i + 1);
+                bail!("line {}: bad span {s}", i + 1);
             };
             gold.push((a as usize, b as usize, l.parse::<Label>()?));
         }

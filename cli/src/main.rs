@@ -57,12 +57,17 @@ enum Command {
     /// Sanitize lines, JSON-line fields or CSV columns (file or stdin) to
     /// stdout or --output.
     Sanitize(Box<sanitize_cmd::SanitizeArgs>),
-    /// Precision and recall of detection per label on a labelled JSON-lines
-    /// file ({"text": ..., "spans": [[start, end, label], ...]}, byte offsets).
+    /// Recall and precision of detection: on a directory of annotated
+    /// notes (`{{CATEGORY|text}}`, per HIPAA category, span- and word-level)
+    /// or on a labelled JSON-lines file ({"text": ..., "spans": [[start,
+    /// end, label], ...]}, byte offsets, per label).
     EvalDetect {
-        /// The labelled file (default: tests/data/detection_eval.jsonl).
-        #[arg(default_value = "tests/data/detection_eval.jsonl")]
+        /// The notes directory or labelled file (default: tests/data/clinical).
+        #[arg(default_value = "tests/data/clinical")]
         file: PathBuf,
+        /// Also print every missed span and every wrong prediction.
+        #[arg(long)]
+        errors: bool,
     },
     /// Build (or check) the CusText mapping of a vocabulary and cache it in
     /// the assets directory; prints the time taken and the share of tokens
@@ -128,7 +133,9 @@ fn run(command: Command, assets: &AssetsDir) -> Result<()> {
                 Ok(())
             }
         },
-        Command::EvalDetect { file } => eval::eval_detect(dir, &file),
+        Command::EvalDetect { file, errors } => {
+            eval::eval_detect(dir, &file, eval::Options { errors })
+        }
         Command::CustextMap(a) => custext_map::run(dir, &a),
         Command::Sanitize(a) => sanitize_cmd::run(dir, *a),
     }

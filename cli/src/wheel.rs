@@ -7,8 +7,12 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
-/// Reads one member of a wheel into memory.
+/// Reads one member of a wheel (or of a `.tar.gz` source archive, for the
+/// packages that ship no wheel) into memory.
 pub fn read_member(wheel: &Path, member: &str) -> Result<Vec<u8>> {
+    if wheel.to_string_lossy().ends_with(".tar.gz") {
+        return read_tar_gz_member(wheel, member);
+    }
     let f = fs::File::open(wheel).with_context(|| format!("opening {}", wheel.display()))?;
     let mut zip =
         zip::ZipArchive::new(f).with_context(|| format!("reading {}", wheel.display()))?;
@@ -18,6 +22,24 @@ pub fn read_member(wheel: &Path, member: &str) -> Result<Vec<u8>> {
     let mut buf = Vec::with_capacity(entry.size() as usize);
     entry.read_to_end(&mut buf)?;
     Ok(buf)
+}
+
+/// Reads one member of a gzipped tar archive into memory.
+fn read_tar_gz_member(archive: &Path, member: &str) -> Result<Vec<u8>> {
+    let f = fs::File::open(archive).with_context(|| format!("opening {}", archive.display()))?;
+    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(f));
+    for entry in tar
+        .entries()
+        .with_context(|| format!("reading {}", archive.display()))?
+    {
+        let mut entry = entry.with_context(|| format!("reading {}", archive.display()))?;
+        if entry.path()?.to_string_lossy() == member {
+            let mut buf = Vec::new();
+            entry.read_to_end(&mut buf)?;
+            return Ok(buf);
+        }
+    }
+    bail!("{member} not found in {}", archive.display())
 }
 
 /// A 2-D little-endian f32 `.npy` array, returned row-major.

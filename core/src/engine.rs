@@ -21,7 +21,7 @@ use crate::embeddings::{Embeddings, MapFn};
 use crate::error::{Error, Result};
 use std::collections::HashMap;
 
-use crate::detect::model::NerModel;
+use crate::detect::Detector;
 use crate::detect::Span;
 use crate::mechanisms::custext::{self, Mapping};
 use crate::mechanisms::ndd::NddDistort;
@@ -101,7 +101,7 @@ pub struct Engine {
     glove: Mutex<Option<Arc<Vocabulary>>>,
     wordpiece: Mutex<Option<Arc<Vocabulary>>>,
     mappings: Mutex<HashMap<MappingKey, Arc<Mapping>>>,
-    detector: Mutex<Option<Arc<NerModel>>>,
+    detector: Mutex<Option<Arc<Detector>>>,
     /// Masked LMs keyed by (model directory, requested device).
     mlms: moka::sync::Cache<(PathBuf, Device), Arc<MaskedLm>>,
     /// Installed around every call; `None`: calls run to the end.
@@ -240,8 +240,8 @@ impl Engine {
     pub fn detect(&self, text: &str) -> Result<Vec<Span>> {
         self.check_size(text, true)?;
         let _scope = self.scope();
-        let model = self.model()?;
-        crate::detect::detect(text, Some(&model))
+        let detector = self.model()?;
+        detector.detect(text)
     }
 
     /// NDD of the edit `a -> b` under the settings' masked LM: limits as
@@ -260,8 +260,8 @@ impl Engine {
         self.cancellable(|| scorer.ndd(a, b))
     }
 
-    /// The detection model, loaded on first use.
-    fn model(&self) -> Result<Arc<NerModel>> {
+    /// The detector (model and dictionaries), loaded on first use.
+    fn model(&self) -> Result<Arc<Detector>> {
         let mut slot = self
             .detector
             .lock()
@@ -270,7 +270,7 @@ impl Engine {
             return Ok(m.clone());
         }
         let started = std::time::Instant::now();
-        let m = Arc::new(NerModel::load(
+        let m = Arc::new(Detector::load(
             &self.config.assets_dir,
             self.config.model_threads,
         )?);

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use super::annotated::{Category, Note};
 use super::Label;
 
 /// Counts for one label under one criterion.
@@ -71,6 +72,187 @@ pub fn add(totals: &mut BTreeMap<Label, (Counts, Counts)>, gold: &[Labelled], pr
     }
 }
 
+/// Recall and precision on annotated notes, span- and token-level.
+///
+/// - A gold span is **found** when every one of its words (alphanumeric
+///   runs) is covered, byte for byte, by predicted spans of its category's
+///   label: finding `Lopez` in `Maria Lopez` does not count. It is
+///   **protected** when the same holds for predicted spans of any label.
+/// - A predicted span is **correct** when it overlaps a gold span of its label.
+/// - Token-level: the words inside gold spans that are covered by a span
+///   of the right label, and the words inside predicted spans that lie in a
+///   gold span of the same label.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    /// Recall side, per annotated category.
+    pub categories: BTreeMap<Category, Tally>,
+    /// Precision side, per detector label.
+    pub labels: BTreeMap<Label, Tally>,
+    /// Notes scored.
+    pub notes: usize,
+}
+
+/// Counts for one category (recall) or one label (precision).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Gold spans.
+    pub gold: usize,
+    /// Gold spans found under their label.
+    pub found: usize,
+    /// Gold spans covered by spans of any label.
+    pub protected: usize,
+    /// Words inside gold spans.
+    pub gold_words: usize,
+    /// Of those, words covered under the right label.
+    pub found_words: usize,
+    /// Predicted spans.
+    pub predicted: usize,
+    /// Predicted spans overlapping a gold span of their label.
+    pub correct: usize,
+    /// Words inside predicted spans.
+    pub predicted_words: usize,
+    /// Of those, words inside a gold span of the same label.
+    pub correct_words: usize,
+}
+
+fn ratio(a: usize, b: usize) -> f64 {
+    if b == 0 {
+        1.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+impl Tally {
+    /// Span recall: found / gold.
+    pub fn recall(&self) -> f64 {
+        ratio(self.found, self.gold)
+    }
+    /// Share of gold spans covered under any label.
+    pub fn protected_share(&self) -> f64 {
+        ratio(self.protected, self.gold)
+    }
+    /// Word recall.
+    pub fn word_recall(&self) -> f64 {
+        ratio(self.found_words, self.gold_words)
+    }
+    /// Span precision: correct / predicted.
+    pub fn precision(&self) -> f64 {
+        ratio(self.correct, self.predicted)
+    }
+    /// Word precision.
+    pub fn word_precision(&self) -> f64 {
+        ratio(self.correct_words, self.predicted_words)
+    }
+    fn add(&mut self, o: &Tally) {
+        self.gold += o.gold;
+        self.found += o.found;
+        self.protected += o.protected;
+        self.gold_words += o.gold_words;
+        self.found_words += o.found_words;
+        self.predicted += o.predicted;
+        self.correct += o.correct;
+        self.predicted_words += o.predicted_words;
+        self.correct_words += o.correct_words;
+    }
+}
+
+/// The alphanumeric runs of `text` as byte ranges.
+fn words(text: &str) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut start = None;
+    for (i, c) in text.char_indices() {
+        match (c.is_alphanumeric(), start) {
+            (true, None) => start = Some(i),
+            (false, Some(s)) => {
+                out.push((s, i));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(s) = start {
+        out.push((s, text.len()));
+    }
+    out
+}
+
+impl Report {
+    /// Scores one note against the detector's spans.
+    pub fn add_note(&mut self, note: &Note, pred: &[Labelled]) {
+        self.notes += 1;
+        let n = note.text.len();
+        // Byte coverage per label, and by any label.
+        let mut cover: BTreeMap<Label, Vec<bool>> = BTreeMap::new();
+        let mut any = vec![false; n];
+        for &(s, e, l) in pred {
+            let c = cover.entry(l).or_insert_with(|| vec![false; n]);
+            for i in s.min(n)..e.min(n) {
+                c[i] = true;
+                any[i] = true;
+            }
+        }
+        let none = vec![false; n];
+        let ws = words(&note.text);
+        let covered = |c: &[bool], s: usize, e: usize| (s..e).all(|i| c[i]);
+        for g in &note.gold {
+            let c = cover.get(&g.category.label()).unwrap_or(&none);
+            let t = self.categories.entry(g.category).or_default();
+            t.gold += 1;
+            let inside: Vec<(usize, usize)> = ws
+                .iter()
+                .filter(|w| w.0 < g.end && g.start < w.1)
+                .map(|w| (w.0.max(g.start), w.1.min(g.end)))
+                .collect();
+            let found: Vec<bool> = inside.iter().map(|&(s, e)| covered(c, s, e)).collect();
+            t.gold_words += inside.len();
+            t.found_words += found.iter().filter(|&&f| f).count();
+            if found.iter().all(|&f| f) {
+                t.found += 1;
+            }
+            if inside.iter().all(|&(s, e)| covered(&any, s, e)) {
+                t.protected += 1;
+            }
+        }
+        for &(s, e, l) in pred {
+            let t = self.labels.entry(l).or_default();
+            t.predicted += 1;
+            let hits = |a: usize, b: usize| {
+                note.gold
+                    .iter()
+                    .any(|g| g.category.label() == l && g.start < b && a < g.end)
+            };
+            if hits(s, e) {
+                t.correct += 1;
+            }
+            for w in ws.iter().filter(|w| w.0 < e && s < w.1) {
+                t.predicted_words += 1;
+                if hits(w.0.max(s), w.1.min(e)) {
+                    t.correct_words += 1;
+                }
+            }
+        }
+    }
+
+    /// All categories together (recall side).
+    pub fn recall_total(&self) -> Tally {
+        let mut t = Tally::default();
+        for c in self.categories.values() {
+            t.add(c);
+        }
+        t
+    }
+
+    /// All labels together (precision side).
+    pub fn precision_total(&self) -> Tally {
+        let mut t = Tally::default();
+        for c in self.labels.values() {
+            t.add(c);
+        }
+        t
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,5 +277,31 @@ mod tests {
         assert_eq!(t[&Label::Person].0.recall(), 1.0);
         assert_eq!(t[&Label::Date].1.precision(), 0.0);
         assert_eq!(t[&Label::Date].1.recall(), 1.0);
+    }
+}
+
+#[cfg(test)]
+mod report_tests {
+    use super::*;
+    use crate::detect::annotated::parse;
+
+    #[test]
+    fn a_partly_found_name_is_not_found_but_its_words_count() {
+        let note = parse("{{NAME|Maria Lopez}} lives in {{LOCATION|Springfield}}.").unwrap();
+        let mut r = Report::default();
+        // "Lopez" as PERSON, "Springfield" as PERSON (wrong label), "lives" as DATE.
+        r.add_note(
+            &note,
+            &[(6, 11, Label::Person), (21, 32, Label::Person), (12, 17, Label::Date)],
+        );
+        let name = r.categories[&Category::Name];
+        assert_eq!((name.gold, name.found, name.gold_words, name.found_words), (1, 0, 2, 1));
+        let loc = r.categories[&Category::Location];
+        assert_eq!((loc.found, loc.protected), (0, 1));
+        let person = r.labels[&Label::Person];
+        assert_eq!((person.predicted, person.correct), (2, 1));
+        assert_eq!(r.labels[&Label::Date].precision(), 0.0);
+        assert!((r.recall_total().recall() - 0.0).abs() < 1e-9);
+        assert!((r.precision_total().precision() - 1.0 / 3.0).abs() < 1e-9);
     }
 }

@@ -7,9 +7,13 @@
 //! checksum matched exactly) wins over the model; then the earlier span;
 //! then the label order of [`Label`].
 
+pub mod annotated;
+pub mod context;
 pub mod eval;
+pub mod lexicon;
 pub mod model;
 pub mod rules;
+pub mod vocab;
 
 use serde::Serialize;
 
@@ -93,48 +97,130 @@ pub struct Span {
     pub source: Source,
 }
 
-/// Resolves overlaps: keeps a set of pairwise disjoint spans, choosing
-/// longer spans first, then rules over the model, then earlier spans, then
-/// the lower label; returns them in text order.
+/// Resolves overlaps: keeps a set of pairwise disjoint spans, returned in
+/// text order. Rules (patterns, checksums, context) go first, longer
+/// before shorter, then earlier, then the lower label; then the model's
+/// spans, longer first, each dropped when it overlaps a kept span of
+/// another label and merged into the kept spans of its own label when it
+/// overlaps only those (the model widens `Lopez` to `Maria Lopez`).
 pub fn resolve(mut spans: Vec<Span>) -> Vec<Span> {
     spans.retain(|s| s.end > s.start);
     spans.sort_by(|a, b| {
-        (b.end - b.start)
-            .cmp(&(a.end - a.start))
-            .then_with(|| matches!(a.source, Source::Model).cmp(&matches!(b.source, Source::Model)))
+        matches!(a.source, Source::Model)
+            .cmp(&matches!(b.source, Source::Model))
+            .then((b.end - b.start).cmp(&(a.end - a.start)))
             .then(a.start.cmp(&b.start))
             .then(a.label.cmp(&b.label))
     });
     // Kept spans by start; they are disjoint, so a candidate can only
-    // collide with its nearest neighbours on either side: O(n log n).
+    // collide with its neighbours: O(n log n) for rules, and a model span
+    // touches only the few kept spans inside it.
     let mut kept: std::collections::BTreeMap<usize, Span> = std::collections::BTreeMap::new();
     for s in spans {
-        let before_ok = kept
+        let first = kept
             .range(..=s.start)
             .next_back()
-            .is_none_or(|(_, k)| k.end <= s.start);
-        let after_ok = kept
-            .range(s.start..)
-            .next()
-            .is_none_or(|(_, k)| k.start >= s.end);
-        if before_ok && after_ok {
+            .filter(|(_, k)| k.end > s.start)
+            .map_or(s.start, |(&k, _)| k);
+        let hits: Vec<usize> = kept.range(first..s.end).map(|(&k, _)| k).collect();
+        if hits.is_empty() {
             kept.insert(s.start, s);
+            continue;
         }
+        if !matches!(s.source, Source::Model) || hits.iter().any(|k| kept[k].label != s.label) {
+            continue;
+        }
+        let mut merged = s;
+        for k in hits {
+            if let Some(old) = kept.remove(&k) {
+                merged.start = merged.start.min(old.start);
+                merged.end = merged.end.max(old.end);
+                merged.source = old.source;
+                merged.score = merged.score.max(old.score);
+            }
+        }
+        kept.insert(merged.start, merged);
     }
     kept.into_values().collect()
 }
 
-/// Rules and, when given, the model; overlaps resolved. (The engine
-/// always passes the model: a missing model is an error, not a silent
-/// fall-back to rules.)
+/// Rules and, when given, the model; overlaps resolved. Without a
+/// lexicon the context rules are skipped (the engine always passes both:
+/// a missing model or dictionary is an error, not a silent fall-back).
 pub fn detect(text: &str, model: Option<&model::NerModel>) -> crate::Result<Vec<Span>> {
+    detect_with(text, model, None)
+}
+
+/// Every layer: rules, the model (per window and per line, lines in
+/// capitals read in title case), then the context rules over the
+/// dictionaries, seeded with what the others found; model guesses that
+/// are only clinical vocabulary are dropped.
+pub fn detect_with(
+    text: &str,
+    model: Option<&model::NerModel>,
+    lexicon: Option<&lexicon::Lexicon>,
+) -> crate::Result<Vec<Span>> {
     crate::cancel::check()?;
     let mut spans = rules::find(text);
     if let Some(m) = model {
         crate::cancel::check()?;
-        spans.extend(m.spans(text)?);
+        let mut guesses = m.spans(text)?;
+        if lexicon.is_some() {
+            guesses.extend(m.line_spans(text)?);
+        }
+        guesses.retain(|s| !only_vocabulary(text, s));
+        spans.extend(guesses);
+    }
+    if let Some(lex) = lexicon {
+        crate::cancel::check()?;
+        let found = context::find(text, lex, &spans);
+        spans.extend(found);
     }
     Ok(resolve(spans))
+}
+
+/// A model name, place or organisation needs a word of two letters or
+/// more, capitalised or in capitals, that is not clinical or common
+/// vocabulary: `ABDOMEN`, `Pulse`, `heparin`, `q6h` and `T 36.4` are dropped.
+fn only_vocabulary(text: &str, s: &Span) -> bool {
+    if !matches!(s.label, Label::Person | Label::Location | Label::Organization) {
+        return false;
+    }
+    let t = &text[s.start..s.end];
+    !t.split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .filter(|w| w.chars().filter(|c| c.is_alphabetic()).count() >= 2)
+        .any(|w| {
+            w.chars().all(char::is_alphabetic)
+                && w.starts_with(char::is_uppercase)
+                && !vocab::is_common(w)
+        })
+}
+
+/// The detector the engine uses: the token classifier and the dictionaries.
+#[derive(Debug)]
+pub struct Detector {
+    model: model::NerModel,
+    lexicon: lexicon::Lexicon,
+}
+
+impl Detector {
+    /// Loads the model and the dictionaries from an assets directory.
+    pub fn load(assets: &std::path::Path, threads: usize) -> crate::Result<Self> {
+        Ok(Detector {
+            model: model::NerModel::load(assets, threads)?,
+            lexicon: lexicon::Lexicon::load(assets)?,
+        })
+    }
+
+    /// Typed spans of `text`, every layer, overlaps resolved.
+    pub fn detect(&self, text: &str) -> crate::Result<Vec<Span>> {
+        detect_with(text, Some(&self.model), Some(&self.lexicon))
+    }
+
+    /// The token classifier.
+    pub fn model(&self) -> &model::NerModel {
+        &self.model
+    }
 }
 
 #[cfg(test)]
@@ -212,7 +298,7 @@ mod quality {
     /// recall must stay at or above 0.95 for the labels the issue names.
     #[test]
     fn recall_on_the_evaluation_set() {
-        let Some(model) = crate::assets::load_or_skip(|dir| model::NerModel::load(dir, 2)) else {
+        let Some(detector) = crate::assets::load_or_skip(|dir| Detector::load(dir, 2)) else {
             return;
         };
         let path = concat!(
@@ -237,7 +323,8 @@ mod quality {
                     )
                 })
                 .collect();
-            let pred: Vec<eval::Labelled> = detect(t, Some(&model))
+            let pred: Vec<eval::Labelled> = detector
+                .detect(t)
                 .expect("detect")
                 .iter()
                 .map(|s| (s.start, s.end, s.label))

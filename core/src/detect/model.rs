@@ -284,6 +284,56 @@ impl NerModel {
     }
 }
 
+impl NerModel {
+    /// The model's spans line by line: a short context reads names the
+    /// whole-text windows miss (`Maria Lopez lives in Springfield.`), and a
+    /// line mostly in capitals is read in title case (the model was trained
+    /// on mixed case: `KOWALCZYK, HELENA` is a name, `Kowalczyk, Helena`
+    /// reads as one). Offsets point into `text`.
+    pub fn line_spans(&self, text: &str) -> Result<Vec<Span>> {
+        let mut out = Vec::new();
+        let mut at = 0;
+        for line in text.split_inclusive('\n') {
+            let start = at;
+            at += line.len();
+            let letters = line.chars().filter(|c| c.is_alphabetic()).count();
+            if letters < 2 {
+                continue;
+            }
+            crate::cancel::check()?;
+            let upper = line.chars().filter(|c| c.is_uppercase()).count();
+            let read = if upper * 10 >= letters * 6 && letters >= 4 {
+                title_case(line)
+            } else {
+                line.to_string()
+            };
+            for mut s in self.spans(&read)? {
+                s.start += start;
+                s.end += start;
+                out.push(s);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// ASCII title case, byte for byte the same length: `KOWALCZYK, HELENA`
+/// becomes `Kowalczyk, Helena`.
+fn title_case(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut prev_alpha = false;
+    for c in line.chars() {
+        if c.is_ascii_alphabetic() {
+            out.push(if prev_alpha { c.to_ascii_lowercase() } else { c.to_ascii_uppercase() });
+            prev_alpha = true;
+        } else {
+            out.push(c);
+            prev_alpha = c.is_alphabetic() || c == '\'';
+        }
+    }
+    out
+}
+
 fn tensor(a: &ndarray::Array2<i64>) -> Result<TensorRef<'_, i64>> {
     TensorRef::from_array_view(a).map_err(model_err)
 }

@@ -16,6 +16,8 @@ struct Rule {
     score: f32,
 }
 
+const STATE_CODES: &str = "AL|AK|AZ|AR|CA|CO|CT|DE|DC|FL|GA|HI|ID|IL|IN|IA|KS|KY|LA|ME|MD|MA|MI|MN|MS|MO|MT|NE|NV|NH|NJ|NM|NY|NC|ND|OH|OK|OR|PA|RI|SC|SD|TN|TX|UT|VT|VA|WA|WV|WI|WY";
+
 const MONTHS: &str = "(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|Jun(?:e)?|Jul(?:y)?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)";
 
 fn always(_: &str) -> bool {
@@ -48,15 +50,41 @@ fn rules() -> &'static [Rule] {
             r(Label::Date, "time", r"(?i)\b(?:[01]?[0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9])?(?:\s?[ap]\.?m\.?)?\b", always, 0.8),
             r(Label::Age, "age_over_89", r"(?i)\b(?:(?:9[0-9]|1[0-4][0-9])[- ](?:years?|yrs?)[- ]old|age[d:]? (?:9[0-9]|1[0-4][0-9]))\b", always, 0.9),
             r(Label::Organization, "organization", r"\b(?:St\. )?(?:[A-Z][a-zA-Z'&.-]+ ){1,5}(?:(?:Inc|Corp|Ltd)\b\.?|(?:Hospital|Clinic|University|Medical Center|Medical Centre|Health Center|Corporation|LLC|Bank|Institute|Foundation)\b)", always, 0.85),
+            // Partial and short dates: `3/14`, `2/03`, `3/80` (m/d or m/yy), `8/2019`.
+            r(Label::Date, "date_short", r"(?:^|[^0-9/.+-])(?P<v>(?:0?[1-9]|1[0-2])/(?:[0-9]{2}|[0-9]|(?:19|20)[0-9]{2}))(?:$|[^0-9/%])", always, 0.8),
+            r(Label::Date, "date_dmy_month", &format!(r"(?i)\b[0-9]{{1,2}}[- ]{MONTHS}\.?[- ](?:[0-9]{{4}}|[0-9]{{2}})\b|\b{MONTHS}\.?[- ]'?[0-9]{{2}}\b|\b{MONTHS}-[0-9]{{4}}\b")
+                , always, 0.9),
+            r(Label::Date, "date_written_caps", &format!(r"\b(?i:{MONTHS})\.? [0-9]{{1,2}}(?:st|nd|rd|th|ST|ND|RD|TH)?(?:,? [0-9]{{4}})?\b|\b(?i:{MONTHS}),? [0-9]{{4}}\b")
+                , always, 0.9),
+            r(Label::Date, "month_name", r"\b(?:January|February|March|April|June|July|August|September|October|November|December|JANUARY|FEBRUARY|MARCH|APRIL|JUNE|JULY|AUGUST|SEPTEMBER|OCTOBER|NOVEMBER|DECEMBER|Sept|Jan|Feb|Aug|Oct|Nov|Dec)\b|(?i:\b(?:in|since|until|till|by|early|late|mid|of|last|next|this|through|during)[ -])(?P<v>May|MAY)\b", month_ok, 0.8),
+            r(Label::Date, "weekday", r"\b(?:(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day|(?:MON|TUES|WEDNES|THURS|FRI|SATUR|SUN)DAY)s?\b", always, 0.85),
+            r(Label::Date, "holiday", r"(?i)\b(?:Christmas(?: Eve| Day)?|Thanksgiving(?: Day)?|Easter(?: Sunday)?|New Year'?s?(?: Day| Eve)?|Valentine'?s(?: Day)?|Memorial Day|Labor Day|Independence Day|July 4th|Fourth of July|4th of July|Halloween|Mother'?s Day|Father'?s Day|Veterans'? Day|MLK Day|Martin Luther King(?: Jr\.?)? Day|Presidents'? Day|Columbus Day|Hanukkah|Chanukah|Passover|Yom Kippur|Rosh Hashanah|Ramadan|Eid(?: al-Fitr| al-Adha)?|Diwali|Lunar New Year|Juneteenth|Good Friday|Ash Wednesday|Palm Sunday)\b", always, 0.85),
+            r(Label::Date, "time_caps", r"\b(?:[01]?[0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9])?(?:\s?[AaPp]\.?[Mm]\.?)?|\b(?:1[0-2]|[1-9])\s?(?:[AaPp]\.[Mm]\.|[AaPp][Mm])\b", always, 0.8),
+            r(Label::Age, "age_over_89_short", r"(?i)\b(?P<v>9[0-9]|1[01][0-9])(?:[ -]?(?:y/?o|y\.o\.|yr?s?|years?|year-old|yo[mf]?|y|-year-old)\b|[mf]\b)|(?i:\bage[d:]?\s*|\bage\s+of\s+|\bat\s+)(?P<w>9[0-9]|1[01][0-9])\b", always, 0.9),
+            r(Label::Id, "labelled_id", r"(?i)\b(?:MRN|MR|MR\s*No|Med(?:ical)?\s*Rec(?:ord)?(?:\s*(?:No|Number|Num))?|Unit\s*(?:No|Number|#)|Hosp(?:ital)?\s*(?:No|#)|Chart(?:\s*(?:No|Number))?|Patient\s*ID|Pt\s*ID|Acct|Account|Acc(?:t)?\s*No|Encounter|Enc|Visit|FIN|CSN|HAR|Billing|Claim|Member(?:\s*ID)?|Subscriber(?:\s*ID)?|Group|Grp|Policy|Medicaid(?:\s*ID)?|Medicare(?:\s*ID)?|MBI|HICN|Plan\s*ID|Ins(?:urance)?\s*ID|DEA|NPI|Lic(?:ense|ence)?|CLIA|Cert(?:ificate)?|Serial|S/N|SN|Lot|Model|Device\s*ID|Implant\s*ID|UDI|VIN|Plate|License\s*Plate|Tag|Job|Dictation|Doc(?:ument)?\s*ID|Accession|Acc|Accn|Specimen|Spec|Order|Req(?:uisition)?|Case|Ref(?:erence)?|Confirmation|Conf|Auth(?:orization)?|Badge|Employee\s*ID|User(?:\s*ID)?|Interpreter|ID|Report|Study|Exam|Tracking|Ticket|Transmission|Monitor|Receiver|Box|Account\s*Number|Reg(?:istration)?|Passport|SSN|SS|Social\s*Security(?:\s*(?:No|Number))?|Certificate|Permit|Call)\s*(?:#|No\.?|Number|Num|ID)?\s*(?:#|No\.?)?\s*[:#=]?[ \t]*(?P<v>[A-Z0-9](?:[-./]?[A-Z0-9]){2,24})", labelled_ok, 0.9),
+            r(Label::Id, "ssn_partial", r"\b(?:[xX*#]{3}|[0-9]{3})[- ](?:[xX*#]{2}|[0-9]{2})[- ][0-9]{4}\b", ssn_loose, 0.85),
+            r(Label::Id, "ssn_bare", r"(?i)\b(?:SSN|SS#|Social Security(?: No\.?| Number| #)?)\s*[:#]?\s*(?P<v>[0-9]{9})\b", always, 0.9),
+            r(Label::Id, "alnum_code", r"\b(?P<v>[A-Z]{1,4}[0-9]{1,3}-[0-9]{3,}(?:-[0-9A-Z]+)?|[A-Z]{1,4}-?[0-9]{5,}[A-Z]?)\b", always, 0.75),
+            r(Label::Id, "long_number", r"(?:^|[^0-9.,/-])(?P<v>[0-9]{7,})(?:$|[^0-9.,/-])", always, 0.7),
+            r(Label::Contact, "pager", r"(?i)\b(?:pager|pgr|beeper|page|bleep)\s*(?:#|no\.?)?\s*[:#]?\s*(?P<v>[0-9]{4,7})\b", always, 0.8),
+            r(Label::Location, "street_address", r"(?i)\b[0-9]{1,6}[A-Z]?(?:-[0-9]+)?[ \t]+(?:[NSEW]\.?[ \t]+)?(?:(?-i:[A-Z][A-Za-z'.-]*|[0-9]+(?:st|nd|rd|th))[ \t]+){1,4}(?:Street|St|Road|Rd|Avenue|Ave|Boulevard|Blvd|Lane|Ln|Drive|Dr|Way|Court|Ct|Place|Pl|Terrace|Ter|Circle|Cir|Parkway|Pkwy|Highway|Hwy|Route|Rte|Square|Sq|Trail|Trl|Pike|Turnpike|Tpke|Alley|Row|Path|Loop|Crescent|Close|Plaza|Run|Ridge|Hollow|Point|Pt|Crossing|Xing|Commons|Green|Walk|Heights|Extension|Ext)\b\.?(?:,?[ \t]+(?:Apt|Apartment|Suite|Ste|Unit|#|Fl|Floor|Rm|Room|Bldg|Building|Lot|Box)\.?[ \t]*#?[ \t]*[A-Za-z0-9-]+)?", always, 0.85),
+            r(Label::Location, "po_box", r"(?i)\bP\.?\s?O\.?\s*Box\s+[0-9]+", always, 0.85),
+            r(Label::Location, "city_state_zip", &format!(r"(?P<v>\b(?:[A-Z][A-Za-z.'-]+[ \t]){{0,3}}[A-Z][A-Za-z.'-]+,?[ \t]+(?:{STATE_CODES})\.?(?:[ \t]+[0-9]{{5}}(?:-[0-9]{{4}})?)|\b(?:[A-Z][A-Za-z.'-]+[ \t]){{0,3}}[A-Z][A-Za-z.'-]+,[ \t]+(?:{STATE_CODES})\b|\b(?:{STATE_CODES})[ \t]+[0-9]{{5}}(?:-[0-9]{{4}})?\b)"), city_ok, 0.85),
+            r(Label::Location, "route", r"\b(?:Route|ROUTE|Rte\.?|Highway|HIGHWAY|Hwy\.?|Interstate|I-)[ \t]?[0-9]{1,3}\b", always, 0.75),
         ]
     })
 }
 
-/// Every rule match in `text` (possibly overlapping each other).
+/// Every rule match in `text` (possibly overlapping each other). A rule
+/// whose pattern has a group named `v` reports that group (the value after
+/// a field label), others the whole match.
 pub fn find(text: &str) -> Vec<Span> {
     let mut out = Vec::new();
     for rule in rules() {
-        for m in rule.re.find_iter(text) {
+        for c in rule.re.captures_iter(text) {
+            let Some(m) = c.name("v").or_else(|| c.get(0)) else {
+                continue;
+            };
             if (rule.check)(m.as_str()) {
                 out.push(Span {
                     start: m.start(),
@@ -69,6 +97,37 @@ pub fn find(text: &str) -> Vec<Span> {
         }
     }
     out
+}
+
+/// `Sept`, `Jan` ... alone are months unless part of a name (`Jan`
+/// is checked by the caller's context); every match passes here.
+fn month_ok(_: &str) -> bool {
+    true
+}
+
+/// A labelled identifier has at least two digits and is not a date, a
+/// dose or a plain small number.
+fn labelled_ok(s: &str) -> bool {
+    let d = digits(s).len();
+    d >= 2 && !date_ok(s) && !(d <= 3 && s.chars().all(|c| c.is_ascii_digit()))
+}
+
+/// `xxx-xx-1234`, `123 45 6789`: a masked SSN, or a whole one passing [`ssn_ok`].
+fn ssn_loose(s: &str) -> bool {
+    let masked = s.starts_with(['x', 'X', '*', '#']);
+    masked || ssn_ok(&s.replace(' ', "-"))
+}
+
+/// `Springfield, MA 01103`: not `Tylenol PO` (the last word before the
+/// state code must be capitalised and the code upper case).
+fn city_ok(s: &str) -> bool {
+    let zip = s.ends_with(|c: char| c.is_ascii_digit());
+    let code = s.trim_end_matches(|c: char| c.is_ascii_digit() || c == '-' || c == ' ' || c == '\t');
+    let code = code.trim_end_matches('.');
+    let code = &code[code.len().saturating_sub(2)..];
+    // Codes that are also credentials or words need a zip code after them.
+    let ambiguous = ["MD", "PA", "OK", "IN", "OR", "ID", "ME", "HI", "DE", "CO", "MA", "MS", "NE", "OH", "LA", "AL", "DO", "SC", "NP"];
+    zip && code != "ID" || !zip && !ambiguous.contains(&code)
 }
 
 fn digits(s: &str) -> Vec<u32> {

@@ -17,7 +17,7 @@ use std::sync::{Arc, OnceLock};
 use rand::{Rng, RngCore};
 
 use crate::cost::{Cost, Guarantee};
-use crate::detect::model::NerModel;
+use crate::detect::Detector;
 use crate::detect::{self, Label};
 use crate::error::{Error, Result};
 use crate::mechanisms::{check_unit, Mechanism, Sanitized};
@@ -301,7 +301,7 @@ pub fn strategy_epsilon(strategy: ReplaceStrategy, p: f64) -> Result<f64> {
 
 /// Entity replacement over detected spans.
 pub struct Deidentify {
-    model: Arc<NerModel>,
+    model: Arc<Detector>,
     strategy: ReplaceStrategy,
     p: f64,
     consistent: bool,
@@ -321,7 +321,7 @@ impl Deidentify {
     /// Replacement with `strategy`, probability `p` in [0, 1], optionally
     /// consistent within a value.
     pub fn new(
-        model: Arc<NerModel>,
+        model: Arc<Detector>,
         strategy: ReplaceStrategy,
         p: f64,
         consistent: bool,
@@ -478,7 +478,7 @@ impl Mechanism for Deidentify {
         rng: &mut dyn RngCore,
         mode: &RandomMode,
     ) -> Result<Sanitized> {
-        let spans = detect::detect(text, Some(&self.model))?;
+        let spans = self.model.detect(text)?;
         // Surrogates cost microseconds a span: one check after detection.
         crate::cancel::check()?;
         Ok(self.replace_spans_in(text, &spans, rng, mode))
@@ -492,8 +492,8 @@ mod tests {
     use rand::SeedableRng;
     use rand_chacha::ChaCha20Rng;
 
-    fn model() -> Option<Arc<NerModel>> {
-        crate::assets::load_or_skip(|dir| NerModel::load(dir, 1)).map(Arc::new)
+    fn model() -> Option<Arc<Detector>> {
+        crate::assets::load_or_skip(|dir| Detector::load(dir, 1)).map(Arc::new)
     }
 
     #[test]
@@ -510,7 +510,7 @@ mod tests {
     fn strategies_replace_every_span_and_keep_the_rest() {
         let Some(m) = model() else { return };
         let t = "Patient Kathryn Herrera (MRN-580486) was seen on July 19, 2022 at Northgate University Hospital; call (555) 123-4567.";
-        let spans = detect::detect(t, Some(&m)).unwrap();
+        let spans = m.detect(t).unwrap();
         assert!(spans.len() >= 5, "{spans:?}");
         let mut rng = ChaCha20Rng::seed_from_u64(3);
         for strategy in [
@@ -673,7 +673,7 @@ mod tests {
     fn p_zero_changes_nothing() {
         let Some(m) = model() else { return };
         let t = "Call Kathryn Herrera at (555) 123-4567 on May 3, 2024.";
-        let spans = detect::detect(t, Some(&m)).unwrap();
+        let spans = m.detect(t).unwrap();
         assert!(!spans.is_empty());
         let d = Deidentify::new(m, ReplaceStrategy::FullEntity, 0.0, false).unwrap();
         let out = d.replace_spans(t, &spans, &mut ChaCha20Rng::seed_from_u64(4));

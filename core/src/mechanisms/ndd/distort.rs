@@ -9,7 +9,7 @@ use rand::{Rng, RngCore};
 use super::scorer::{Choice, Scorer, SpanCandidates, Window};
 use super::{check_candidates, check_mu, window, Divergence, Mode};
 use crate::cost::{Cost, Guarantee};
-use crate::detect::{self, model::NerModel, Label, Span};
+use crate::detect::{Detector, Label, Span};
 use crate::error::Result;
 use crate::mechanisms::{Mechanism, Sanitized};
 use crate::mlm::{MaskedLm, Row};
@@ -44,7 +44,7 @@ pub fn sentences(text: &str, spans: &[Span]) -> Vec<(usize, usize)> {
 /// Semantics-preserved distortion: each detected span replaced by the
 /// candidate with the smallest NDD.
 pub struct NddDistort {
-    pub(super) ner: Arc<NerModel>,
+    pub(super) ner: Arc<Detector>,
     mlm: Arc<MaskedLm>,
     mode: Mode,
     candidates: usize,
@@ -91,7 +91,7 @@ impl NddDistort {
     /// Distortion with `candidates` per span in `mode`, scored with `mu`
     /// and `divergence`.
     pub fn new(
-        ner: Arc<NerModel>,
+        ner: Arc<Detector>,
         mlm: Arc<MaskedLm>,
         mode: Mode,
         candidates: usize,
@@ -383,7 +383,7 @@ impl Mechanism for NddDistort {
     }
 
     fn sanitize(&self, text: &str, rng: &mut dyn RngCore) -> Result<Sanitized> {
-        let spans = detect::detect(text, Some(&self.ner))?;
+        let spans = self.ner.detect(text)?;
         let out = self.distort_spans(text, &spans, rng)?;
         Ok(Sanitized {
             text: out,

@@ -443,7 +443,7 @@ fn long_texts_are_scored_in_a_window_not_truncated() {
 }
 
 fn distorter(mlm: MaskedLm, mode: Mode) -> Option<NddDistort> {
-    let ner = crate::assets::load_or_skip(|dir| NerModel::load(dir, 1))?;
+    let ner = crate::assets::load_or_skip(|dir| crate::detect::Detector::load(dir, 1))?;
     NddDistort::new(Arc::new(ner), Arc::new(mlm), mode, 8, 0.9, Divergence::Kl).ok()
 }
 
@@ -454,7 +454,7 @@ fn distortion_replaces_every_span_and_keeps_the_rest() {
         return;
     };
     let text = "Kathryn Herrera was admitted to St. Mary's Hospital in Springfield on May 3, 2024. She went home.";
-    let spans = detect::detect(text, Some(&d.ner)).unwrap();
+    let spans = d.ner.detect(text).unwrap();
     assert!(spans.len() >= 3, "{spans:?}");
     let mut rng = ChaCha20Rng::seed_from_u64(7);
     let out = d.sanitize(text, &mut rng).unwrap();

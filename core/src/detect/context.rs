@@ -1,0 +1,659 @@
+//! Context rules over words: names, places and organisations that need a
+//! dictionary and the words around them, not a pattern alone.
+//!
+//! - **Names** from a title (`Dr.`, `Mrs.`), a field label (`Attending:`,
+//!   `PCP:`, `cc:`, `Dictated by`), a credential after them (`, MD`), a
+//!   relative before them (`daughter Irena`), a first name followed by a
+//!   surname from the census lists (`Maria Lopez`), dictation and typist
+//!   codes (`XGT:holmes`, `GPP/church/olinger`), and every repeat in the
+//!   text of a name found once.
+//! - **Places** from the gazetteer: names of two or more words on their
+//!   own, one-word names after `in`, `from`, `near` and the like or before
+//!   a state; street addresses and `City, ST 01103` are rules ([`super::rules`]).
+//! - **Organisations** ending in a facility word (`Hospital`, `Family
+//!   Medicine`, `Nursing and Rehabilitation Center`), `St. Agnes`, and
+//!   acronyms introduced in parentheses after one (`(MGH)`) with their repeats.
+//!
+//! Clinical and common vocabulary ([`super::vocab`]) is never a name or a
+//! place on its own.
+
+use std::collections::HashSet;
+use std::sync::OnceLock;
+
+use regex::Regex;
+
+use super::lexicon::Lexicon;
+use super::vocab::is_common;
+use super::{Label, Source, Span};
+
+/// A word: letters and digits, with inner apostrophes and hyphens.
+#[derive(Debug, Clone, Copy)]
+struct Word {
+    start: usize,
+    end: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// `Holmes`, `McDonald`, `O'Brien`.
+    Cap,
+    /// `HOLMES` (two letters or more).
+    Upper,
+    /// `M` (a single capital, maybe with a period after it).
+    Initial,
+    /// `holmes`.
+    Lower,
+    /// Anything with a digit.
+    Other,
+}
+
+fn words(text: &str) -> Vec<Word> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let mut it = text.char_indices().peekable();
+    while let Some((i, c)) = it.next() {
+        if !c.is_alphanumeric() {
+            continue;
+        }
+        let mut end = i + c.len_utf8();
+        while let Some(&(j, d)) = it.peek() {
+            if d.is_alphanumeric() {
+                end = j + d.len_utf8();
+                it.next();
+            } else if matches!(d, '\'' | '’' | '-')
+                && text[j + d.len_utf8()..]
+                    .chars()
+                    .next()
+                    .is_some_and(char::is_alphabetic)
+                && !(d == '\'' && text[j + 1..].starts_with(['s', 'S']) && !b.get(j + 2).is_some_and(u8::is_ascii_alphabetic))
+            {
+                it.next();
+            } else {
+                break;
+            }
+        }
+        out.push(Word { start: i, end });
+    }
+    out
+}
+
+fn shape(w: &str) -> Shape {
+    let mut chars = w.chars();
+    let Some(first) = chars.next() else {
+        return Shape::Other;
+    };
+    if w.chars().any(|c| c.is_numeric()) {
+        return Shape::Other;
+    }
+    let letters: Vec<char> = w.chars().filter(|c| c.is_alphabetic()).collect();
+    if letters.len() == 1 {
+        return if first.is_uppercase() {
+            Shape::Initial
+        } else {
+            Shape::Lower
+        };
+    }
+    if letters.iter().all(|c| c.is_uppercase()) {
+        Shape::Upper
+    } else if first.is_uppercase() {
+        Shape::Cap
+    } else {
+        Shape::Lower
+    }
+}
+
+const CREDENTIALS: &[&str] = &[
+    "MD", "M.D", "DO", "D.O", "RN", "NP", "PA", "PA-C", "PHD", "PH.D", "MSW", "LCSW", "LICSW",
+    "PHARMD", "DPM", "DDS", "DMD", "FNP", "FNP-C", "ANP", "APRN", "BSN", "MSN", "MBBS", "FACS",
+    "FACP", "FACC", "RPH", "PT", "DPT", "OT", "OTR", "RD", "RDN", "CNA", "LPN", "CRNA", "CNM",
+    "MPH", "MS", "MA", "CCC-SLP", "SLP", "RT", "RRT", "RDMS", "RDCS", "RT(R)", "CMA", "LMSW",
+    "PSYD", "PSY.D", "LMFT", "LPC", "CNS", "ACNP", "AGNP", "DNP", "NP-C", "PMHNP", "FAAP",
+];
+
+fn is_credential(w: &str) -> bool {
+    let u = w.trim_end_matches('.').to_uppercase();
+    CREDENTIALS.contains(&u.as_str())
+}
+
+/// Field labels and titles that a person's name follows.
+fn name_triggers() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| {
+        // A constant pattern, exercised by the tests below.
+        Regex::new(
+            r"(?x)
+            (?:
+              \b(?i:dr|mr|mrs|ms|mx|prof|sr|sra|srta)\.?[\ \t]+
+            | \b(?:Doctor|Miss|Nurse|Sister|Father|Rev\.?|Pastor|Chaplain|Officer|Trooper|Sgt\.?|Judge|Coach)[\ \t]+
+            | \b(?i:attending|attending\ physician|attending\ md|pcp|primary\ care(?:\ physician|\ provider)?|patient(?:\ name)?|pt\ name|pt|name|
+                 referring(?:\ physician|\ provider|\ md|\ doctor|\ clinician)?|referred\ by|ref\.?\ (?:md|dr|physician)|resident|fellow|intern|surgeon|
+                 assistant|assistants?|co-?surgeon|anesthesiologist|anesthesia|anesthetist|crna|provider|physician|ordering(?:\ physician|\ provider|\ md)?|
+                 radiologist|pathologist|cytotechnologist|dictated\ by|signed\ by|electronically\ signed\ by|e-signed\ by|transcribed\ by|
+                 typed\ by|transcriptionist|reviewed\ by|verified\ by|prepared\ by|cc|c\.c|copies?\ to|copy\ to|interpreter|nurse|rn|
+                 emergency\ contact|contact|guardian|next\ of\ kin|nok|spouse|mother|father|requested\ by|consultant|consultants|witness|
+                 technologist|tech|sonographer|seen\ by|performed\ by|read\ by|reading\ physician|attested\ by|cosigned\ by|co-signed\ by|author|
+                 scribe|case\ manager|social\ worker|sw|therapist|pharmacist|dietitian|chaplain|caller|called\ by|spoke\ with|spoke\ to|
+                 discussed\ with|d/w|per|from|to|dear|attn|attention|insured|subscriber|policyholder|member|recipient|authorized\ by|
+                 grossed\ by|accessioned\ by|collected\ by|received\ by|entered\ by|released\ by|user|operator|surgeon\(s\)|
+                 admitting(?:\ physician|\ md)?|discharging(?:\ physician|\ md)?|covering|on-call|primary\ team|nurse\ practitioner|np|pa|md)
+              [\ \t]*(?:\#|no\.?)?[\ \t]*[:\-][\ \t]*(?:\b(?i:dr|mr|mrs|ms)\.?[\ \t]+)?
+            | \b(?i:by|with|per|from|to|for|and|cc|dear)[\ \t]+\b(?i:dr|mr|mrs|ms)\.?[\ \t]+
+            )",
+        )
+        .unwrap_or_else(|e| panic!("name triggers: {e}"))
+    })
+}
+
+/// Relatives and companions whose name follows.
+fn relatives() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(
+            r"(?i)\b(?:daughter|son|wife|husband|mother|father|mom|dad|sister|brother|niece|nephew|granddaughter|grandson|grandmother|grandfather|friend|partner|fianc[eé]e?|neighbou?r|aunt|uncle|cousin|caregiver|boyfriend|girlfriend|spouse|stepdaughter|stepson|stepmother|stepfather|roommate|sibling|twin|guardian|grandchild|child|baby|infant|patient|pt)(?:-in-law)?(?:,|\s)\s*(?:\((?-i:[A-Z])|(?:named|is|was|called)\s+)?",
+        )
+        .unwrap_or_else(|e| panic!("relatives: {e}"))
+    })
+}
+
+/// Typist and dictation codes on a line of their own:
+/// `XGT:holmes`, `GPP/church/olinger`, `--JT/mk`, `CO/ts`.
+fn typist() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(r"(?m)^[ \t]*(?:-{1,2}[ \t]*)?([A-Za-z]{2,4}|[A-Za-z][a-z]{2,14})[ \t]*[:/][ \t]*([A-Za-z]{2,15})(?:[ \t]*/[ \t]*([A-Za-z]{2,15}))?(?:[ \t]*/[ \t]*([A-Za-z]{2,15}))?[ \t]*$")
+            .unwrap_or_else(|e| panic!("typist: {e}"))
+    })
+}
+
+/// Words after which a one-word gazetteer name is a place.
+fn place_context() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(r"(?i)(?:\b(?:in|from|to|near|of|at|outside|lives|living|resides|residing|moved|born|visiting|visited|returned|native|towards?|around|via|city|town|village|county|home)[\ \t]+|(?:city|town|residence|address|hometown|birthplace|location|lives|county)[\ \t]*:[\ \t]*)$")
+            .unwrap_or_else(|e| panic!("place context: {e}"))
+    })
+}
+
+const STATES: &str = "Alabama|Alaska|Arizona|Arkansas|California|Colorado|Connecticut|Delaware|Florida|Georgia|Hawaii|Idaho|Illinois|Indiana|Iowa|Kansas|Kentucky|Louisiana|Maine|Maryland|Massachusetts|Michigan|Minnesota|Mississippi|Missouri|Montana|Nebraska|Nevada|New Hampshire|New Jersey|New Mexico|New York|North Carolina|North Dakota|Ohio|Oklahoma|Oregon|Pennsylvania|Rhode Island|South Carolina|South Dakota|Tennessee|Texas|Utah|Vermont|Virginia|Washington|West Virginia|Wisconsin|Wyoming";
+const STATE_CODES: &str = "AL|AK|AZ|AR|CA|CO|CT|DE|DC|FL|GA|HI|ID|IL|IN|IA|KS|KY|LA|ME|MD|MA|MI|MN|MS|MO|MT|NE|NV|NH|NJ|NM|NY|NC|ND|OH|OK|OR|PA|RI|SC|SD|TN|TX|UT|VT|VA|WA|WV|WI|WY";
+
+fn state_after() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(&format!(r"^,?[ \t]+(?:(?i:{STATES})\b|(?:{STATE_CODES})\b)"))
+            .unwrap_or_else(|e| panic!("state after: {e}"))
+    })
+}
+
+/// Facility words that end an organisation's name (longest first).
+const FACILITY: &[&str] = &[
+    "nursing and rehabilitation center", "nursing & rehabilitation center", "nursing and rehab center",
+    "skilled nursing facility", "rehabilitation hospital", "rehabilitation center", "rehab center",
+    "medical center", "medical centre", "health center", "health centre", "health system", "health services",
+    "healthcare", "health care", "imaging center", "imaging", "family medicine", "family practice",
+    "family health", "internal medicine", "medical group", "medical associates", "physician group",
+    "physicians", "associates", "pediatrics", "cardiology", "orthopedics", "dermatology", "oncology",
+    "nursing home", "care center", "living center", "assisted living", "senior living", "memory care",
+    "hospice", "pharmacy", "drugs", "laboratory", "laboratories", "labs", "lab", "surgery center",
+    "surgical center", "urgent care", "medical clinic", "clinic", "clinics", "infirmary", "recovery center",
+    "treatment center", "dialysis center", "dialysis", "cancer center", "cancer institute", "institute",
+    "foundation", "university", "college", "school", "academy", "high school", "elementary", "church",
+    "inc", "corp", "corporation", "llc", "ltd", "company", "bank", "insurance", "health plan",
+    "police department", "fire department", "sheriff's office", "manor", "hospital", "hospitals",
+    "children's", "general", "memorial", "regional", "community hospital", "va", "vamc", "health",
+    "wellness center", "behavioral health", "mental health center", "counseling center", "homes",
+    "home health", "home care", "visiting nurses", "ems", "ambulance", "rehab", "medicine",
+];
+
+/// Words an organisation's name may hold in lower case (`Hospital of the Good Shepherd`).
+const ORG_JOINERS: &[&str] = &["of", "the", "and", "&", "for", "de", "la", "at"];
+
+/// The context rules' spans in `text`; `seeds` are the spans other layers
+/// found (their names are repeated wherever they occur again).
+pub fn find(text: &str, lex: &Lexicon, seeds: &[Span]) -> Vec<Span> {
+    let ws = words(text);
+    let mut out = Vec::new();
+    names(text, &ws, lex, &mut out);
+    organisations(text, &ws, &mut out);
+    let mut places_found = Vec::new();
+    places(text, &ws, lex, &out, &mut places_found);
+    out.extend(places_found);
+    repeats(text, &ws, seeds, &mut out);
+    out
+}
+
+fn push(out: &mut Vec<Span>, start: usize, end: usize, label: Label, name: &'static str, score: f32) {
+    if end > start {
+        out.push(Span {
+            start,
+            end,
+            label,
+            score,
+            source: Source::Rule(name),
+        });
+    }
+}
+
+/// The index of the first word starting at or after `at`.
+fn word_at(ws: &[Word], at: usize) -> usize {
+    ws.partition_point(|w| w.start < at)
+}
+
+/// A name of up to four words from word `i` on: capitalised words and
+/// initials, `LAST, FIRST` once after a single surname; stops at a line
+/// break, vocabulary and credentials. `lower` also takes lower-case words.
+fn name_run(text: &str, ws: &[Word], i: usize, lower: bool) -> Option<(usize, usize)> {
+    let mut end_word = None;
+    let mut count = 0;
+    let mut comma_used = false;
+    let mut j = i;
+    while j < ws.len() && count < 4 {
+        let w = &text[ws[j].start..ws[j].end];
+        if j > i {
+            let gap = &text[ws[j - 1].end..ws[j].start];
+            let plain = gap == " " || gap == ". " || gap == "." && false;
+            let comma = (gap == ", " || gap == ",") && !comma_used && count == 1;
+            if !(plain || comma) {
+                break;
+            }
+            if comma {
+                comma_used = true;
+            }
+        }
+        let s = shape(w);
+        let ok = match s {
+            Shape::Cap | Shape::Upper => !is_common(w) && !is_credential(w),
+            Shape::Initial => true,
+            Shape::Lower => lower && !is_common(w) && count == 0,
+            Shape::Other => false,
+        };
+        if !ok {
+            break;
+        }
+        if s != Shape::Initial || count > 0 {
+            end_word = Some(j);
+        }
+        count += 1;
+        j += 1;
+    }
+    let last = end_word?;
+    // A trailing initial belongs to the name (`HELENA M`); a leading one only with more.
+    let mut end = ws[last].end;
+    if last + 1 < j {
+        end = ws[j - 1].end;
+    }
+    Some((ws[i].start, end))
+}
+
+fn names(text: &str, ws: &[Word], lex: &Lexicon, out: &mut Vec<Span>) {
+    // After titles and field labels.
+    for m in name_triggers().find_iter(text) {
+        let i = word_at(ws, m.end());
+        if i < ws.len() && ws[i].start == m.end() {
+            let trigger = m.as_str().trim().to_lowercase();
+            // `per`, `from`, `to` and the like name a person only before a title
+            // or when the words are names.
+            let weak = matches!(
+                trigger.trim_end_matches([':', '-', ' ']),
+                "per" | "from" | "to" | "pt" | "member" | "user" | "contact" | "tech" | "np" | "pa" | "md" | "rn" | "nurse" | "name" | "patient"
+            );
+            if let Some((s, e)) = name_run(text, ws, i, false) {
+                let run = &text[s..e];
+                let any_name = run.split([' ', ',']).any(|w| lex.is_name(w));
+                if !weak || any_name || trigger.contains("dr") || trigger.contains("mr") || trigger.contains("ms") {
+                    push(out, s, e, Label::Person, "name_after_title", 0.9);
+                }
+            } else if m.as_str().to_lowercase().starts_with("cc") || m.as_str().to_lowercase().contains("by") {
+                // `cc: RB`, `Dictated by: jt`: initials or a lone lower-case name.
+                if let Some((s, e)) = name_run(text, ws, i, true) {
+                    push(out, s, e, Label::Person, "name_after_title", 0.8);
+                }
+            }
+        }
+    }
+    // Before credentials: `Ann Holmes, MD`, `HOLMES RN`.
+    for (k, w) in ws.iter().enumerate() {
+        if k == 0 || !is_credential(&text[w.start..w.end]) {
+            continue;
+        }
+        let gap = &text[ws[k - 1].end..w.start];
+        if !(gap == ", " || gap == " " || gap == ",") {
+            continue;
+        }
+        // Credentials written in lower case are words (`do`, `pt`, `ms`).
+        if text[w.start..w.end].chars().any(char::is_lowercase) && !text[w.start..w.end].contains('.') {
+            continue;
+        }
+        // Walk back over the name.
+        let mut first = k;
+        while first > 0 && k - first < 4 {
+            let p = &text[ws[first - 1].start..ws[first - 1].end];
+            let between = &text[ws[first - 1].end..ws[first].start];
+            let joins = first == k || between == " " || between == ". ";
+            let sh = shape(p);
+            if !joins || !matches!(sh, Shape::Cap | Shape::Upper | Shape::Initial) || is_common(p) || is_credential(p) {
+                break;
+            }
+            first -= 1;
+        }
+        if first < k {
+            push(out, ws[first].start, ws[k - 1].end, Label::Person, "name_before_credential", 0.9);
+        }
+    }
+    // After relatives: `daughter Irena`, `husband, Tom`.
+    for m in relatives().find_iter(text) {
+        let i = word_at(ws, m.end());
+        if i < ws.len() && ws[i].start == m.end() {
+            if let Some((s, e)) = name_run(text, ws, i, false) {
+                let first_word = &text[ws[i].start..ws[i].end];
+                if lex.is_name(first_word) || shape(first_word) == Shape::Cap {
+                    push(out, s, e, Label::Person, "name_after_relative", 0.8);
+                }
+            }
+        }
+    }
+    // A first name and a surname from the census lists.
+    for i in 0..ws.len() {
+        let w = &text[ws[i].start..ws[i].end];
+        if !matches!(shape(w), Shape::Cap | Shape::Upper) || is_common(w) || lex.first(w).is_none() {
+            continue;
+        }
+        let mut j = i + 1;
+        // A middle initial.
+        if j < ws.len() && shape(&text[ws[j].start..ws[j].end]) == Shape::Initial && matches!(&text[ws[j - 1].end..ws[j].start], " ") {
+            j += 1;
+        }
+        if j >= ws.len() {
+            continue;
+        }
+        let gap = &text[ws[j - 1].end..ws[j].start];
+        if !(gap == " " || gap == ". ") {
+            continue;
+        }
+        let v = &text[ws[j].start..ws[j].end];
+        let same_case = shape(v) == shape(w) || shape(w) == Shape::Cap && shape(v) == Shape::Upper;
+        if same_case && !is_common(v) && !is_credential(v) && (lex.last(v).is_some() || v.contains('-')) {
+            push(out, ws[i].start, ws[j].end, Label::Person, "first_and_last_name", 0.8);
+        }
+    }
+    // Typist and dictation codes.
+    for c in typist().captures_iter(text) {
+        let whole = c.get(0).map_or("", |m| m.as_str());
+        // Not `Pulse: regular` or `BP/HR`: a line like `Vitals: stable` has vocabulary.
+        let parts: Vec<regex::Match> = c.iter().skip(1).flatten().collect();
+        if parts.iter().any(|p| is_common(p.as_str())) || whole.contains(": ") && parts.len() < 2 {
+            continue;
+        }
+        for p in parts {
+            push(out, p.start(), p.end(), Label::Person, "typist_code", 0.8);
+        }
+    }
+}
+
+fn organisations(text: &str, ws: &[Word], out: &mut Vec<Span>) {
+    let lower = text.to_lowercase();
+    let mut suffixes: Vec<&str> = FACILITY.to_vec();
+    suffixes.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    let mut taken: Vec<(usize, usize)> = Vec::new();
+    for (k, w) in ws.iter().enumerate() {
+        // The longest facility phrase starting at this word.
+        let Some(suffix) = suffixes.iter().find(|s| {
+            lower[w.start..].starts_with(*s)
+                && !lower[w.start + s.len()..].starts_with(|c: char| c.is_alphanumeric())
+        }) else {
+            continue;
+        };
+        let end = w.start + suffix.len();
+        if taken.iter().any(|&(s, e)| w.start < e && s < end) {
+            continue;
+        }
+        let phrase = &text[w.start..end];
+        if !phrase.starts_with(|c: char| c.is_uppercase()) {
+            continue;
+        }
+        // Walk back over capitalised words and joiners on the same line.
+        let mut first = k;
+        let mut proper = false;
+        while first > 0 && k - first < 6 {
+            let p = &text[ws[first - 1].start..ws[first - 1].end];
+            let between = &text[ws[first - 1].end..ws[first].start];
+            if !(between == " " || between == ". " || between == "'s " || between == "’s ") {
+                break;
+            }
+            let sh = shape(p);
+            let joiner = ORG_JOINERS.contains(&p.to_lowercase().as_str());
+            if !(matches!(sh, Shape::Cap | Shape::Upper | Shape::Initial) || joiner && first < k) {
+                break;
+            }
+            if !is_common(p) && !joiner {
+                proper = true;
+            }
+            first -= 1;
+        }
+        while first < k && ORG_JOINERS.contains(&text[ws[first].start..ws[first].end].to_lowercase().as_str()) {
+            first += 1;
+        }
+        // `Hospital of the Good Shepherd`: capitalised words after `of`.
+        let mut end = end;
+        if lower[end..].starts_with(" of ") {
+            let i = word_at(ws, end + 4);
+            if let Some((_, e)) = name_run(text, ws, i, false) {
+                end = e;
+                proper = true;
+            }
+        }
+        if proper && first < k {
+            taken.push((ws[first].start, end));
+            push(out, ws[first].start, end, Label::Organization, "organization", 0.85);
+        }
+    }
+    // `St. Agnes`, `Saint Jude`, not a street.
+    static SAINT: OnceLock<Regex> = OnceLock::new();
+    let saint = SAINT.get_or_init(|| {
+        Regex::new(r"\b(?:St\.?|ST\.?|Saint|SAINT)[ \t]+[A-Z][A-Za-z'’]+(?:'s|’s)?(?:[ \t]+[A-Z][a-z]+)?")
+            .unwrap_or_else(|e| panic!("saint: {e}"))
+    });
+    for m in saint.find_iter(text) {
+        let after = lower[m.end()..].trim_start();
+        let street = ["street", "st ", "st.", "ave", "road", "rd", "blvd", "lane", "drive"]
+            .iter()
+            .any(|s| after.starts_with(s))
+            || m.as_str().split_whitespace().last().is_some_and(|l| {
+                ["Street", "Avenue", "Road", "Lane", "Drive", "Place", "Ave"].contains(&l)
+            });
+        if !street {
+            push(out, m.start(), m.end(), Label::Organization, "saint", 0.8);
+        }
+    }
+    // Acronyms introduced after an organisation: `... Hospital (MGH)`.
+    let orgs: Vec<(usize, usize)> = out
+        .iter()
+        .filter(|s| s.label == Label::Organization)
+        .map(|s| (s.start, s.end))
+        .collect();
+    let mut acronyms = HashSet::new();
+    for (_, e) in orgs {
+        let rest = &text[e..];
+        let trimmed = rest.trim_start();
+        if let Some(inner) = trimmed.strip_prefix('(') {
+            let acr: String = inner.chars().take_while(|c| c.is_ascii_uppercase()).collect();
+            if (2..=6).contains(&acr.len()) && inner[acr.len()..].starts_with(')') {
+                acronyms.insert(acr);
+            }
+        }
+    }
+    for w in ws {
+        let t = &text[w.start..w.end];
+        if acronyms.contains(t) {
+            push(out, w.start, w.end, Label::Organization, "organization_acronym", 0.85);
+        }
+    }
+}
+
+fn places(text: &str, ws: &[Word], lex: &Lexicon, found: &[Span], out: &mut Vec<Span>) {
+    let mut i = 0;
+    let longest = lex.place_words().clamp(1, 5);
+    while i < ws.len() {
+        let w = &text[ws[i].start..ws[i].end];
+        if !matches!(shape(w), Shape::Cap | Shape::Upper) {
+            i += 1;
+            continue;
+        }
+        let mut matched = None;
+        for n in (1..=longest).rev() {
+            if i + n > ws.len() {
+                continue;
+            }
+            let run = &ws[i..i + n];
+            let spaced = run.windows(2).all(|p| {
+                let g = &text[p[0].end..p[1].start];
+                g == " " || g == ". " && text[p[0].start..p[0].end].len() <= 3
+            });
+            if !spaced {
+                continue;
+            }
+            let name = &text[run[0].start..run[n - 1].end];
+            if run.iter().any(|x| !matches!(shape(&text[x.start..x.end]), Shape::Cap | Shape::Upper | Shape::Initial)) {
+                continue;
+            }
+            if lex.place(name).is_some() {
+                matched = Some((n, name));
+                break;
+            }
+        }
+        let Some((n, name)) = matched else {
+            i += 1;
+            continue;
+        };
+        let (s, e) = (ws[i].start, ws[i + n - 1].end);
+        let inside_other = found.iter().any(|f| f.start <= s && e <= f.end && f.label != Label::Location);
+        let common = name.split_whitespace().all(is_common);
+        let before = &text[text[..s].len().saturating_sub(24)..s];
+        let context = place_context().is_match(before) || state_after().is_match(&text[e..]);
+        let multi = n >= 2 && !name.split_whitespace().any(|x| is_common(x) && x.len() > 3);
+        let person_like = name.split_whitespace().any(|x| lex.is_name(x));
+        let ok = !inside_other && !common && (context || multi && !person_like);
+        if ok {
+            push(out, s, e, Label::Location, "place", 0.75);
+            i += n;
+        } else {
+            i += 1;
+        }
+    }
+    // Counties and parishes.
+    static COUNTY: OnceLock<Regex> = OnceLock::new();
+    let county = COUNTY.get_or_init(|| {
+        Regex::new(r"\b(?:[A-Z][a-z]+[ \t]){1,3}(?:County|Parish|Borough|Township)\b")
+            .unwrap_or_else(|e| panic!("county: {e}"))
+    });
+    for m in county.find_iter(text) {
+        push(out, m.start(), m.end(), Label::Location, "county", 0.8);
+    }
+}
+
+/// Every other occurrence of a word of a found name (`Mrs. Kowalczyk` ...
+/// `Kowalczyk`), in capitals or capitalised; and of found organisations.
+fn repeats(text: &str, ws: &[Word], seeds: &[Span], out: &mut Vec<Span>) {
+    let mut names: HashSet<String> = HashSet::new();
+    let mut orgs: HashSet<String> = HashSet::new();
+    for s in seeds.iter().chain(out.iter()) {
+        let (set, min) = match s.label {
+            Label::Person => (&mut names, 3),
+            Label::Organization => (&mut orgs, 0),
+            _ => continue,
+        };
+        if s.label == Label::Organization {
+            let t = text[s.start..s.end].to_uppercase();
+            if t.split_whitespace().count() >= 2 {
+                set.insert(t);
+            }
+            continue;
+        }
+        for w in words(&text[s.start..s.end]) {
+            let t = &text[s.start + w.start..s.start + w.end];
+            if t.chars().count() >= min && !is_common(t) && !is_credential(t) {
+                set.insert(t.to_uppercase());
+            }
+        }
+    }
+    let mut found = Vec::new();
+    for w in ws {
+        let t = &text[w.start..w.end];
+        if matches!(shape(t), Shape::Cap | Shape::Upper) && names.contains(&t.to_uppercase()) {
+            found.push((w.start, w.end, Label::Person));
+        }
+    }
+    if !orgs.is_empty() {
+        let upper = text.to_uppercase();
+        if upper.len() == text.len() {
+            for o in &orgs {
+                let mut at = 0;
+                while let Some(p) = upper[at..].find(o.as_str()) {
+                    let s = at + p;
+                    found.push((s, s + o.len(), Label::Organization));
+                    at = s + o.len();
+                }
+            }
+        }
+    }
+    for (s, e, l) in found {
+        push(out, s, e, l, "repeat", 0.75);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lex() -> Lexicon {
+        Lexicon::from_lists(
+            &["Maria", "Irena", "Tom", "Ann", "Helena", "Per", "Jordan"],
+            &["Lopez", "Holmes", "Kowalczyk", "Church", "Olinger", "Jordan"],
+            &["Springfield", "Parma Heights", "Parma"],
+        )
+    }
+
+    fn found(t: &str) -> Vec<(Label, String)> {
+        let mut v: Vec<(Label, String)> = super::super::resolve(find(t, &lex(), &[]))
+            .into_iter()
+            .map(|s| (s.label, t[s.start..s.end].to_string()))
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn has(t: &str, label: Label, value: &str) -> bool {
+        found(t).contains(&(label, value.to_string()))
+    }
+
+    #[test]
+    fn names_in_context() {
+        assert!(has("Maria Lopez lives in Springfield.", Label::Person, "Maria Lopez"));
+        assert!(has("Maria Lopez lives in Springfield.", Label::Location, "Springfield"));
+        assert!(has("Attending:\tYBARRA, JOSE\n", Label::Person, "YBARRA, JOSE"));
+        assert!(has("PATIENT: KOWALCZYK, HELENA M\nMR: 1", Label::Person, "KOWALCZYK, HELENA M"));
+        assert!(has("Seen by Dr. Abernathy (cardiology).", Label::Person, "Abernathy"));
+        assert!(has("Her daughter Irena noticed it.", Label::Person, "Irena"));
+        assert!(has("\nAnn Holmes, MD\n", Label::Person, "Ann Holmes"));
+        assert!(has("text\nXGT:holmes\n", Label::Person, "holmes"));
+        assert!(has("text\nXGT:holmes\n", Label::Person, "XGT"));
+        assert!(has("x\nGPP/church/olinger\n", Label::Person, "olinger"));
+        // Repeats of a found name.
+        assert!(has("Mrs. Kowalczyk came. Later Kowalczyk left.", Label::Person, "Kowalczyk"));
+        assert_eq!(found("Later Kowalczyk left.").len(), 0);
+        // Vocabulary in capitals is not a person.
+        assert!(found("ABDOMEN: soft.\nEXTREMITIES: no edema.").is_empty());
+        assert!(found("Vitals: stable\nPulse: regular").is_empty());
+    }
+
+    #[test]
+    fn places_and_organisations() {
+        assert!(has("Home with daughter in Parma Heights.", Label::Location, "Parma Heights"));
+        assert!(has("cc: Parma Heights Family Medicine", Label::Organization, "Parma Heights Family Medicine"));
+        assert!(has("at St. Agnes for rehab", Label::Organization, "St. Agnes"));
+        assert!(has("MERCY RIDGE MEDICAL CENTER\n", Label::Organization, "MERCY RIDGE MEDICAL CENTER"));
+        assert!(has("Massachusetts General Hospital (MGH). Back to MGH.", Label::Organization, "MGH"));
+        assert!(!has("Internal Medicine clinic", Label::Organization, "Internal Medicine"));
+        assert!(has("lives in Cuyahoga County now", Label::Location, "Cuyahoga County"));
+    }
+}

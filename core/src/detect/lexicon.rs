@@ -1,0 +1,105 @@
+//! The detection dictionaries: first and last names with their
+//! frequencies (the 1990 US Census lists, asset `names`) and a place
+//! gazetteer (US places of 1,000 people or more, US counties and cities
+//! of 100,000 elsewhere, from GeoNames, asset `places`).
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+/// The names asset directory inside the assets directory.
+pub const NAMES_DIR: &str = "names";
+/// The places asset directory inside the assets directory.
+pub const PLACES_DIR: &str = "places";
+
+/// Name and place dictionaries, keyed in upper case.
+#[derive(Debug, Default)]
+pub struct Lexicon {
+    first: HashMap<String, f32>,
+    last: HashMap<String, f32>,
+    places: HashMap<String, u64>,
+    /// The most words in one place name.
+    place_words: usize,
+}
+
+fn read(path: &Path, asset: &str) -> Result<String> {
+    if !path.exists() {
+        return Err(Error::MissingAsset {
+            asset: asset.into(),
+            path: path.to_path_buf(),
+        });
+    }
+    std::fs::read_to_string(path).map_err(|e| Error::io(path, e))
+}
+
+/// `key\tvalue` rows; `#` lines are comments.
+fn rows<'a>(text: &'a str) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|l| l.split_once('\t'))
+}
+
+impl Lexicon {
+    /// Loads both assets from an assets directory.
+    pub fn load(assets: &Path) -> Result<Self> {
+        let names = assets.join(NAMES_DIR);
+        let mut lex = Lexicon::default();
+        for (file, map) in [("first.tsv", &mut lex.first), ("last.tsv", &mut lex.last)] {
+            for (k, v) in rows(&read(&names.join(file), NAMES_DIR)?) {
+                map.insert(k.to_uppercase(), v.parse().unwrap_or(0.0));
+            }
+        }
+        for (k, v) in rows(&read(&assets.join(PLACES_DIR).join("places.tsv"), PLACES_DIR)?) {
+            lex.add_place(k, v.parse().unwrap_or(0));
+        }
+        Ok(lex)
+    }
+
+    /// A lexicon from explicit lists (tests, custom dictionaries).
+    pub fn from_lists(first: &[&str], last: &[&str], places: &[&str]) -> Self {
+        let mut lex = Lexicon::default();
+        for f in first {
+            lex.first.insert(f.to_uppercase(), 0.1);
+        }
+        for l in last {
+            lex.last.insert(l.to_uppercase(), 0.01);
+        }
+        for p in places {
+            lex.add_place(p, 10_000);
+        }
+        lex
+    }
+
+    fn add_place(&mut self, name: &str, population: u64) {
+        self.place_words = self.place_words.max(name.split_whitespace().count());
+        let e = self.places.entry(name.to_uppercase()).or_insert(0);
+        *e = (*e).max(population);
+    }
+
+    /// The census share (percent) of a first name, any case.
+    pub fn first(&self, word: &str) -> Option<f32> {
+        self.first.get(&word.to_uppercase()).copied()
+    }
+
+    /// The census share (percent) of a surname, any case.
+    pub fn last(&self, word: &str) -> Option<f32> {
+        self.last.get(&word.to_uppercase()).copied()
+    }
+
+    /// Whether `word` is a first name or a surname.
+    pub fn is_name(&self, word: &str) -> bool {
+        let u = word.to_uppercase();
+        self.first.contains_key(&u) || self.last.contains_key(&u)
+    }
+
+    /// The population of a place, any case (0 for counties).
+    pub fn place(&self, name: &str) -> Option<u64> {
+        self.places.get(&name.to_uppercase()).copied()
+    }
+
+    /// The most words in one place name.
+    pub fn place_words(&self) -> usize {
+        self.place_words
+    }
+}
