@@ -135,13 +135,12 @@ fn print_errors(file: &Path, note: &Note, spans: &[dptext_core::detect::Span]) {
     let name = file.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
     let t = &note.text;
     let line = |at: usize| t[..at].matches('\n').count() + 1;
+    let pred: Vec<eval::Labelled> = spans.iter().map(|s| (s.start, s.end, s.label)).collect();
     for g in &note.gold {
-        let hit = |s: &dptext_core::detect::Span| s.label == g.category.label() && s.start <= g.start && s.end >= g.end;
-        let part = |s: &dptext_core::detect::Span| s.start < g.end && g.start < s.end;
-        if !spans.iter().any(hit) {
+        if !eval::covered(t, g, &pred, Some(g.category.label())) {
             let got: Vec<String> = spans
                 .iter()
-                .filter(|s| part(s))
+                .filter(|s| s.start < g.end && g.start < s.end)
                 .map(|s| format!("{}:{:?}", s.label.as_str(), &t[s.start..s.end]))
                 .collect();
             println!(

@@ -23,7 +23,7 @@ use std::sync::OnceLock;
 use regex::Regex;
 
 use super::lexicon::Lexicon;
-use super::vocab::is_common;
+use super::vocab::{is_common, is_name_word, is_vocabulary};
 use super::{Label, Source, Span};
 
 /// A word: letters and digits, with inner apostrophes and hyphens.
@@ -203,6 +203,24 @@ const FACILITY: &[&str] = &[
     "children's", "general", "memorial", "regional", "community hospital", "va", "vamc", "health",
     "wellness center", "behavioral health", "mental health center", "counseling center", "homes",
     "home health", "home care", "visiting nurses", "ems", "ambulance", "rehab", "medicine",
+    "center", "centre", "logistics", "towing", "products", "auto parts", "parts", "services", "systems",
+    "schools", "co", "group", "transport", "transportation", "collaborative", "mutual", "library",
+    "funeral home", "fire dept", "fire department", "dept", "pavilion", "rehabilitation", "recovery",
+    "transitional care", "primary care", "gastroenterology", "p.c", "therapy", "hand therapy", "spine",
+    "drug", "drugs", "alliance", "ymca", "ywca", "vna", "partners", "network", "store", "market",
+    "restaurant", "cafe", "bakery", "construction", "farms", "industries", "enterprises", "agency",
+    "courier", "express", "motors", "dental", "dental group", "orthopedic", "orthopaedics", "endoscopy",
+    "surgical associates", "specialists", "consultants", "housing", "shelter", "mission", "ministries",
+    "daycare", "day care", "preschool", "academy", "club", "gym", "fitness", "credit union", "trust",
+    "properties", "realty", "law", "law firm", "llp", "pllc", "pa", "p.a", "and sons", "& sons", "bros",
+];
+
+/// Chains and names that are organisations on their own.
+const KNOWN_ORGS: &[&str] = &[
+    "CVS", "Walgreens", "Rite Aid", "Kroger", "Walmart", "Wal-Mart", "Costco", "Safeway", "Target",
+    "Publix", "Medicare", "Medicaid", "Aetna", "Cigna", "Humana", "Kaiser", "Kaiser Permanente",
+    "UnitedHealthcare", "Blue Cross", "Blue Shield", "Anthem", "Tricare", "Amazon", "FedEx", "UPS",
+    "Home Depot", "Starbucks", "McDonald's", "YMCA", "Quest", "LabCorp", "Mayo Clinic",
 ];
 
 /// Words an organisation's name may hold in lower case (`Hospital of the Good Shepherd`).
@@ -262,7 +280,7 @@ fn name_run(text: &str, ws: &[Word], i: usize, lower: bool) -> Option<(usize, us
         }
         let s = shape(w);
         let ok = match s {
-            Shape::Cap | Shape::Upper => !is_common(w) && !is_credential(w),
+            Shape::Cap | Shape::Upper => !is_vocabulary(w) && !is_credential(w),
             Shape::Initial => true,
             Shape::Lower => lower && !is_common(w) && count == 0,
             Shape::Other => false,
@@ -331,7 +349,7 @@ fn names(text: &str, ws: &[Word], lex: &Lexicon, out: &mut Vec<Span>) {
             let between = &text[ws[first - 1].end..ws[first].start];
             let joins = first == k || between == " " || between == ". ";
             let sh = shape(p);
-            if !joins || !matches!(sh, Shape::Cap | Shape::Upper | Shape::Initial) || is_common(p) || is_credential(p) {
+            if !joins || !matches!(sh, Shape::Cap | Shape::Upper | Shape::Initial) || is_vocabulary(p) || is_credential(p) {
                 break;
             }
             first -= 1;
@@ -355,7 +373,7 @@ fn names(text: &str, ws: &[Word], lex: &Lexicon, out: &mut Vec<Span>) {
     // A first name and a surname from the census lists.
     for i in 0..ws.len() {
         let w = &text[ws[i].start..ws[i].end];
-        if !matches!(shape(w), Shape::Cap | Shape::Upper) || is_common(w) || lex.first(w).is_none() {
+        if !matches!(shape(w), Shape::Cap | Shape::Upper) || is_vocabulary(w) || lex.first(w).is_none() {
             continue;
         }
         let mut j = i + 1;
@@ -372,7 +390,8 @@ fn names(text: &str, ws: &[Word], lex: &Lexicon, out: &mut Vec<Span>) {
         }
         let v = &text[ws[j].start..ws[j].end];
         let same_case = shape(v) == shape(w) || shape(w) == Shape::Cap && shape(v) == Shape::Upper;
-        if same_case && !is_common(v) && !is_credential(v) && (lex.last(v).is_some() || v.contains('-')) {
+        let one_word_name = !(is_name_word(w) && is_name_word(v));
+        if same_case && one_word_name && !is_vocabulary(v) && !is_credential(v) && (lex.last(v).is_some() || v.contains('-')) {
             push(out, ws[i].start, ws[j].end, Label::Person, "first_and_last_name", 0.8);
         }
     }
@@ -417,7 +436,8 @@ fn organisations(text: &str, ws: &[Word], out: &mut Vec<Span>) {
         while first > 0 && k - first < 6 {
             let p = &text[ws[first - 1].start..ws[first - 1].end];
             let between = &text[ws[first - 1].end..ws[first].start];
-            if !(between == " " || between == ". " || between == "'s " || between == "’s ") {
+            let initial = p.len() <= 2 || p.eq_ignore_ascii_case("st");
+            if !(between == " " || between == " & " || between == "'s " || between == "’s " || between == "-" || between == ". " && initial || between == "'S " || between == ", " && first == k && false) {
                 break;
             }
             let sh = shape(p);
@@ -445,6 +465,17 @@ fn organisations(text: &str, ws: &[Word], out: &mut Vec<Span>) {
         if proper && first < k {
             taken.push((ws[first].start, end));
             push(out, ws[first].start, end, Label::Organization, "organization", 0.85);
+        }
+    }
+    for (k, w) in ws.iter().enumerate() {
+        for org in KNOWN_ORGS {
+            let n = org.len();
+            if text[w.start..].starts_with(org)
+                && !text[w.start + n..].starts_with(|c: char| c.is_alphanumeric())
+                && (k == 0 || ws[k - 1].end <= w.start)
+            {
+                push(out, w.start, w.start + n, Label::Organization, "known_organization", 0.85);
+            }
         }
     }
     // `St. Agnes`, `Saint Jude`, not a street.
@@ -571,7 +602,7 @@ fn repeats(text: &str, ws: &[Word], seeds: &[Span], out: &mut Vec<Span>) {
         }
         for w in words(&text[s.start..s.end]) {
             let t = &text[s.start + w.start..s.start + w.end];
-            if t.chars().count() >= min && !is_common(t) && !is_credential(t) {
+            if t.chars().count() >= min && !is_vocabulary(t) && !is_credential(t) {
                 set.insert(t.to_uppercase());
             }
         }
@@ -579,7 +610,12 @@ fn repeats(text: &str, ws: &[Word], seeds: &[Span], out: &mut Vec<Span>) {
     let mut found = Vec::new();
     for w in ws {
         let t = &text[w.start..w.end];
-        if matches!(shape(t), Shape::Cap | Shape::Upper) && names.contains(&t.to_uppercase()) {
+        let before = text[..w.start].trim_end_matches([' ', '\t']);
+        let sentence_start = before.is_empty() || before.ends_with(['.', '\n', ':', '!', '?']);
+        if matches!(shape(t), Shape::Cap | Shape::Upper)
+            && names.contains(&t.to_uppercase())
+            && !(is_name_word(t) && sentence_start)
+        {
             found.push((w.start, w.end, Label::Person));
         }
     }

@@ -177,6 +177,21 @@ fn words(text: &str) -> Vec<(usize, usize)> {
     out
 }
 
+/// Whether every word of `g` is covered, byte for byte, by predicted
+/// spans of `label` (any label when `None`): the "found" of [`Report`].
+pub fn covered(text: &str, g: &super::annotated::Gold, pred: &[Labelled], label: Option<Label>) -> bool {
+    words(text)
+        .iter()
+        .filter(|w| w.0 < g.end && g.start < w.1)
+        .all(|w| {
+            let (s, e) = (w.0.max(g.start), w.1.min(g.end));
+            (s..e).all(|i| {
+                pred.iter()
+                    .any(|p| label.is_none_or(|l| p.2 == l) && p.0 <= i && i < p.1)
+            })
+        })
+}
+
 impl Report {
     /// Scores one note against the detector's spans.
     pub fn add_note(&mut self, note: &Note, pred: &[Labelled]) {

@@ -33,7 +33,7 @@ family social surgical past present illness chief complaint cc hpi pmh psh fh sh
 pain fever chills nausea vomiting diarrhea constipation cough dyspnea fatigue weakness dizziness
 headache edema rash swelling bleeding infection sepsis shock failure disease disorder syndrome
 blood pressure pulse rate temp temperature weight height bmi oxygen saturation glucose sugar
-white red black brown green gray grey blue yellow orange pink gold silver
+red blue yellow orange pink
 north south east west central general memorial regional community county state city town
 street road avenue lane drive court place way boulevard suite apartment apt floor building
 hospital medical center centre health healthcare care clinic practice group associates
@@ -47,8 +47,7 @@ signed electronically dictated transcribed typed reviewed verified cosigned atte
 name address phone fax email tel telephone mobile cell home work pager contact
 male female man woman boy girl son daughter wife husband mother father sister brother
 child children baby infant adult elderly
-care case cases long short hall walker bath wood price rose hope will mark bill grace faith
-joy may june april august summer winter spring fall rich young king hill love page child
+care case cases bath child spring fall
 major minor early late first second third last next prior current recent
 negative positive unremarkable intact clear soft tender nontender nondistended distended
 regular irregular murmur murmurs rub gallop wheeze wheezes rales rhonchi crackles
@@ -57,10 +56,26 @@ hgb hct wbc plt na cr bun inr ptt ast alt alk bili tsh a1c ldl hdl
 ed er icu or pacu ccu micu sicu nicu picu ob gyn ent pcp
 i ii iii iv v vi vii viii ix x
 post pre status sp sob cp doe hpi
+ra af sr nsr svt vt vf afib rvr lbbb rbbb pvc pac mvc gcs loc ams uti dvt pe chf copd cad ckd esrd
+ok np na tb mv pr act
 abd ctab wbat dea npi clia perrl perrla eomi nad rrr ncat ngt peg ivf abx npo ambulating
 message updated resting triage line eval swallow creatinine heparin sulfa statin
 barrett barrett's
 ";
+
+/// English words that are also common given names or surnames: never a
+/// name alone, but a name in context (`Dr. Hope Green`, `Green, Will`).
+const NAME_WORDS: &str = "
+long short hall walker wood price rose hope will mark bill grace faith joy may june april august
+summer winter rich young king hill love page green brown white black gray grey gold silver
+";
+
+/// Whether `word` (any case) is an English word that is also a name.
+pub fn is_name_word(word: &str) -> bool {
+    static SET: OnceLock<HashSet<&'static str>> = OnceLock::new();
+    let set = SET.get_or_init(|| NAME_WORDS.split_whitespace().collect());
+    set.contains(word.to_lowercase().trim_end_matches('.'))
+}
 
 /// The set, lower case.
 fn set() -> &'static HashSet<&'static str> {
@@ -71,7 +86,14 @@ fn set() -> &'static HashSet<&'static str> {
 /// Whether `word` (any case) is vocabulary, never a name on its own.
 pub fn is_common(word: &str) -> bool {
     let lower = word.to_lowercase();
-    set().contains(lower.trim_end_matches('.'))
+    set().contains(lower.trim_end_matches('.')) || is_name_word(word)
+}
+
+/// Vocabulary that is never a name, even in context (`ABDOMEN`, `the`);
+/// [`is_name_word`]s are names in context.
+pub fn is_vocabulary(word: &str) -> bool {
+    let lower = word.to_lowercase();
+    set().contains(lower.trim_end_matches('.')) && !is_name_word(word)
 }
 
 #[cfg(test)]
