@@ -124,12 +124,12 @@ fn name_triggers() -> &'static Regex {
             r"(?x)
             (?:
               \b(?i:dr|mr|mrs|ms|mx|prof|sr|sra|srta)\.?[\ \t]+
-            | \b(?:Doctor|Miss|Nurse|Sister|Father|Rev\.?|Pastor|Chaplain|Officer|Trooper|Sgt\.?|Judge|Coach)[\ \t]+
+            | \b(?:Doctor|Miss|Nurse|Sister|Father|Rev\.?|Pastor|Chaplain|Officer|Trooper|Deputy|Det\.?|Detective|Lt\.?|Capt\.?|Sgt\.?|Judge|Coach|RN|LPN|CNA|NP|PA|Dr)[\ \t]+
             | \b(?i:attending|attending\ physician|attending\ md|pcp|primary\ care(?:\ physician|\ provider)?|patient(?:\ name)?|pt\ name|pt|name|
                  referring(?:\ physician|\ provider|\ md|\ doctor|\ clinician)?|referred\ by|ref\.?\ (?:md|dr|physician)|resident|fellow|intern|surgeon|
                  assistant|assistants?|co-?surgeon|anesthesiologist|anesthesia|anesthetist|crna|provider|physician|ordering(?:\ physician|\ provider|\ md)?|
                  radiologist|pathologist|cytotechnologist|dictated\ by|signed\ by|electronically\ signed\ by|e-signed\ by|transcribed\ by|
-                 typed\ by|transcriptionist|reviewed\ by|verified\ by|prepared\ by|cc|c\.c|copies?\ to|copy\ to|interpreter|nurse|rn|
+                 typed\ by|transcriptionist|transcribed|dictated|typed|signed|registration|reg|reviewed\ by|verified\ by|prepared\ by|cc|c\.c|copies?\ to|copy\ to|interpreter|nurse|rn|
                  emergency\ contact|contact|guardian|next\ of\ kin|nok|spouse|mother|father|requested\ by|consultant|consultants|witness|
                  technologist|tech|sonographer|seen\ by|performed\ by|read\ by|reading\ physician|attested\ by|cosigned\ by|co-signed\ by|author|
                  scribe|case\ manager|social\ worker|sw|therapist|pharmacist|dietitian|chaplain|caller|called\ by|spoke\ with|spoke\ to|
@@ -156,12 +156,24 @@ fn relatives() -> &'static Regex {
 }
 
 /// Typist and dictation codes on a line of their own:
-/// `XGT:holmes`, `GPP/church/olinger`, `--JT/mk`, `CO/ts`.
+/// `XGT:holmes`, `GPP/church/olinger`, `--JT/mk`, `CO/ts`; or at the start
+/// of a line before more (`RF/lmc   DD: 11/06/21`).
 fn typist() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
     RE.get_or_init(|| {
-        Regex::new(r"(?m)^[ \t]*(?:-{1,2}[ \t]*)?([A-Za-z]{2,4}|[A-Za-z][a-z]{2,14})[ \t]*[:/][ \t]*([A-Za-z]{2,15})(?:[ \t]*/[ \t]*([A-Za-z]{2,15}))?(?:[ \t]*/[ \t]*([A-Za-z]{2,15}))?[ \t]*$")
+        Regex::new(r"(?m)^[ \t]*(?:-{1,2}[ \t]*)?([A-Za-z]{2,4}|[A-Za-z][a-z]{2,14})[ \t]*[:/][ \t]*([A-Za-z]{2,15})(?:[ \t]*/[ \t]*([A-Za-z]{2,15}))?(?:[ \t]*/[ \t]*([A-Za-z]{2,15}))?[ \t]*$|(?m)^[ \t]*([A-Z]{2,4})/([a-z]{2,4})(?:[ \t]{2,}|[ \t]*$)")
             .unwrap_or_else(|e| panic!("typist: {e}"))
+    })
+}
+
+/// Initials where a signer's go: `by ACT`, `/mb` at a line's end, the last
+/// cell of a table row (`| KL`), `Transcribed: PR`, a lone `cw` after a
+/// sentence at the end of a line.
+fn initials() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(r"(?m)by[ \t]+(?P<a>[A-Z]{2,4})\b|[ \t]/(?P<b>[a-z]{2,3})[ \t]*$|^/(?P<c>[a-z]{2,3})[ \t]*$|\|[ \t]*(?P<d>[A-Z]{2,3})[ \t]*$|(?i:initials|init|transcribed|typed|typist|signed|verified|reviewed|entered)[ \t]*:[ \t]*(?P<e>[A-Za-z]{2,4})[ \t]*$|[.)][ \t]+(?P<f>[a-z]{2,3})[ \t]*$")
+            .unwrap_or_else(|e| panic!("initials: {e}"))
     })
 }
 
@@ -393,6 +405,26 @@ fn names(text: &str, ws: &[Word], lex: &Lexicon, out: &mut Vec<Span>) {
         let one_word_name = !(is_name_word(w) && is_name_word(v));
         if same_case && one_word_name && !is_vocabulary(v) && !is_credential(v) && (lex.last(v).is_some() || v.contains('-')) {
             push(out, ws[i].start, ws[j].end, Label::Person, "first_and_last_name", 0.8);
+        }
+    }
+    for c in initials().captures_iter(text) {
+        for g in ["a", "b", "c", "d", "e", "f"] {
+            if let Some(m) = c.name(g) {
+                if !is_vocabulary(m.as_str()) && !is_credential(m.as_str()) {
+                    push(out, m.start(), m.end(), Label::Person, "initials", 0.75);
+                }
+            }
+        }
+    }
+    // `DUCHARME, KEVIN P`, `Bellamy, Augustus`: a surname, a comma and a first name.
+    for i in 0..ws.len().saturating_sub(1) {
+        let (a, b) = (&text[ws[i].start..ws[i].end], &text[ws[i + 1].start..ws[i + 1].end]);
+        let gap = &text[ws[i].end..ws[i + 1].start];
+        let shapes = matches!((shape(a), shape(b)), (Shape::Upper, Shape::Upper) | (Shape::Cap, Shape::Cap));
+        if gap == ", " && shapes && !is_vocabulary(a) && !is_vocabulary(b) && lex.first(b).is_some() && (lex.last(a).is_some() || !is_common(a)) {
+            if let Some((_, e)) = name_run(text, ws, i + 1, false) {
+                push(out, ws[i].start, e, Label::Person, "last_comma_first", 0.8);
+            }
         }
     }
     // Typist and dictation codes.

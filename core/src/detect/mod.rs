@@ -109,6 +109,7 @@ pub fn resolve(mut spans: Vec<Span>) -> Vec<Span> {
         matches!(a.source, Source::Model)
             .cmp(&matches!(b.source, Source::Model))
             .then((b.end - b.start).cmp(&(a.end - a.start)))
+            .then(b.score.total_cmp(&a.score))
             .then(a.start.cmp(&b.start))
             .then(a.label.cmp(&b.label))
     });

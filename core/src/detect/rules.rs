@@ -40,7 +40,7 @@ fn rules() -> &'static [Rule] {
             r(Label::Contact, "url", r"(?i)\b(?:https?://|www\.)[^\s<>()]+[^\s<>().,;:!?]", always, 0.95),
             r(Label::Contact, "ipv4", r"\b(?:(?:25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])\b", always, 0.9),
             r(Label::Contact, "ipv6", r"(?i)\b(?:[0-9a-f]{1,4}:){7}[0-9a-f]{1,4}\b|(?i)\b(?:[0-9a-f]{1,4}:){1,7}:(?:[0-9a-f]{1,4}(?::[0-9a-f]{1,4}){0,6})?", ipv6_ok, 0.85),
-            r(Label::Contact, "phone", r"(?:\+[0-9]{1,3}[ .-]?)?(?:\([0-9]{2,4}\)[ .-]?|\b[0-9]{2,4}[ .-])[0-9]{3,4}[ .-][0-9]{3,4}\b", phone_ok, 0.85),
+            r(Label::Contact, "phone", r"(?:\+[0-9]{1,3}[ .-]?|\b1[ .-])?(?:\([0-9]{2,4}\)[ .-]?|\b[0-9]{2,4}[ .-])[0-9]{3,4}[ .-][0-9]{3,4}\b", phone_ok, 0.85),
             r(Label::Id, "credit_card", r"\b[0-9](?:[ -]?[0-9]){12,18}\b", luhn, 0.95),
             r(Label::Id, "us_ssn", r"\b[0-9]{3}-[0-9]{2}-[0-9]{4}\b", ssn_ok, 0.9),
             r(Label::Id, "iban", r"\b[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b", iban_ok, 0.95),
@@ -61,13 +61,15 @@ fn rules() -> &'static [Rule] {
             r(Label::Date, "holiday", r"(?i)\b(?:Christmas(?: Eve| Day)?|Thanksgiving(?: Day)?|Easter(?: Sunday)?|New Year'?s?(?: Day| Eve)?|Valentine'?s(?: Day)?|Memorial Day|Labor Day|Independence Day|July 4th|Fourth of July|4th of July|Halloween|Mother'?s Day|Father'?s Day|Veterans'? Day|MLK Day|Martin Luther King(?: Jr\.?)? Day|Presidents'? Day|Columbus Day|Hanukkah|Chanukah|Passover|Yom Kippur|Rosh Hashanah|Ramadan|Eid(?: al-Fitr| al-Adha)?|Diwali|Lunar New Year|Juneteenth|Good Friday|Ash Wednesday|Palm Sunday)\b", always, 0.85),
             r(Label::Date, "time_caps", r"\b(?:[01]?[0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9])?(?:\s?[AaPp]\.?[Mm]\.?)?|\b(?:1[0-2]|[1-9])\s?(?:[AaPp]\.[Mm]\.|[AaPp][Mm])\b", always, 0.8),
             r(Label::Age, "age_over_89_short", r"(?i)\b(?P<v>9[0-9]|1[01][0-9])(?:[ -]?(?:y/?o|y\.o\.|yr?s?|years?|year-old|yo[mf]?|y|-year-old)\b|[mf]\b)|(?i:\bage[d:]?\s*|\bage\s+of\s+|\bat\s+)(?P<w>9[0-9]|1[01][0-9])\b", always, 0.9),
-            r(Label::Id, "labelled_id", r"(?i)\b(?:MRN|MR|MR\s*No|Med(?:ical)?\s*Rec(?:ord)?(?:\s*(?:No|Number|Num))?|Unit\s*(?:No|Number|#)|Hosp(?:ital)?\s*(?:No|#)|Chart(?:\s*(?:No|Number))?|Patient\s*ID|Pt\s*ID|Acct|Account|Acc(?:t)?\s*No|Encounter|Enc|Visit|FIN|CSN|HAR|Billing|Claim|Member(?:\s*ID)?|Subscriber(?:\s*ID)?|Group|Grp|Policy|Medicaid(?:\s*ID)?|Medicare(?:\s*ID)?|MBI|HICN|Plan\s*ID|Ins(?:urance)?\s*ID|DEA|NPI|Lic(?:ense|ence)?|CLIA|Cert(?:ificate)?|Serial|S/N|SN|Lot|Model|Device\s*ID|Implant\s*ID|UDI|VIN|Plate|License\s*Plate|Tag|Job|Dictation|Doc(?:ument)?\s*ID|Accession|Acc|Accn|Specimen|Spec|Order|Req(?:uisition)?|Case|Ref(?:erence)?|Confirmation|Conf|Auth(?:orization)?|Badge|Employee\s*ID|User(?:\s*ID)?|Interpreter|ID|Report|Study|Exam|Tracking|Ticket|Transmission|Monitor|Receiver|Box|Account\s*Number|Reg(?:istration)?|Passport|SSN|SS|Social\s*Security(?:\s*(?:No|Number))?|Certificate|Permit|Call)\s*(?:#|No\.?|Number|Num|ID)?\s*(?:#|No\.?)?\s*[:#=]?[ \t]*(?P<v>[A-Z0-9](?:[-./]?[A-Z0-9]){2,24})", labelled_ok, 0.9),
+            r(Label::Id, "labelled_id", r"(?i)\b(?:MRN|MR|MR\s*No|Med(?:ical)?\s*Rec(?:ord)?(?:\s*(?:No|Number|Num))?|Unit\s*(?:No|Number|#)|Hosp(?:ital)?\s*(?:No|#)|Chart(?:\s*(?:No|Number))?|Patient\s*ID|Pt\s*ID|Acct|Account|Acc(?:t)?\s*No|Encounter|Enc|Visit|FIN|CSN|HAR|Billing|Claim|Member(?:\s*ID)?|Subscriber(?:\s*ID)?|Group|Grp|Policy|Medicaid(?:\s*ID)?|Medicare(?:\s*ID)?|MBI|HICN|Plan\s*ID|Ins(?:urance)?\s*ID|DEA|NPI|Lic(?:ense|ence)?|CLIA|Cert(?:ificate)?|Serial|S/N|SN|Lot|Model|Device\s*ID|Implant\s*ID|UDI|VIN|Plate|License\s*Plate|Tag|Job|Dictation|Doc(?:ument)?(?:\s*ID)?|Accession|Acc|Accn|Specimen|Spec|Order|Req(?:uisition)?|Case|Ref(?:erence)?|Confirmation|Conf|Auth(?:orization)?|Badge|Employee\s*ID|User(?:\s*ID)?|Interpreter|ID|Report|Study|Exam|Tracking|Ticket|Transmission|Monitor|Receiver|Box|Account\s*Number|Reg(?:istration)?|Passport|SSN|SS|Social\s*Security(?:\s*(?:No|Number))?|Certificate|Permit|Call)\s*(?:#|No\.?|Number|Num|ID)?\s*(?:#|No\.?)?\s*[:#=]?[ \t]*(?P<v>[A-Z0-9](?:[-./]?[A-Z0-9]){2,24})", labelled_ok, 0.9),
             r(Label::Id, "ssn_partial", r"\b(?:[xX*#]{3}|[0-9]{3})[- ](?:[xX*#]{2}|[0-9]{2})[- ][0-9]{4}\b", ssn_loose, 0.85),
             r(Label::Id, "ssn_bare", r"(?i)\b(?:SSN|SS#|Social Security(?: No\.?| Number| #)?)\s*[:#]?\s*(?P<v>[0-9]{9})\b", always, 0.9),
-            r(Label::Id, "alnum_code", r"\b(?P<v>[A-Z]{1,4}[0-9]{1,3}-[0-9]{3,}(?:-[0-9A-Z]+)?|[A-Z]{1,4}-?[0-9]{5,}[A-Z]?)\b", always, 0.75),
+            r(Label::Id, "alnum_code", r"\b[A-Z]{1,5}-?[0-9][0-9A-Z]*(?:-[0-9A-Z]+)+\b|\b[A-Z]{1,5}-?[0-9]{4,}[A-Z]?\b|\b[A-Z]{2,5}-[0-9A-F]{6,}\b", code_ok, 0.75),
+            r(Label::Date, "weekday_short", r"(?i)\b(?P<v>(?:Mon|Tue|Tues|Wed|Thu|Thur|Thurs|Fri|Sat|Sun))\.?,?[ \t]+[0-9]{1,2}/[0-9]{1,2}", always, 0.8),
             r(Label::Id, "long_number", r"(?:^|[^0-9.,/-])(?P<v>[0-9]{7,})(?:$|[^0-9.,/-])", always, 0.7),
             r(Label::Contact, "pager", r"(?i)\b(?:pager|pgr|beeper|page|bleep)\s*(?:#|no\.?)?\s*[:#]?\s*(?P<v>[0-9]{4,7})\b", always, 0.8),
             r(Label::Location, "street_address", r"(?i)\b[0-9]{1,6}[A-Z]?(?:-[0-9]+)?[ \t]+(?:[NSEW]\.?[ \t]+)?(?:(?-i:[A-Z][A-Za-z'.-]*|[0-9]+(?:st|nd|rd|th))[ \t]+){1,4}(?:Street|St|Road|Rd|Avenue|Ave|Boulevard|Blvd|Lane|Ln|Drive|Dr|Way|Court|Ct|Place|Pl|Terrace|Ter|Circle|Cir|Parkway|Pkwy|Highway|Hwy|Route|Rte|Square|Sq|Trail|Trl|Pike|Turnpike|Tpke|Alley|Row|Path|Loop|Crescent|Close|Plaza|Run|Ridge|Hollow|Point|Pt|Crossing|Xing|Commons|Green|Walk|Heights|Extension|Ext)\b\.?(?:,?[ \t]+(?:Apt|Apartment|Suite|Ste|Unit|#|Fl|Floor|Rm|Room|Bldg|Building|Lot|Box)\.?[ \t]*#?[ \t]*[A-Za-z0-9-]+)?", always, 0.85),
+            r(Label::Location, "street_name", r"\b(?:[A-Z][a-z]+[ \t]){1,3}(?:Street|St|Road|Rd|Avenue|Ave|Boulevard|Blvd|Lane|Ln|Terrace|Drive|Parkway|Pkwy|Pike|Turnpike|Place|Court|Circle|Way)\b\.?(?:[ \t]+(?:Apt|Apartment|Suite|Ste|Unit|#)\.?[ \t]*#?[A-Za-z0-9-]+)?|\b(?:[A-Z][a-z]+[ \t]){1,2}(?:Pavilion|Wing|Tower|Inn|Building|Plaza|Apartments|Towers)\b|\b(?:[A-Z]+[ \t]){1,2}(?:PAVILION|WING|TOWER|BUILDING)\b", street_ok, 0.8),
             r(Label::Location, "po_box", r"(?i)\bP\.?\s?O\.?\s*Box\s+[0-9]+", always, 0.85),
             r(Label::Location, "city_state_zip", &format!(r"(?P<v>\b(?:[A-Z][A-Za-z.'-]+[ \t]){{0,3}}[A-Z][A-Za-z.'-]+,?[ \t]+(?:{STATE_CODES})\.?(?:[ \t]+[0-9]{{5}}(?:-[0-9]{{4}})?)|\b(?:[A-Z][A-Za-z.'-]+[ \t]){{0,3}}[A-Z][A-Za-z.'-]+,[ \t]+(?:{STATE_CODES})\b|\b(?:{STATE_CODES})[ \t]+[0-9]{{5}}(?:-[0-9]{{4}})?\b)"), city_ok, 0.85),
             r(Label::Location, "route", r"\b(?:Route|ROUTE|Rte\.?|Highway|HIGHWAY|Hwy\.?|Interstate|I-)[ \t]?[0-9]{1,3}\b", always, 0.75),
@@ -128,6 +130,19 @@ fn city_ok(s: &str) -> bool {
     // Codes that are also credentials or words need a zip code after them.
     let ambiguous = ["MD", "PA", "OK", "IN", "OR", "ID", "ME", "HI", "DE", "CO", "MA", "MS", "NE", "OH", "LA", "AL", "DO", "SC", "NP"];
     zip && code != "ID" || !zip && !ambiguous.contains(&code)
+}
+
+/// `Mill St` and `Maple Terrace`, not `Dr. Lopez` or `the Main Building` (a
+/// first word of vocabulary) nor `St. Agnes`.
+fn street_ok(s: &str) -> bool {
+    let first = s.split_whitespace().next().unwrap_or("");
+    !super::vocab::is_vocabulary(first) && !s.ends_with(" Dr") && !s.ends_with(" Dr.")
+}
+
+/// A code of letters and digits with four digits or more (`S19-4471`,
+/// `CT-240331-0041`), not a vertebra or a lab panel (`C5-6`, `T2`).
+fn code_ok(s: &str) -> bool {
+    digits(s).len() >= 4
 }
 
 fn digits(s: &str) -> Vec<u32> {
