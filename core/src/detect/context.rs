@@ -48,7 +48,6 @@ enum Shape {
 }
 
 fn words(text: &str) -> Vec<Word> {
-    let b = text.as_bytes();
     let mut out = Vec::new();
     let mut it = text.char_indices().peekable();
     while let Some((i, c)) = it.next() {
@@ -57,17 +56,21 @@ fn words(text: &str) -> Vec<Word> {
         }
         let mut end = i + c.len_utf8();
         while let Some(&(j, d)) = it.peek() {
+            let next = text[j + d.len_utf8()..].chars().next();
             if d.is_alphanumeric() {
                 end = j + d.len_utf8();
                 it.next();
-            } else if matches!(d, '\'' | '’' | '-')
-                && text[j + d.len_utf8()..]
-                    .chars()
-                    .next()
-                    .is_some_and(char::is_alphabetic)
-                && !(d == '\'' && text[j + 1..].starts_with(['s', 'S']) && !b.get(j + 2).is_some_and(u8::is_ascii_alphabetic))
-            {
+            } else if matches!(d, '\'' | '’' | '-') && next.is_some_and(char::is_alphabetic) {
+                // A possessive `'s` ends the word and is no word itself.
+                let rest = &text[j + d.len_utf8()..];
+                let possessive = d != '-'
+                    && rest.starts_with(['s', 'S'])
+                    && !rest[1..].starts_with(|c: char| c.is_alphabetic());
                 it.next();
+                if possessive {
+                    it.next();
+                    break;
+                }
             } else {
                 break;
             }
@@ -106,7 +109,7 @@ const CREDENTIALS: &[&str] = &[
     "MD", "M.D", "DO", "D.O", "RN", "NP", "PA", "PA-C", "PHD", "PH.D", "MSW", "LCSW", "LICSW",
     "PHARMD", "DPM", "DDS", "DMD", "FNP", "FNP-C", "ANP", "APRN", "BSN", "MSN", "MBBS", "FACS",
     "FACP", "FACC", "RPH", "PT", "DPT", "OT", "OTR", "RD", "RDN", "CNA", "LPN", "CRNA", "CNM",
-    "MPH", "MS", "MA", "CCC-SLP", "SLP", "RT", "RRT", "RDMS", "RDCS", "RT(R)", "CMA", "LMSW",
+    "MPH", "CCC-SLP", "SLP", "RT", "RRT", "RDMS", "RDCS", "RT(R)", "CMA", "LMSW",
     "PSYD", "PSY.D", "LMFT", "LPC", "CNS", "ACNP", "AGNP", "DNP", "NP-C", "PMHNP", "FAAP",
 ];
 
@@ -172,7 +175,7 @@ fn typist() -> &'static Regex {
 fn initials() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
     RE.get_or_init(|| {
-        Regex::new(r"(?m)by[ \t]+(?P<a>[A-Z]{2,4})\b|[ \t]/(?P<b>[a-z]{2,3})[ \t]*$|^/(?P<c>[a-z]{2,3})[ \t]*$|\|[ \t]*(?P<d>[A-Z]{2,3})[ \t]*$|(?i:initials|init|transcribed|typed|typist|signed|verified|reviewed|entered)[ \t]*:[ \t]*(?P<e>[A-Za-z]{2,4})[ \t]*$|[.)][ \t]+(?P<f>[a-z]{2,3})[ \t]*$")
+        Regex::new(r"(?m)by[ \t]+(?P<a>[A-Z]{2,4})\b|[ \t]/(?P<b>[a-z]{2,3})[ \t]*$|^/(?P<c>[a-z]{2,3})[ \t]*$|\|[ \t]*(?P<d>[A-Z]{2,3})[ \t]*$|(?i:initials|init|transcribed|typed|typist|signed|verified|reviewed|entered)[ \t]*:[ \t]*(?P<e>[A-Za-z]{2,4})[ \t]*$|[.)][ \t]+(?P<f>[a-z]{2,3})[ \t]*$|[-–][ \t]*(?P<g>[A-Z]{2,3})[ \t]*$")
             .unwrap_or_else(|e| panic!("initials: {e}"))
     })
 }
@@ -224,7 +227,17 @@ const FACILITY: &[&str] = &[
     "courier", "express", "motors", "dental", "dental group", "orthopedic", "orthopaedics", "endoscopy",
     "surgical associates", "specialists", "consultants", "housing", "shelter", "mission", "ministries",
     "daycare", "day care", "preschool", "academy", "club", "gym", "fitness", "credit union", "trust",
-    "properties", "realty", "law", "law firm", "llp", "pllc", "pa", "p.a", "and sons", "& sons", "bros",
+    "properties", "realty", "law", "law firm", "llp", "pllc", "and sons", "& sons", "bros",
+    "nursing and rehabilitation", "nursing & rehabilitation", "skilled nursing", "women's pavilion",
+    "senior center", "retirement community", "retirement home", "group home", "adult day",
+];
+
+/// Words that begin hospital names (`Mercy Redding`, `Providence St. Vincent`).
+const HOSPITAL_PREFIXES: &[&str] = &[
+    "Mercy", "MERCY", "Providence", "PROVIDENCE", "Baptist", "BAPTIST", "Methodist", "METHODIST",
+    "Presbyterian", "PRESBYTERIAN", "Lutheran", "LUTHERAN", "Adventist", "ADVENTIST", "Sutter",
+    "Kaiser", "Shriners", "UPMC", "Banner", "Ascension", "Atrium", "Intermountain", "Dignity",
+    "Trinity", "Covenant", "Good Samaritan", "Sacred Heart",
 ];
 
 /// Chains and names that are organisations on their own.
@@ -408,7 +421,7 @@ fn names(text: &str, ws: &[Word], lex: &Lexicon, out: &mut Vec<Span>) {
         }
     }
     for c in initials().captures_iter(text) {
-        for g in ["a", "b", "c", "d", "e", "f"] {
+        for g in ["a", "b", "c", "d", "e", "f", "g"] {
             if let Some(m) = c.name(g) {
                 if !is_vocabulary(m.as_str()) && !is_credential(m.as_str()) {
                     push(out, m.start(), m.end(), Label::Person, "initials", 0.75);
@@ -421,7 +434,7 @@ fn names(text: &str, ws: &[Word], lex: &Lexicon, out: &mut Vec<Span>) {
         let (a, b) = (&text[ws[i].start..ws[i].end], &text[ws[i + 1].start..ws[i + 1].end]);
         let gap = &text[ws[i].end..ws[i + 1].start];
         let shapes = matches!((shape(a), shape(b)), (Shape::Upper, Shape::Upper) | (Shape::Cap, Shape::Cap));
-        if gap == ", " && shapes && !is_vocabulary(a) && !is_vocabulary(b) && lex.first(b).is_some() && (lex.last(a).is_some() || !is_common(a)) {
+        if gap == ", " && shapes && !is_vocabulary(a) && !is_vocabulary(b) && (lex.first(b).is_some() && (lex.last(a).is_some() || !is_common(a)) || shape(a) == Shape::Upper && lex.last(a).is_some() && !is_common(b)) {
             if let Some((_, e)) = name_run(text, ws, i + 1, false) {
                 push(out, ws[i].start, e, Label::Person, "last_comma_first", 0.8);
             }
@@ -469,7 +482,7 @@ fn organisations(text: &str, ws: &[Word], out: &mut Vec<Span>) {
             let p = &text[ws[first - 1].start..ws[first - 1].end];
             let between = &text[ws[first - 1].end..ws[first].start];
             let initial = p.len() <= 2 || p.eq_ignore_ascii_case("st");
-            if !(between == " " || between == " & " || between == "'s " || between == "’s " || between == "-" || between == ". " && initial || between == "'S " || between == ", " && first == k && false) {
+            if !(between == " " || between == " & " || between == "'s " || between == "’s " || between == "-" || between == "/" || between == ". " && initial || between == "'S " || between == ", " && first == k && false) {
                 break;
             }
             let sh = shape(p);
@@ -499,6 +512,29 @@ fn organisations(text: &str, ws: &[Word], out: &mut Vec<Span>) {
             push(out, ws[first].start, end, Label::Organization, "organization", 0.85);
         }
     }
+    // `Mercy Redding`, `UPMC Shadyside`: a hospital word and a place or name after it.
+    for (k, w) in ws.iter().enumerate() {
+        let t = &text[w.start..w.end];
+        if HOSPITAL_PREFIXES.contains(&t) && k + 1 < ws.len() && &text[w.end..ws[k + 1].start] == " " {
+            let n = &text[ws[k + 1].start..ws[k + 1].end];
+            if matches!(shape(n), Shape::Cap | Shape::Upper) && !is_vocabulary(n) || n.eq_ignore_ascii_case("west") || n.eq_ignore_ascii_case("east") || n.eq_ignore_ascii_case("general") {
+                push(out, w.start, ws[k + 1].end, Label::Organization, "hospital_prefix", 0.85);
+            }
+        }
+    }
+    // `..., P.C.`, `..., Inc.` after an organisation.
+    let extended: Vec<Span> = out
+        .iter()
+        .filter(|s| s.label == Label::Organization)
+        .filter_map(|s| {
+            let rest = &text[s.end..];
+            ["P.C.", "PC", "P.A.", "LLC", "Inc.", "Inc", "PLLC", "LLP"].iter().find_map(|suffix| {
+                let tail = format!(", {suffix}");
+                rest.starts_with(&tail).then(|| Span { end: s.end + tail.len(), ..s.clone() })
+            })
+        })
+        .collect();
+    out.extend(extended);
     for (k, w) in ws.iter().enumerate() {
         for org in KNOWN_ORGS {
             let n = org.len();
@@ -597,7 +633,7 @@ fn places(text: &str, ws: &[Word], lex: &Lexicon, found: &[Span], out: &mut Vec<
         let person_like = name.split_whitespace().any(|x| lex.is_name(x));
         let ok = !inside_other && !common && (context || multi && !person_like);
         if ok {
-            push(out, s, e, Label::Location, "place", 0.75);
+            push(out, s, e, Label::Location, "place", if context { 0.85 } else { 0.75 });
             i += n;
         } else {
             i += 1;
@@ -628,6 +664,16 @@ fn repeats(text: &str, ws: &[Word], seeds: &[Span], out: &mut Vec<Span>) {
         if s.label == Label::Organization {
             let t = text[s.start..s.end].to_uppercase();
             if t.split_whitespace().count() >= 2 {
+                // The name without its facility words: `Maple Grove` of
+                // `Maple Grove Nursing and Rehabilitation`.
+                let lower = t.to_lowercase();
+                if let Some(f) = FACILITY.iter().filter(|f| f.len() > 3).find(|f| lower.ends_with(&format!(" {f}")) || lower.contains(&format!(" {f} "))) {
+                    let cut = lower.find(&format!(" {f}")).unwrap_or(t.len());
+                    let stem = t[..cut].trim().to_string();
+                    if stem.split_whitespace().count() >= 2 || stem.len() >= 6 && !is_common(&stem) {
+                        set.insert(stem);
+                    }
+                }
                 set.insert(t);
             }
             continue;
@@ -665,8 +711,21 @@ fn repeats(text: &str, ws: &[Word], seeds: &[Span], out: &mut Vec<Span>) {
         }
     }
     for (s, e, l) in found {
-        push(out, s, e, l, "repeat", 0.75);
+        let score = if l == Label::Organization { 0.86 } else { 0.75 };
+        push(out, s, e, l, "repeat", score);
     }
+    // A capital initial before a found name belongs to it (`T. Okonkwo`).
+    let mut widened = Vec::new();
+    for sp in out.iter().filter(|s| s.label == Label::Person) {
+        let before = &text[..sp.start];
+        let b = before.as_bytes();
+        if b.len() >= 3 && b[b.len() - 1] == b' ' && b[b.len() - 2] == b'.' && b[b.len() - 3].is_ascii_uppercase()
+            && (b.len() == 3 || !b[b.len() - 4].is_ascii_alphanumeric())
+        {
+            widened.push(Span { start: sp.start - 3, ..sp.clone() });
+        }
+    }
+    out.extend(widened);
 }
 
 #[cfg(test)]

@@ -65,11 +65,12 @@ fn rules() -> &'static [Rule] {
             r(Label::Id, "ssn_partial", r"\b(?:[xX*#]{3}|[0-9]{3})[- ](?:[xX*#]{2}|[0-9]{2})[- ][0-9]{4}\b", ssn_loose, 0.85),
             r(Label::Id, "ssn_bare", r"(?i)\b(?:SSN|SS#|Social Security(?: No\.?| Number| #)?)\s*[:#]?\s*(?P<v>[0-9]{9})\b", always, 0.9),
             r(Label::Id, "alnum_code", r"\b[A-Z]{1,5}-?[0-9][0-9A-Z]*(?:-[0-9A-Z]+)+\b|\b[A-Z]{1,5}-?[0-9]{4,}[A-Z]?\b|\b[A-Z]{2,5}-[0-9A-F]{6,}\b", code_ok, 0.75),
-            r(Label::Date, "weekday_short", r"(?i)\b(?P<v>(?:Mon|Tue|Tues|Wed|Thu|Thur|Thurs|Fri|Sat|Sun))\.?,?[ \t]+[0-9]{1,2}/[0-9]{1,2}", always, 0.8),
+            r(Label::Date, "weekday_short", r"(?i)\b(?P<v>(?:Mon|Tue|Tues|Wed|Thu|Thur|Thurs|Fri|Sat|Sun))\.?,?[ \t]+[0-9]{1,2}/[0-9]{1,2}", always, 0.9),
+            r(Label::Id, "plate", r"(?i)\b(?:plate|tag|lic(?:ense|ence)?)\b[^:\n]{0,24}?[:#]?[ \t]+(?P<v>(?:[A-Z]{1,2}[ \t][0-9]{4,8})|(?-i:[A-Z0-9]{2,4}[ -][A-Z0-9]{2,4}))\b", plate_ok, 0.85),
             r(Label::Id, "long_number", r"(?:^|[^0-9.,/-])(?P<v>[0-9]{7,})(?:$|[^0-9.,/-])", always, 0.7),
             r(Label::Contact, "pager", r"(?i)\b(?:pager|pgr|beeper|page|bleep)\s*(?:#|no\.?)?\s*[:#]?\s*(?P<v>[0-9]{4,7})\b", always, 0.8),
-            r(Label::Location, "street_address", r"(?i)\b[0-9]{1,6}[A-Z]?(?:-[0-9]+)?[ \t]+(?:[NSEW]\.?[ \t]+)?(?:(?-i:[A-Z][A-Za-z'.-]*|[0-9]+(?:st|nd|rd|th))[ \t]+){1,4}(?:Street|St|Road|Rd|Avenue|Ave|Boulevard|Blvd|Lane|Ln|Drive|Dr|Way|Court|Ct|Place|Pl|Terrace|Ter|Circle|Cir|Parkway|Pkwy|Highway|Hwy|Route|Rte|Square|Sq|Trail|Trl|Pike|Turnpike|Tpke|Alley|Row|Path|Loop|Crescent|Close|Plaza|Run|Ridge|Hollow|Point|Pt|Crossing|Xing|Commons|Green|Walk|Heights|Extension|Ext)\b\.?(?:,?[ \t]+(?:Apt|Apartment|Suite|Ste|Unit|#|Fl|Floor|Rm|Room|Bldg|Building|Lot|Box)\.?[ \t]*#?[ \t]*[A-Za-z0-9-]+)?", always, 0.85),
-            r(Label::Location, "street_name", r"\b(?:[A-Z][a-z]+[ \t]){1,3}(?:Street|St|Road|Rd|Avenue|Ave|Boulevard|Blvd|Lane|Ln|Terrace|Drive|Parkway|Pkwy|Pike|Turnpike|Place|Court|Circle|Way)\b\.?(?:[ \t]+(?:Apt|Apartment|Suite|Ste|Unit|#)\.?[ \t]*#?[A-Za-z0-9-]+)?|\b(?:[A-Z][a-z]+[ \t]){1,2}(?:Pavilion|Wing|Tower|Inn|Building|Plaza|Apartments|Towers)\b|\b(?:[A-Z]+[ \t]){1,2}(?:PAVILION|WING|TOWER|BUILDING)\b", street_ok, 0.8),
+            r(Label::Location, "street_address", r"(?i)\b[0-9]{1,6}[A-Z]?(?:-[0-9]+)?[ \t]+(?:[NSEW]\.?[ \t]+)?(?:(?-i:[A-Z][A-Za-z'.-]*|[0-9]+(?:st|nd|rd|th))[ \t]+){1,4}(?:Street|St|Road|Rd|Avenue|Ave|Boulevard|Blvd|Lane|Ln|Drive|Dr|Way|Court|Ct|Place|Pl|Terrace|Ter|Circle|Cir|Parkway|Pkwy|Highway|Hwy|Route|Rte|Square|Sq|Trail|Trl|Pike|Turnpike|Tpke|Alley|Row|Path|Loop|Crescent|Close|Plaza|Run|Ridge|Hollow|Point|Pt|Crossing|Xing|Commons|Green|Walk|Heights|Extension|Ext)\b\.?(?:,?[ \t]+(?:Apt|Apartment|Suite|Ste|Unit|#|Fl|Floor|Rm|Room|Bldg|Building|Lot|Box)\.?[ \t]*#?[ \t]*[A-Za-z0-9-]+)?", street_number_ok, 0.85),
+            r(Label::Location, "street_name", r"\b(?:[A-Z][a-z]+[ \t]){1,3}(?:Street|St|Road|Rd|Avenue|Ave|Boulevard|Blvd|Lane|Ln|Terrace|Drive|Parkway|Pkwy|Pike|Turnpike|Place|Court|Circle|Way)\b\.?(?:[ \t]+(?:Apt|Apartment|Suite|Ste|Unit|#)\.?[ \t]*#?[A-Za-z0-9-]+)?|\b(?:[A-Z][a-z]+[ \t]){1,2}(?:Pavilion|Wing|Tower|Inn|Building|Plaza|Apartments|Towers)\b|\b(?:[A-Z]+[ \t]){1,2}(?:PAVILION|WING|TOWER|BUILDING)\b", street_ok, 0.85),
             r(Label::Location, "po_box", r"(?i)\bP\.?\s?O\.?\s*Box\s+[0-9]+", always, 0.85),
             r(Label::Location, "city_state_zip", &format!(r"(?P<v>\b(?:[A-Z][A-Za-z.'-]+[ \t]){{0,3}}[A-Z][A-Za-z.'-]+,?[ \t]+(?:{STATE_CODES})\.?(?:[ \t]+[0-9]{{5}}(?:-[0-9]{{4}})?)|\b(?:[A-Z][A-Za-z.'-]+[ \t]){{0,3}}[A-Z][A-Za-z.'-]+,[ \t]+(?:{STATE_CODES})\b|\b(?:{STATE_CODES})[ \t]+[0-9]{{5}}(?:-[0-9]{{4}})?\b)"), city_ok, 0.85),
             r(Label::Location, "route", r"\b(?:Route|ROUTE|Rte\.?|Highway|HIGHWAY|Hwy\.?|Interstate|I-)[ \t]?[0-9]{1,3}\b", always, 0.75),
@@ -111,7 +112,11 @@ fn month_ok(_: &str) -> bool {
 /// dose or a plain small number.
 fn labelled_ok(s: &str) -> bool {
     let d = digits(s).len();
-    d >= 2 && !date_ok(s) && !(d <= 3 && s.chars().all(|c| c.is_ascii_digit()))
+    let short_date = {
+        let p: Vec<&str> = s.split('/').collect();
+        p.len() == 2 && p.iter().all(|x| x.len() <= 4 && x.chars().all(|c| c.is_ascii_digit()))
+    };
+    d >= 2 && !date_ok(s) && !short_date && !(d <= 3 && s.chars().all(|c| c.is_ascii_digit()))
 }
 
 /// `xxx-xx-1234`, `123 45 6789`: a masked SSN, or a whole one passing [`ssn_ok`].
@@ -132,11 +137,24 @@ fn city_ok(s: &str) -> bool {
     zip && code != "ID" || !zip && !ambiguous.contains(&code)
 }
 
+/// A plate or licence with a digit in it.
+fn plate_ok(s: &str) -> bool {
+    digits(s).len() >= 2
+}
+
 /// `Mill St` and `Maple Terrace`, not `Dr. Lopez` or `the Main Building` (a
 /// first word of vocabulary) nor `St. Agnes`.
 fn street_ok(s: &str) -> bool {
     let first = s.split_whitespace().next().unwrap_or("");
     !super::vocab::is_vocabulary(first) && !s.ends_with(" Dr") && !s.ends_with(" Dr.")
+}
+
+/// `12 Oak Street`, not `09 BY DR.`: a word of the street's name that is
+/// not vocabulary.
+fn street_number_ok(s: &str) -> bool {
+    s.split_whitespace()
+        .skip(1)
+        .any(|w| w.chars().any(char::is_alphabetic) && !super::vocab::is_vocabulary(w.trim_end_matches(['.', ','])) && !matches!(w.to_lowercase().trim_end_matches('.'), "st" | "street" | "rd" | "road" | "ave" | "avenue" | "dr" | "drive" | "lane" | "ln" | "way" | "n" | "s" | "e" | "w"))
 }
 
 /// A code of letters and digits with four digits or more (`S19-4471`,
