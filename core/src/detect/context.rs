@@ -261,7 +261,7 @@ pub fn find(text: &str, lex: &Lexicon, seeds: &[Span]) -> Vec<Span> {
     let mut places_found = Vec::new();
     places(text, &ws, lex, &out, &mut places_found);
     out.extend(places_found);
-    repeats(text, &ws, seeds, &mut out);
+    repeats(text, &ws, lex, seeds, &mut out);
     out
 }
 
@@ -286,6 +286,12 @@ fn word_at(ws: &[Word], at: usize) -> usize {
 /// initials, `LAST, FIRST` once after a single surname; stops at a line
 /// break, vocabulary and credentials. `lower` also takes lower-case words.
 fn name_run(text: &str, ws: &[Word], i: usize, lower: bool) -> Option<(usize, usize)> {
+    name_run_with(text, ws, i, lower, None)
+}
+
+/// [`name_run`]; with a lexicon, `LAST, FIRST` joins only before a known
+/// first name or in capitals (`Ortiz, Lakeview Clinic` is a name and a clinic).
+fn name_run_with(text: &str, ws: &[Word], i: usize, lower: bool, lex: Option<&Lexicon>) -> Option<(usize, usize)> {
     let mut end_word = None;
     let mut count = 0;
     let mut comma_used = false;
@@ -295,7 +301,11 @@ fn name_run(text: &str, ws: &[Word], i: usize, lower: bool) -> Option<(usize, us
         if j > i {
             let gap = &text[ws[j - 1].end..ws[j].start];
             let plain = gap == " " || gap == ". " || gap == "." && false;
-            let comma = (gap == ", " || gap == ",") && !comma_used && count == 1;
+            let next = &text[ws[j].start..ws[j].end];
+            let comma = (gap == ", " || gap == ",")
+                && !comma_used
+                && count == 1
+                && lex.is_none_or(|l| l.first(next).is_some() || shape(next) == Shape::Upper);
             if !(plain || comma) {
                 break;
             }
@@ -340,7 +350,7 @@ fn names(text: &str, ws: &[Word], lex: &Lexicon, out: &mut Vec<Span>) {
                 trigger.trim_end_matches([':', '-', ' ']),
                 "per" | "from" | "to" | "pt" | "member" | "user" | "contact" | "tech" | "np" | "pa" | "md" | "rn" | "nurse" | "name" | "patient"
             );
-            if let Some((s, e)) = name_run(text, ws, i, false) {
+            if let Some((s, e)) = name_run_with(text, ws, i, false, Some(lex)) {
                 let run = &text[s..e];
                 let any_name = run.split([' ', ',']).any(|w| lex.is_name(w));
                 if !weak || any_name || trigger.contains("dr") || trigger.contains("mr") || trigger.contains("ms") {
@@ -652,7 +662,7 @@ fn places(text: &str, ws: &[Word], lex: &Lexicon, found: &[Span], out: &mut Vec<
 
 /// Every other occurrence of a word of a found name (`Mrs. Kowalczyk` ...
 /// `Kowalczyk`), in capitals or capitalised; and of found organisations.
-fn repeats(text: &str, ws: &[Word], seeds: &[Span], out: &mut Vec<Span>) {
+fn repeats(text: &str, ws: &[Word], lex: &Lexicon, seeds: &[Span], out: &mut Vec<Span>) {
     let mut names: HashSet<String> = HashSet::new();
     let mut orgs: HashSet<String> = HashSet::new();
     for s in seeds.iter().chain(out.iter()) {
@@ -670,7 +680,8 @@ fn repeats(text: &str, ws: &[Word], seeds: &[Span], out: &mut Vec<Span>) {
                 if let Some(f) = FACILITY.iter().filter(|f| f.len() > 3).find(|f| lower.ends_with(&format!(" {f}")) || lower.contains(&format!(" {f} "))) {
                     let cut = lower.find(&format!(" {f}")).unwrap_or(t.len());
                     let stem = t[..cut].trim().to_string();
-                    if stem.split_whitespace().count() >= 2 || stem.len() >= 6 && !is_common(&stem) {
+                    let place = lex.place(&stem).is_some();
+                    if !place && (stem.split_whitespace().count() >= 2 || stem.len() >= 6 && !is_common(&stem)) {
                         set.insert(stem);
                     }
                 }

@@ -170,6 +170,9 @@ pub fn detect_with(
             guesses.extend(m.line_spans(text)?);
         }
         guesses.retain(|s| !only_vocabulary(text, s));
+        if let Some(lex) = lexicon {
+            guesses.retain(|s| s.label != Label::Location || place_evidence(text, s, lex));
+        }
         spans.extend(guesses);
     }
     if let Some(lex) = lexicon {
@@ -194,6 +197,30 @@ fn only_vocabulary(text: &str, s: &Span) -> bool {
             w.chars().all(char::is_alphabetic)
                 && w.starts_with(char::is_uppercase)
                 && !vocab::is_common(w)
+        })
+}
+
+/// A model place needs evidence: a gazetteer name in it, a zip code, a
+/// house number or a street word (`Glu 244`, `HR 118, T 39.6` are not places).
+fn place_evidence(text: &str, s: &Span, lex: &lexicon::Lexicon) -> bool {
+    let t = &text[s.start..s.end];
+    let ws: Vec<&str> = t
+        .split(|c: char| !c.is_alphanumeric() && c != '\'' && c != '-')
+        .filter(|w| !w.is_empty())
+        .collect();
+    let street = |w: &str| {
+        matches!(
+            w.to_lowercase().as_str(),
+            "street" | "st" | "road" | "rd" | "avenue" | "ave" | "boulevard" | "blvd" | "lane" | "ln" | "drive" | "dr" | "way" | "court" | "ct" | "terrace" | "place" | "circle" | "parkway" | "highway" | "route" | "apt" | "suite" | "unit"
+        )
+    };
+    let zip = |w: &str| w.len() == 5 && w.chars().all(|c| c.is_ascii_digit());
+    ws.iter().any(|w| street(w) || zip(w))
+        || (0..ws.len()).any(|i| {
+            (1..=3.min(ws.len() - i)).any(|n| {
+                let name = ws[i..i + n].join(" ");
+                name.chars().next().is_some_and(char::is_uppercase) && lex.place(&name).is_some() && !vocab::is_common(&name)
+            })
         })
 }
 
