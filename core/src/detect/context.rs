@@ -532,6 +532,41 @@ fn organisations(text: &str, ws: &[Word], out: &mut Vec<Span>) {
             }
         }
     }
+    // Employers and schools: `works as a line cook at Casa Lupita`, `student at CSU Bakersfield`.
+    static EMPLOYER: OnceLock<Regex> = OnceLock::new();
+    let employer = EMPLOYER.get_or_init(|| {
+        Regex::new(r"(?i)\b(?:works?|worked|working|employed|employee|student|studies|studying|enrolled|attends|retired|laid off|fired|job|volunteers?|intern(?:ship)?)\b[^.\n;]{0,30}?\b(?:at|for|by|from|with)[ \t]+")
+            .unwrap_or_else(|e| panic!("employer: {e}"))
+    });
+    for m in employer.find_iter(text) {
+        let i = word_at(ws, m.end());
+        if i >= ws.len() || ws[i].start != m.end() {
+            continue;
+        }
+        let mut j = i;
+        while j < ws.len() && j - i < 4 {
+            let w = &text[ws[j].start..ws[j].end];
+            let joined = j == i || matches!(&text[ws[j - 1].end..ws[j].start], " " | " & ");
+            if !joined || !matches!(shape(w), Shape::Cap | Shape::Upper) || is_vocabulary(w) {
+                break;
+            }
+            j += 1;
+        }
+        if j > i {
+            push(out, ws[i].start, ws[j - 1].end, Label::Organization, "employer", 0.8);
+        }
+    }
+    // `Blue Shield of California`: an organisation `of` a capitalised name.
+    let of_ext: Vec<Span> = out
+        .iter()
+        .filter(|s| s.label == Label::Organization && text[s.end..].starts_with(" of "))
+        .filter_map(|s| {
+            let i = word_at(ws, s.end + 4);
+            let (_, e) = name_run(text, ws, i, false)?;
+            (ws.get(i)?.start == s.end + 4).then(|| Span { end: e, ..s.clone() })
+        })
+        .collect();
+    out.extend(of_ext);
     // `..., P.C.`, `..., Inc.` after an organisation.
     let extended: Vec<Span> = out
         .iter()
