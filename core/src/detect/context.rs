@@ -261,6 +261,7 @@ pub fn find(text: &str, lex: &Lexicon, seeds: &[Span]) -> Vec<Span> {
     let mut places_found = Vec::new();
     places(text, &ws, lex, &out, &mut places_found);
     out.extend(places_found);
+    address_towns(text, &ws, seeds, &mut out);
     repeats(text, &ws, lex, seeds, &mut out);
     out
 }
@@ -532,6 +533,17 @@ fn organisations(text: &str, ws: &[Word], out: &mut Vec<Span>) {
             }
         }
     }
+    for (k, w) in ws.iter().enumerate() {
+        for org in KNOWN_ORGS {
+            let n = org.len();
+            if text[w.start..].starts_with(org)
+                && !text[w.start + n..].starts_with(|c: char| c.is_alphanumeric())
+                && (k == 0 || ws[k - 1].end <= w.start)
+            {
+                push(out, w.start, w.start + n, Label::Organization, "known_organization", 0.85);
+            }
+        }
+    }
     // Employers and schools: `works as a line cook at Casa Lupita`, `student at CSU Bakersfield`.
     static EMPLOYER: OnceLock<Regex> = OnceLock::new();
     let employer = EMPLOYER.get_or_init(|| {
@@ -580,17 +592,6 @@ fn organisations(text: &str, ws: &[Word], out: &mut Vec<Span>) {
         })
         .collect();
     out.extend(extended);
-    for (k, w) in ws.iter().enumerate() {
-        for org in KNOWN_ORGS {
-            let n = org.len();
-            if text[w.start..].starts_with(org)
-                && !text[w.start + n..].starts_with(|c: char| c.is_alphanumeric())
-                && (k == 0 || ws[k - 1].end <= w.start)
-            {
-                push(out, w.start, w.start + n, Label::Organization, "known_organization", 0.85);
-            }
-        }
-    }
     // `St. Agnes`, `Saint Jude`, not a street.
     static SAINT: OnceLock<Regex> = OnceLock::new();
     let saint = SAINT.get_or_init(|| {
@@ -692,6 +693,34 @@ fn places(text: &str, ws: &[Word], lex: &Lexicon, found: &[Span], out: &mut Vec<
     });
     for m in county.find_iter(text) {
         push(out, m.start(), m.end(), Label::Location, "county", 0.8);
+    }
+}
+
+/// The town after a street: `Mill St, Carver`, `on Maple Terrace, East Haddon`.
+fn address_towns(text: &str, ws: &[Word], seeds: &[Span], out: &mut Vec<Span>) {
+    let streets: Vec<usize> = seeds
+        .iter()
+        .chain(out.iter())
+        .filter(|s| s.label == Label::Location)
+        .map(|s| s.end)
+        .collect();
+    for end in streets {
+        if !text[end..].starts_with(", ") {
+            continue;
+        }
+        let i = word_at(ws, end + 2);
+        let mut j = i;
+        while j < ws.len() && j - i < 3 {
+            let w = &text[ws[j].start..ws[j].end];
+            let joined = j == i || &text[ws[j - 1].end..ws[j].start] == " ";
+            if !joined || shape(w) != Shape::Cap || is_vocabulary(w) && !matches!(w, "East" | "West" | "North" | "South" | "New" | "Lake" | "Mount" | "Fort" | "Port") {
+                break;
+            }
+            j += 1;
+        }
+        if j > i && ws[i].start == end + 2 {
+            push(out, ws[i].start, ws[j - 1].end, Label::Location, "address_town", 0.85);
+        }
     }
 }
 
