@@ -235,7 +235,9 @@ mod tests {
                 "onnxruntime",
                 "glove-6b-50d",
                 "wordpiece-minilm-l6",
-                "rampart"
+                "rampart",
+                "names",
+                "places"
             ]
         );
         for p in &m.packages {

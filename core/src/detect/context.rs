@@ -456,7 +456,8 @@ fn names(text: &str, ws: &[Word], lex: &Lexicon, out: &mut Vec<Span>) {
         let whole = c.get(0).map_or("", |m| m.as_str());
         // Not `Pulse: regular` or `BP/HR`: a line like `Vitals: stable` has vocabulary.
         let parts: Vec<regex::Match> = c.iter().skip(1).flatten().collect();
-        if parts.iter().any(|p| is_common(p.as_str())) || whole.contains(": ") && parts.len() < 2 {
+        let initials_first = parts.first().is_some_and(|p| p.as_str().len() <= 4 && p.as_str().chars().all(|c| c.is_ascii_uppercase()));
+        if !initials_first && parts.iter().any(|p| is_common(p.as_str())) || whole.contains(": ") && parts.len() < 2 {
             continue;
         }
         for p in parts {

@@ -169,7 +169,7 @@ pub fn detect_with(
         if lexicon.is_some() {
             guesses.extend(m.line_spans(text)?);
         }
-        guesses.retain(|s| !only_vocabulary(text, s));
+        guesses.retain(|s| !only_vocabulary(text, s) || lexicon.is_some_and(|l| lower_case_name(text, s, l)));
         if let Some(lex) = lexicon {
             guesses.retain(|s| s.label != Label::Location || place_evidence(text, s, lex));
         }
@@ -198,6 +198,19 @@ fn only_vocabulary(text: &str, s: &Span) -> bool {
                 && w.starts_with(char::is_uppercase)
                 && !vocab::is_common(w)
         })
+}
+
+/// A model name in lower case (`richard cruz` in a chat) stands when one
+/// of its words is a census first name and none is vocabulary.
+fn lower_case_name(text: &str, s: &Span, lex: &lexicon::Lexicon) -> bool {
+    let ws: Vec<&str> = text[s.start..s.end]
+        .split(|c: char| !c.is_alphabetic())
+        .filter(|w| w.len() >= 2)
+        .collect();
+    s.label == Label::Person
+        && !ws.is_empty()
+        && ws.iter().any(|w| lex.first(w).is_some() && !vocab::is_common(w))
+        && ws.iter().all(|w| !vocab::is_vocabulary(w))
 }
 
 /// A model place needs evidence: a gazetteer name in it, a zip code, a
@@ -322,10 +335,45 @@ mod tests {
 mod quality {
     use super::*;
 
-    /// The labelled evaluation set (scripts/gen_detection_eval.py): overlap
-    /// recall must stay at or above 0.95 for the labels the issue names.
+    /// The project's clinical notes (tests/data/clinical, written fresh and
+    /// annotated per HIPAA category): the floors of docs/detection.md.
     #[test]
-    fn recall_on_the_evaluation_set() {
+    fn clinical_notes_meet_the_floors() {
+        let Some(detector) = crate::assets::load_or_skip(|dir| Detector::load(dir, 2)) else {
+            return;
+        };
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/data/clinical");
+        let mut files: Vec<_> = std::fs::read_dir(dir)
+            .expect("tests/data/clinical")
+            .map(|e| e.expect("entry").path())
+            .filter(|p| p.extension().is_some_and(|x| x == "txt"))
+            .collect();
+        files.sort();
+        assert!(files.len() >= 60, "{} notes", files.len());
+        let mut report = eval::Report::default();
+        for f in &files {
+            let note = annotated::parse(&std::fs::read_to_string(f).expect("note")).expect("markup");
+            let pred: Vec<eval::Labelled> = detector
+                .detect(&note.text)
+                .expect("detect")
+                .iter()
+                .map(|s| (s.start, s.end, s.label))
+                .collect();
+            report.add_note(&note, &pred);
+        }
+        let all = report.recall_total();
+        assert!(all.recall() >= 0.97, "span recall {:.3}", all.recall());
+        for (c, t) in &report.categories {
+            assert!(t.recall() >= 0.95, "{}: span recall {:.3} of {}", c.as_str(), t.recall(), t.gold);
+        }
+        let p = report.precision_total();
+        assert!(p.precision() >= 0.85, "span precision {:.3}", p.precision());
+    }
+
+    /// The older template set (scripts/gen_detection_eval.py): overlap
+    /// recall stays at or above 0.95 for the labels it covers.
+    #[test]
+    fn recall_on_the_template_set() {
         let Some(detector) = crate::assets::load_or_skip(|dir| Detector::load(dir, 2)) else {
             return;
         };
