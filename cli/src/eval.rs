@@ -132,7 +132,9 @@ fn eval_notes(dir: &Path, path: &Path, opts: Options) -> Result<()> {
 
 /// Prints what a note's detection missed and what it got wrong.
 fn print_errors(file: &Path, note: &Note, spans: &[dptext_core::detect::Span]) {
-    let name = file.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let name = file
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
     let t = &note.text;
     let line = |at: usize| t[..at].matches('\n').count() + 1;
     let pred: Vec<eval::Labelled> = spans.iter().map(|s| (s.start, s.end, s.label)).collect();

@@ -177,7 +177,10 @@ pub fn parse(marked: &str) -> Result<Note> {
             return Err(bad(consumed + open, "a mark needs `{{CATEGORY|text}}`"));
         };
         if value.contains("{{") || value.is_empty() || value.contains('|') {
-            return Err(bad(consumed + open, "a mark's text is empty or holds `{{` or `|`"));
+            return Err(bad(
+                consumed + open,
+                "a mark's text is empty or holds `{{` or `|`",
+            ));
         }
         let category: Category = cat
             .trim()
@@ -195,7 +198,10 @@ pub fn parse(marked: &str) -> Result<Note> {
         rest = &rest[next..];
     }
     if rest.contains("}}") {
-        return Err(bad(consumed + rest.find("}}").unwrap_or(0), "`}}` without `{{`"));
+        return Err(bad(
+            consumed + rest.find("}}").unwrap_or(0),
+            "`}}` without `{{`",
+        ));
     }
     text.push_str(rest);
     Ok(Note { text, gold })

@@ -109,8 +109,8 @@ const CREDENTIALS: &[&str] = &[
     "MD", "M.D", "DO", "D.O", "RN", "NP", "PA", "PA-C", "PHD", "PH.D", "MSW", "LCSW", "LICSW",
     "PHARMD", "DPM", "DDS", "DMD", "FNP", "FNP-C", "ANP", "APRN", "BSN", "MSN", "MBBS", "FACS",
     "FACP", "FACC", "RPH", "PT", "DPT", "OT", "OTR", "RD", "RDN", "CNA", "LPN", "CRNA", "CNM",
-    "MPH", "CCC-SLP", "SLP", "RT", "RRT", "RDMS", "RDCS", "RT(R)", "CMA", "LMSW",
-    "PSYD", "PSY.D", "LMFT", "LPC", "CNS", "ACNP", "AGNP", "DNP", "NP-C", "PMHNP", "FAAP",
+    "MPH", "CCC-SLP", "SLP", "RT", "RRT", "RDMS", "RDCS", "RT(R)", "CMA", "LMSW", "PSYD", "PSY.D",
+    "LMFT", "LPC", "CNS", "ACNP", "AGNP", "DNP", "NP-C", "PMHNP", "FAAP",
 ];
 
 fn is_credential(w: &str) -> bool {
@@ -195,57 +195,274 @@ const STATE_CODES: &str = "AL|AK|AZ|AR|CA|CO|CT|DE|DC|FL|GA|HI|ID|IL|IN|IA|KS|KY
 fn state_after() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
     RE.get_or_init(|| {
-        Regex::new(&format!(r"^,?[ \t]+(?:(?i:{STATES})\b|(?:{STATE_CODES})\b)"))
-            .unwrap_or_else(|e| panic!("state after: {e}"))
+        Regex::new(&format!(
+            r"^,?[ \t]+(?:(?i:{STATES})\b|(?:{STATE_CODES})\b)"
+        ))
+        .unwrap_or_else(|e| panic!("state after: {e}"))
     })
 }
 
 /// Facility words that end an organisation's name (longest first).
 const FACILITY: &[&str] = &[
-    "nursing and rehabilitation center", "nursing & rehabilitation center", "nursing and rehab center",
-    "skilled nursing facility", "rehabilitation hospital", "rehabilitation center", "rehab center",
-    "medical center", "medical centre", "health center", "health centre", "health system", "health services",
-    "healthcare", "health care", "imaging center", "imaging", "family medicine", "family practice",
-    "family health", "internal medicine", "medical group", "medical associates", "physician group",
-    "physicians", "associates", "pediatrics", "cardiology", "orthopedics", "dermatology", "oncology",
-    "nursing home", "care center", "living center", "assisted living", "senior living", "memory care",
-    "hospice", "pharmacy", "drugs", "laboratory", "laboratories", "labs", "lab", "surgery center",
-    "surgical center", "urgent care", "medical clinic", "clinic", "clinics", "infirmary", "recovery center",
-    "treatment center", "dialysis center", "dialysis", "cancer center", "cancer institute", "institute",
-    "foundation", "university", "college", "school", "academy", "high school", "elementary", "church",
-    "inc", "corp", "corporation", "llc", "ltd", "company", "bank", "insurance", "health plan",
-    "police department", "fire department", "sheriff's office", "manor", "hospital", "hospitals",
-    "children's", "general", "memorial", "regional", "community hospital", "va", "vamc", "health",
-    "wellness center", "behavioral health", "mental health center", "counseling center", "homes",
-    "home health", "home care", "visiting nurses", "ems", "ambulance", "rehab", "medicine",
-    "center", "centre", "logistics", "towing", "products", "auto parts", "parts", "services", "systems",
-    "schools", "co", "group", "transport", "transportation", "collaborative", "mutual", "library",
-    "funeral home", "fire dept", "fire department", "dept", "pavilion", "rehabilitation", "recovery",
-    "transitional care", "primary care", "gastroenterology", "p.c", "therapy", "hand therapy", "spine",
-    "drug", "drugs", "alliance", "ymca", "ywca", "vna", "partners", "network", "store", "market",
-    "restaurant", "cafe", "bakery", "construction", "farms", "industries", "enterprises", "agency",
-    "courier", "express", "motors", "dental", "dental group", "orthopedic", "orthopaedics", "endoscopy",
-    "surgical associates", "specialists", "consultants", "housing", "shelter", "mission", "ministries",
-    "daycare", "day care", "preschool", "academy", "club", "gym", "fitness", "credit union", "trust",
-    "properties", "realty", "law", "law firm", "llp", "pllc", "and sons", "& sons", "bros",
-    "nursing and rehabilitation", "nursing & rehabilitation", "skilled nursing", "women's pavilion",
-    "senior center", "retirement community", "retirement home", "group home", "adult day",
+    "nursing and rehabilitation center",
+    "nursing & rehabilitation center",
+    "nursing and rehab center",
+    "skilled nursing facility",
+    "rehabilitation hospital",
+    "rehabilitation center",
+    "rehab center",
+    "medical center",
+    "medical centre",
+    "health center",
+    "health centre",
+    "health system",
+    "health services",
+    "healthcare",
+    "health care",
+    "imaging center",
+    "imaging",
+    "family medicine",
+    "family practice",
+    "family health",
+    "internal medicine",
+    "medical group",
+    "medical associates",
+    "physician group",
+    "physicians",
+    "associates",
+    "pediatrics",
+    "cardiology",
+    "orthopedics",
+    "dermatology",
+    "oncology",
+    "nursing home",
+    "care center",
+    "living center",
+    "assisted living",
+    "senior living",
+    "memory care",
+    "hospice",
+    "pharmacy",
+    "drugs",
+    "laboratory",
+    "laboratories",
+    "labs",
+    "lab",
+    "surgery center",
+    "surgical center",
+    "urgent care",
+    "medical clinic",
+    "clinic",
+    "clinics",
+    "infirmary",
+    "recovery center",
+    "treatment center",
+    "dialysis center",
+    "dialysis",
+    "cancer center",
+    "cancer institute",
+    "institute",
+    "foundation",
+    "university",
+    "college",
+    "school",
+    "academy",
+    "high school",
+    "elementary",
+    "church",
+    "inc",
+    "corp",
+    "corporation",
+    "llc",
+    "ltd",
+    "company",
+    "bank",
+    "insurance",
+    "health plan",
+    "police department",
+    "fire department",
+    "sheriff's office",
+    "manor",
+    "hospital",
+    "hospitals",
+    "children's",
+    "general",
+    "memorial",
+    "regional",
+    "community hospital",
+    "va",
+    "vamc",
+    "health",
+    "wellness center",
+    "behavioral health",
+    "mental health center",
+    "counseling center",
+    "homes",
+    "home health",
+    "home care",
+    "visiting nurses",
+    "ems",
+    "ambulance",
+    "rehab",
+    "medicine",
+    "center",
+    "centre",
+    "logistics",
+    "towing",
+    "products",
+    "auto parts",
+    "parts",
+    "services",
+    "systems",
+    "schools",
+    "co",
+    "group",
+    "transport",
+    "transportation",
+    "collaborative",
+    "mutual",
+    "library",
+    "funeral home",
+    "fire dept",
+    "fire department",
+    "dept",
+    "pavilion",
+    "rehabilitation",
+    "recovery",
+    "transitional care",
+    "primary care",
+    "gastroenterology",
+    "p.c",
+    "therapy",
+    "hand therapy",
+    "spine",
+    "drug",
+    "drugs",
+    "alliance",
+    "ymca",
+    "ywca",
+    "vna",
+    "partners",
+    "network",
+    "store",
+    "market",
+    "restaurant",
+    "cafe",
+    "bakery",
+    "construction",
+    "farms",
+    "industries",
+    "enterprises",
+    "agency",
+    "courier",
+    "express",
+    "motors",
+    "dental",
+    "dental group",
+    "orthopedic",
+    "orthopaedics",
+    "endoscopy",
+    "surgical associates",
+    "specialists",
+    "consultants",
+    "housing",
+    "shelter",
+    "mission",
+    "ministries",
+    "daycare",
+    "day care",
+    "preschool",
+    "academy",
+    "club",
+    "gym",
+    "fitness",
+    "credit union",
+    "trust",
+    "properties",
+    "realty",
+    "law",
+    "law firm",
+    "llp",
+    "pllc",
+    "and sons",
+    "& sons",
+    "bros",
+    "nursing and rehabilitation",
+    "nursing & rehabilitation",
+    "skilled nursing",
+    "women's pavilion",
+    "senior center",
+    "retirement community",
+    "retirement home",
+    "group home",
+    "adult day",
 ];
 
 /// Words that begin hospital names (`Mercy Redding`, `Providence St. Vincent`).
 const HOSPITAL_PREFIXES: &[&str] = &[
-    "Mercy", "MERCY", "Providence", "PROVIDENCE", "Baptist", "BAPTIST", "Methodist", "METHODIST",
-    "Presbyterian", "PRESBYTERIAN", "Lutheran", "LUTHERAN", "Adventist", "ADVENTIST", "Sutter",
-    "Kaiser", "Shriners", "UPMC", "Banner", "Ascension", "Atrium", "Intermountain", "Dignity",
-    "Trinity", "Covenant", "Good Samaritan", "Sacred Heart",
+    "Mercy",
+    "MERCY",
+    "Providence",
+    "PROVIDENCE",
+    "Baptist",
+    "BAPTIST",
+    "Methodist",
+    "METHODIST",
+    "Presbyterian",
+    "PRESBYTERIAN",
+    "Lutheran",
+    "LUTHERAN",
+    "Adventist",
+    "ADVENTIST",
+    "Sutter",
+    "Kaiser",
+    "Shriners",
+    "UPMC",
+    "Banner",
+    "Ascension",
+    "Atrium",
+    "Intermountain",
+    "Dignity",
+    "Trinity",
+    "Covenant",
+    "Good Samaritan",
+    "Sacred Heart",
 ];
 
 /// Chains and names that are organisations on their own.
 const KNOWN_ORGS: &[&str] = &[
-    "CVS", "Walgreens", "Rite Aid", "Kroger", "Walmart", "Wal-Mart", "Costco", "Safeway", "Target",
-    "Publix", "Medicare", "Medicaid", "Aetna", "Cigna", "Humana", "Kaiser", "Kaiser Permanente",
-    "UnitedHealthcare", "Blue Cross", "Blue Shield", "Anthem", "Tricare", "Amazon", "FedEx", "UPS",
-    "Home Depot", "Starbucks", "McDonald's", "YMCA", "Quest", "LabCorp", "Mayo Clinic",
+    "CVS",
+    "Walgreens",
+    "Rite Aid",
+    "Kroger",
+    "Walmart",
+    "Wal-Mart",
+    "Costco",
+    "Safeway",
+    "Target",
+    "Publix",
+    "Medicare",
+    "Medicaid",
+    "Aetna",
+    "Cigna",
+    "Humana",
+    "Kaiser",
+    "Kaiser Permanente",
+    "UnitedHealthcare",
+    "Blue Cross",
+    "Blue Shield",
+    "Anthem",
+    "Tricare",
+    "Amazon",
+    "FedEx",
+    "UPS",
+    "Home Depot",
+    "Starbucks",
+    "McDonald's",
+    "YMCA",
+    "Quest",
+    "LabCorp",
+    "Mayo Clinic",
 ];
 
 /// Words an organisation's name may hold in lower case (`Hospital of the Good Shepherd`).
@@ -266,7 +483,14 @@ pub fn find(text: &str, lex: &Lexicon, seeds: &[Span]) -> Vec<Span> {
     out
 }
 
-fn push(out: &mut Vec<Span>, start: usize, end: usize, label: Label, name: &'static str, score: f32) {
+fn push(
+    out: &mut Vec<Span>,
+    start: usize,
+    end: usize,
+    label: Label,
+    name: &'static str,
+    score: f32,
+) {
     if end > start {
         out.push(Span {
             start,
@@ -292,7 +516,13 @@ fn name_run(text: &str, ws: &[Word], i: usize, lower: bool) -> Option<(usize, us
 
 /// [`name_run`]; with a lexicon, `LAST, FIRST` joins only before a known
 /// first name or in capitals (`Ortiz, Lakeview Clinic` is a name and a clinic).
-fn name_run_with(text: &str, ws: &[Word], i: usize, lower: bool, lex: Option<&Lexicon>) -> Option<(usize, usize)> {
+fn name_run_with(
+    text: &str,
+    ws: &[Word],
+    i: usize,
+    lower: bool,
+    lex: Option<&Lexicon>,
+) -> Option<(usize, usize)> {
     let mut end_word = None;
     let mut count = 0;
     let mut comma_used = false;
@@ -301,7 +531,7 @@ fn name_run_with(text: &str, ws: &[Word], i: usize, lower: bool, lex: Option<&Le
         let w = &text[ws[j].start..ws[j].end];
         if j > i {
             let gap = &text[ws[j - 1].end..ws[j].start];
-            let plain = gap == " " || gap == ". " || gap == "." && false;
+            let plain = gap == " " || gap == ". ";
             let next = &text[ws[j].start..ws[j].end];
             let comma = (gap == ", " || gap == ",")
                 && !comma_used
@@ -349,15 +579,36 @@ fn names(text: &str, ws: &[Word], lex: &Lexicon, out: &mut Vec<Span>) {
             // or when the words are names.
             let weak = matches!(
                 trigger.trim_end_matches([':', '-', ' ']),
-                "per" | "from" | "to" | "pt" | "member" | "user" | "contact" | "tech" | "np" | "pa" | "md" | "rn" | "nurse" | "name" | "patient"
+                "per"
+                    | "from"
+                    | "to"
+                    | "pt"
+                    | "member"
+                    | "user"
+                    | "contact"
+                    | "tech"
+                    | "np"
+                    | "pa"
+                    | "md"
+                    | "rn"
+                    | "nurse"
+                    | "name"
+                    | "patient"
             );
             if let Some((s, e)) = name_run_with(text, ws, i, false, Some(lex)) {
                 let run = &text[s..e];
                 let any_name = run.split([' ', ',']).any(|w| lex.is_name(w));
-                if !weak || any_name || trigger.contains("dr") || trigger.contains("mr") || trigger.contains("ms") {
+                if !weak
+                    || any_name
+                    || trigger.contains("dr")
+                    || trigger.contains("mr")
+                    || trigger.contains("ms")
+                {
                     push(out, s, e, Label::Person, "name_after_title", 0.9);
                 }
-            } else if m.as_str().to_lowercase().starts_with("cc") || m.as_str().to_lowercase().contains("by") {
+            } else if m.as_str().to_lowercase().starts_with("cc")
+                || m.as_str().to_lowercase().contains("by")
+            {
                 // `cc: RB`, `Dictated by: jt`: initials or a lone lower-case name.
                 if let Some((s, e)) = name_run(text, ws, i, true) {
                     push(out, s, e, Label::Person, "name_after_title", 0.8);
@@ -375,7 +626,9 @@ fn names(text: &str, ws: &[Word], lex: &Lexicon, out: &mut Vec<Span>) {
             continue;
         }
         // Credentials written in lower case are words (`do`, `pt`, `ms`).
-        if text[w.start..w.end].chars().any(char::is_lowercase) && !text[w.start..w.end].contains('.') {
+        if text[w.start..w.end].chars().any(char::is_lowercase)
+            && !text[w.start..w.end].contains('.')
+        {
             continue;
         }
         // Walk back over the name.
@@ -385,13 +638,24 @@ fn names(text: &str, ws: &[Word], lex: &Lexicon, out: &mut Vec<Span>) {
             let between = &text[ws[first - 1].end..ws[first].start];
             let joins = first == k || between == " " || between == ". ";
             let sh = shape(p);
-            if !joins || !matches!(sh, Shape::Cap | Shape::Upper | Shape::Initial) || is_vocabulary(p) || is_credential(p) {
+            if !joins
+                || !matches!(sh, Shape::Cap | Shape::Upper | Shape::Initial)
+                || is_vocabulary(p)
+                || is_credential(p)
+            {
                 break;
             }
             first -= 1;
         }
         if first < k {
-            push(out, ws[first].start, ws[k - 1].end, Label::Person, "name_before_credential", 0.9);
+            push(
+                out,
+                ws[first].start,
+                ws[k - 1].end,
+                Label::Person,
+                "name_before_credential",
+                0.9,
+            );
         }
     }
     // After relatives: `daughter Irena`, `husband, Tom`.
@@ -409,12 +673,18 @@ fn names(text: &str, ws: &[Word], lex: &Lexicon, out: &mut Vec<Span>) {
     // A first name and a surname from the census lists.
     for i in 0..ws.len() {
         let w = &text[ws[i].start..ws[i].end];
-        if !matches!(shape(w), Shape::Cap | Shape::Upper) || is_vocabulary(w) || lex.first(w).is_none() {
+        if !matches!(shape(w), Shape::Cap | Shape::Upper)
+            || is_vocabulary(w)
+            || lex.first(w).is_none()
+        {
             continue;
         }
         let mut j = i + 1;
         // A middle initial.
-        if j < ws.len() && shape(&text[ws[j].start..ws[j].end]) == Shape::Initial && matches!(&text[ws[j - 1].end..ws[j].start], " ") {
+        if j < ws.len()
+            && shape(&text[ws[j].start..ws[j].end]) == Shape::Initial
+            && matches!(&text[ws[j - 1].end..ws[j].start], " ")
+        {
             j += 1;
         }
         if j >= ws.len() {
@@ -427,8 +697,20 @@ fn names(text: &str, ws: &[Word], lex: &Lexicon, out: &mut Vec<Span>) {
         let v = &text[ws[j].start..ws[j].end];
         let same_case = shape(v) == shape(w) || shape(w) == Shape::Cap && shape(v) == Shape::Upper;
         let one_word_name = !(is_name_word(w) && is_name_word(v));
-        if same_case && one_word_name && !is_vocabulary(v) && !is_credential(v) && (lex.last(v).is_some() || v.contains('-')) {
-            push(out, ws[i].start, ws[j].end, Label::Person, "first_and_last_name", 0.8);
+        if same_case
+            && one_word_name
+            && !is_vocabulary(v)
+            && !is_credential(v)
+            && (lex.last(v).is_some() || v.contains('-'))
+        {
+            push(
+                out,
+                ws[i].start,
+                ws[j].end,
+                Label::Person,
+                "first_and_last_name",
+                0.8,
+            );
         }
     }
     for c in initials().captures_iter(text) {
@@ -442,10 +724,22 @@ fn names(text: &str, ws: &[Word], lex: &Lexicon, out: &mut Vec<Span>) {
     }
     // `DUCHARME, KEVIN P`, `Bellamy, Augustus`: a surname, a comma and a first name.
     for i in 0..ws.len().saturating_sub(1) {
-        let (a, b) = (&text[ws[i].start..ws[i].end], &text[ws[i + 1].start..ws[i + 1].end]);
+        let (a, b) = (
+            &text[ws[i].start..ws[i].end],
+            &text[ws[i + 1].start..ws[i + 1].end],
+        );
         let gap = &text[ws[i].end..ws[i + 1].start];
-        let shapes = matches!((shape(a), shape(b)), (Shape::Upper, Shape::Upper) | (Shape::Cap, Shape::Cap));
-        if gap == ", " && shapes && !is_vocabulary(a) && !is_vocabulary(b) && (lex.first(b).is_some() && (lex.last(a).is_some() || !is_common(a)) || shape(a) == Shape::Upper && lex.last(a).is_some() && !is_common(b)) {
+        let shapes = matches!(
+            (shape(a), shape(b)),
+            (Shape::Upper, Shape::Upper) | (Shape::Cap, Shape::Cap)
+        );
+        if gap == ", "
+            && shapes
+            && !is_vocabulary(a)
+            && !is_vocabulary(b)
+            && (lex.first(b).is_some() && (lex.last(a).is_some() || !is_common(a))
+                || shape(a) == Shape::Upper && lex.last(a).is_some() && !is_common(b))
+        {
             if let Some((_, e)) = name_run(text, ws, i + 1, false) {
                 push(out, ws[i].start, e, Label::Person, "last_comma_first", 0.8);
             }
@@ -456,8 +750,12 @@ fn names(text: &str, ws: &[Word], lex: &Lexicon, out: &mut Vec<Span>) {
         let whole = c.get(0).map_or("", |m| m.as_str());
         // Not `Pulse: regular` or `BP/HR`: a line like `Vitals: stable` has vocabulary.
         let parts: Vec<regex::Match> = c.iter().skip(1).flatten().collect();
-        let initials_first = parts.first().is_some_and(|p| p.as_str().len() <= 4 && p.as_str().chars().all(|c| c.is_ascii_uppercase()));
-        if !initials_first && parts.iter().any(|p| is_common(p.as_str())) || whole.contains(": ") && parts.len() < 2 {
+        let initials_first = parts.first().is_some_and(|p| {
+            p.as_str().len() <= 4 && p.as_str().chars().all(|c| c.is_ascii_uppercase())
+        });
+        if !initials_first && parts.iter().any(|p| is_common(p.as_str()))
+            || whole.contains(": ") && parts.len() < 2
+        {
             continue;
         }
         for p in parts {
@@ -494,7 +792,15 @@ fn organisations(text: &str, ws: &[Word], out: &mut Vec<Span>) {
             let p = &text[ws[first - 1].start..ws[first - 1].end];
             let between = &text[ws[first - 1].end..ws[first].start];
             let initial = p.len() <= 2 || p.eq_ignore_ascii_case("st");
-            if !(between == " " || between == " & " || between == "'s " || between == "’s " || between == "-" || between == "/" || between == ". " && initial || between == "'S " || between == ", " && first == k && false) {
+            if !(between == " "
+                || between == " & "
+                || between == "'s "
+                || between == "’s "
+                || between == "-"
+                || between == "/"
+                || between == ". " && initial
+                || between == "'S ")
+            {
                 break;
             }
             let sh = shape(p);
@@ -507,7 +813,9 @@ fn organisations(text: &str, ws: &[Word], out: &mut Vec<Span>) {
             }
             first -= 1;
         }
-        while first < k && ORG_JOINERS.contains(&text[ws[first].start..ws[first].end].to_lowercase().as_str()) {
+        while first < k
+            && ORG_JOINERS.contains(&text[ws[first].start..ws[first].end].to_lowercase().as_str())
+        {
             first += 1;
         }
         // `Hospital of the Good Shepherd`: capitalised words after `of`.
@@ -521,16 +829,37 @@ fn organisations(text: &str, ws: &[Word], out: &mut Vec<Span>) {
         }
         if proper && first < k {
             taken.push((ws[first].start, end));
-            push(out, ws[first].start, end, Label::Organization, "organization", 0.85);
+            push(
+                out,
+                ws[first].start,
+                end,
+                Label::Organization,
+                "organization",
+                0.85,
+            );
         }
     }
     // `Mercy Redding`, `UPMC Shadyside`: a hospital word and a place or name after it.
     for (k, w) in ws.iter().enumerate() {
         let t = &text[w.start..w.end];
-        if HOSPITAL_PREFIXES.contains(&t) && k + 1 < ws.len() && &text[w.end..ws[k + 1].start] == " " {
+        if HOSPITAL_PREFIXES.contains(&t)
+            && k + 1 < ws.len()
+            && &text[w.end..ws[k + 1].start] == " "
+        {
             let n = &text[ws[k + 1].start..ws[k + 1].end];
-            if matches!(shape(n), Shape::Cap | Shape::Upper) && !is_vocabulary(n) || n.eq_ignore_ascii_case("west") || n.eq_ignore_ascii_case("east") || n.eq_ignore_ascii_case("general") {
-                push(out, w.start, ws[k + 1].end, Label::Organization, "hospital_prefix", 0.85);
+            if matches!(shape(n), Shape::Cap | Shape::Upper) && !is_vocabulary(n)
+                || n.eq_ignore_ascii_case("west")
+                || n.eq_ignore_ascii_case("east")
+                || n.eq_ignore_ascii_case("general")
+            {
+                push(
+                    out,
+                    w.start,
+                    ws[k + 1].end,
+                    Label::Organization,
+                    "hospital_prefix",
+                    0.85,
+                );
             }
         }
     }
@@ -541,7 +870,14 @@ fn organisations(text: &str, ws: &[Word], out: &mut Vec<Span>) {
                 && !text[w.start + n..].starts_with(|c: char| c.is_alphanumeric())
                 && (k == 0 || ws[k - 1].end <= w.start)
             {
-                push(out, w.start, w.start + n, Label::Organization, "known_organization", 0.85);
+                push(
+                    out,
+                    w.start,
+                    w.start + n,
+                    Label::Organization,
+                    "known_organization",
+                    0.85,
+                );
             }
         }
     }
@@ -566,7 +902,14 @@ fn organisations(text: &str, ws: &[Word], out: &mut Vec<Span>) {
             j += 1;
         }
         if j > i {
-            push(out, ws[i].start, ws[j - 1].end, Label::Organization, "employer", 0.8);
+            push(
+                out,
+                ws[i].start,
+                ws[j - 1].end,
+                Label::Organization,
+                "employer",
+                0.8,
+            );
         }
     }
     // `Blue Shield of California`: an organisation `of` a capitalised name.
@@ -576,7 +919,10 @@ fn organisations(text: &str, ws: &[Word], out: &mut Vec<Span>) {
         .filter_map(|s| {
             let i = word_at(ws, s.end + 4);
             let (_, e) = name_run(text, ws, i, false)?;
-            (ws.get(i)?.start == s.end + 4).then(|| Span { end: e, ..s.clone() })
+            (ws.get(i)?.start == s.end + 4).then(|| Span {
+                end: e,
+                ..s.clone()
+            })
         })
         .collect();
     out.extend(of_ext);
@@ -586,24 +932,33 @@ fn organisations(text: &str, ws: &[Word], out: &mut Vec<Span>) {
         .filter(|s| s.label == Label::Organization)
         .filter_map(|s| {
             let rest = &text[s.end..];
-            ["P.C.", "PC", "P.A.", "LLC", "Inc.", "Inc", "PLLC", "LLP"].iter().find_map(|suffix| {
-                let tail = format!(", {suffix}");
-                rest.starts_with(&tail).then(|| Span { end: s.end + tail.len(), ..s.clone() })
-            })
+            ["P.C.", "PC", "P.A.", "LLC", "Inc.", "Inc", "PLLC", "LLP"]
+                .iter()
+                .find_map(|suffix| {
+                    let tail = format!(", {suffix}");
+                    rest.starts_with(&tail).then(|| Span {
+                        end: s.end + tail.len(),
+                        ..s.clone()
+                    })
+                })
         })
         .collect();
     out.extend(extended);
     // `St. Agnes`, `Saint Jude`, not a street.
     static SAINT: OnceLock<Regex> = OnceLock::new();
     let saint = SAINT.get_or_init(|| {
-        Regex::new(r"\b(?:St\.?|ST\.?|Saint|SAINT)[ \t]+[A-Z][A-Za-z'’]+(?:'s|’s)?(?:[ \t]+[A-Z][a-z]+)?")
-            .unwrap_or_else(|e| panic!("saint: {e}"))
+        Regex::new(
+            r"\b(?:St\.?|ST\.?|Saint|SAINT)[ \t]+[A-Z][A-Za-z'’]+(?:'s|’s)?(?:[ \t]+[A-Z][a-z]+)?",
+        )
+        .unwrap_or_else(|e| panic!("saint: {e}"))
     });
     for m in saint.find_iter(text) {
         let after = lower[m.end()..].trim_start();
-        let street = ["street", "st ", "st.", "ave", "road", "rd", "blvd", "lane", "drive"]
-            .iter()
-            .any(|s| after.starts_with(s))
+        let street = [
+            "street", "st ", "st.", "ave", "road", "rd", "blvd", "lane", "drive",
+        ]
+        .iter()
+        .any(|s| after.starts_with(s))
             || m.as_str().split_whitespace().last().is_some_and(|l| {
                 ["Street", "Avenue", "Road", "Lane", "Drive", "Place", "Ave"].contains(&l)
             });
@@ -622,7 +977,10 @@ fn organisations(text: &str, ws: &[Word], out: &mut Vec<Span>) {
         let rest = &text[e..];
         let trimmed = rest.trim_start();
         if let Some(inner) = trimmed.strip_prefix('(') {
-            let acr: String = inner.chars().take_while(|c| c.is_ascii_uppercase()).collect();
+            let acr: String = inner
+                .chars()
+                .take_while(|c| c.is_ascii_uppercase())
+                .collect();
             if (2..=6).contains(&acr.len()) && inner[acr.len()..].starts_with(')') {
                 acronyms.insert(acr);
             }
@@ -631,7 +989,14 @@ fn organisations(text: &str, ws: &[Word], out: &mut Vec<Span>) {
     for w in ws {
         let t = &text[w.start..w.end];
         if acronyms.contains(t) {
-            push(out, w.start, w.end, Label::Organization, "organization_acronym", 0.85);
+            push(
+                out,
+                w.start,
+                w.end,
+                Label::Organization,
+                "organization_acronym",
+                0.85,
+            );
         }
     }
 }
@@ -659,7 +1024,12 @@ fn places(text: &str, ws: &[Word], lex: &Lexicon, found: &[Span], out: &mut Vec<
                 continue;
             }
             let name = &text[run[0].start..run[n - 1].end];
-            if run.iter().any(|x| !matches!(shape(&text[x.start..x.end]), Shape::Cap | Shape::Upper | Shape::Initial)) {
+            if run.iter().any(|x| {
+                !matches!(
+                    shape(&text[x.start..x.end]),
+                    Shape::Cap | Shape::Upper | Shape::Initial
+                )
+            }) {
                 continue;
             }
             if lex.place(name).is_some() {
@@ -672,7 +1042,9 @@ fn places(text: &str, ws: &[Word], lex: &Lexicon, found: &[Span], out: &mut Vec<
             continue;
         };
         let (s, e) = (ws[i].start, ws[i + n - 1].end);
-        let inside_other = found.iter().any(|f| f.start <= s && e <= f.end && f.label != Label::Location);
+        let inside_other = found
+            .iter()
+            .any(|f| f.start <= s && e <= f.end && f.label != Label::Location);
         let common = name.split_whitespace().all(is_common);
         let before = &text[text[..s].len().saturating_sub(24)..s];
         let context = place_context().is_match(before) || state_after().is_match(&text[e..]);
@@ -680,7 +1052,14 @@ fn places(text: &str, ws: &[Word], lex: &Lexicon, found: &[Span], out: &mut Vec<
         let person_like = name.split_whitespace().any(|x| lex.is_name(x));
         let ok = !inside_other && !common && (context || multi && !person_like);
         if ok {
-            push(out, s, e, Label::Location, "place", if context { 0.85 } else { 0.75 });
+            push(
+                out,
+                s,
+                e,
+                Label::Location,
+                "place",
+                if context { 0.85 } else { 0.75 },
+            );
             i += n;
         } else {
             i += 1;
@@ -714,13 +1093,35 @@ fn address_towns(text: &str, ws: &[Word], seeds: &[Span], out: &mut Vec<Span>) {
         while j < ws.len() && j - i < 3 {
             let w = &text[ws[j].start..ws[j].end];
             let joined = j == i || &text[ws[j - 1].end..ws[j].start] == " ";
-            if !joined || shape(w) != Shape::Cap || is_vocabulary(w) && !matches!(w, "East" | "West" | "North" | "South" | "New" | "Lake" | "Mount" | "Fort" | "Port") {
+            if !joined
+                || shape(w) != Shape::Cap
+                || is_vocabulary(w)
+                    && !matches!(
+                        w,
+                        "East"
+                            | "West"
+                            | "North"
+                            | "South"
+                            | "New"
+                            | "Lake"
+                            | "Mount"
+                            | "Fort"
+                            | "Port"
+                    )
+            {
                 break;
             }
             j += 1;
         }
         if j > i && ws[i].start == end + 2 {
-            push(out, ws[i].start, ws[j - 1].end, Label::Location, "address_town", 0.85);
+            push(
+                out,
+                ws[i].start,
+                ws[j - 1].end,
+                Label::Location,
+                "address_town",
+                0.85,
+            );
         }
     }
 }
@@ -742,11 +1143,16 @@ fn repeats(text: &str, ws: &[Word], lex: &Lexicon, seeds: &[Span], out: &mut Vec
                 // The name without its facility words: `Maple Grove` of
                 // `Maple Grove Nursing and Rehabilitation`.
                 let lower = t.to_lowercase();
-                if let Some(f) = FACILITY.iter().filter(|f| f.len() > 3).find(|f| lower.ends_with(&format!(" {f}")) || lower.contains(&format!(" {f} "))) {
+                if let Some(f) = FACILITY.iter().filter(|f| f.len() > 3).find(|f| {
+                    lower.ends_with(&format!(" {f}")) || lower.contains(&format!(" {f} "))
+                }) {
                     let cut = lower.find(&format!(" {f}")).unwrap_or(t.len());
                     let stem = t[..cut].trim().to_string();
                     let place = lex.place(&stem).is_some();
-                    if !place && (stem.split_whitespace().count() >= 2 || stem.len() >= 6 && !is_common(&stem)) {
+                    if !place
+                        && (stem.split_whitespace().count() >= 2
+                            || stem.len() >= 6 && !is_common(&stem))
+                    {
                         set.insert(stem);
                     }
                 }
@@ -795,10 +1201,16 @@ fn repeats(text: &str, ws: &[Word], lex: &Lexicon, seeds: &[Span], out: &mut Vec
     for sp in out.iter().filter(|s| s.label == Label::Person) {
         let before = &text[..sp.start];
         let b = before.as_bytes();
-        if b.len() >= 3 && b[b.len() - 1] == b' ' && b[b.len() - 2] == b'.' && b[b.len() - 3].is_ascii_uppercase()
+        if b.len() >= 3
+            && b[b.len() - 1] == b' '
+            && b[b.len() - 2] == b'.'
+            && b[b.len() - 3].is_ascii_uppercase()
             && (b.len() == 3 || !b[b.len() - 4].is_ascii_alphanumeric())
         {
-            widened.push(Span { start: sp.start - 3, ..sp.clone() });
+            widened.push(Span {
+                start: sp.start - 3,
+                ..sp.clone()
+            });
         }
     }
     out.extend(widened);
@@ -811,7 +1223,14 @@ mod tests {
     fn lex() -> Lexicon {
         Lexicon::from_lists(
             &["Maria", "Irena", "Tom", "Ann", "Helena", "Per", "Jordan"],
-            &["Lopez", "Holmes", "Kowalczyk", "Church", "Olinger", "Jordan"],
+            &[
+                "Lopez",
+                "Holmes",
+                "Kowalczyk",
+                "Church",
+                "Olinger",
+                "Jordan",
+            ],
             &["Springfield", "Parma Heights", "Parma"],
         )
     }
@@ -831,18 +1250,46 @@ mod tests {
 
     #[test]
     fn names_in_context() {
-        assert!(has("Maria Lopez lives in Springfield.", Label::Person, "Maria Lopez"));
-        assert!(has("Maria Lopez lives in Springfield.", Label::Location, "Springfield"));
-        assert!(has("Attending:\tYBARRA, JOSE\n", Label::Person, "YBARRA, JOSE"));
-        assert!(has("PATIENT: KOWALCZYK, HELENA M\nMR: 1", Label::Person, "KOWALCZYK, HELENA M"));
-        assert!(has("Seen by Dr. Abernathy (cardiology).", Label::Person, "Abernathy"));
-        assert!(has("Her daughter Irena noticed it.", Label::Person, "Irena"));
+        assert!(has(
+            "Maria Lopez lives in Springfield.",
+            Label::Person,
+            "Maria Lopez"
+        ));
+        assert!(has(
+            "Maria Lopez lives in Springfield.",
+            Label::Location,
+            "Springfield"
+        ));
+        assert!(has(
+            "Attending:\tYBARRA, JOSE\n",
+            Label::Person,
+            "YBARRA, JOSE"
+        ));
+        assert!(has(
+            "PATIENT: KOWALCZYK, HELENA M\nMR: 1",
+            Label::Person,
+            "KOWALCZYK, HELENA M"
+        ));
+        assert!(has(
+            "Seen by Dr. Abernathy (cardiology).",
+            Label::Person,
+            "Abernathy"
+        ));
+        assert!(has(
+            "Her daughter Irena noticed it.",
+            Label::Person,
+            "Irena"
+        ));
         assert!(has("\nAnn Holmes, MD\n", Label::Person, "Ann Holmes"));
         assert!(has("text\nXGT:holmes\n", Label::Person, "holmes"));
         assert!(has("text\nXGT:holmes\n", Label::Person, "XGT"));
         assert!(has("x\nGPP/church/olinger\n", Label::Person, "olinger"));
         // Repeats of a found name.
-        assert!(has("Mrs. Kowalczyk came. Later Kowalczyk left.", Label::Person, "Kowalczyk"));
+        assert!(has(
+            "Mrs. Kowalczyk came. Later Kowalczyk left.",
+            Label::Person,
+            "Kowalczyk"
+        ));
         assert_eq!(found("Later Kowalczyk left.").len(), 0);
         // Vocabulary in capitals is not a person.
         assert!(found("ABDOMEN: soft.\nEXTREMITIES: no edema.").is_empty());
@@ -851,12 +1298,40 @@ mod tests {
 
     #[test]
     fn places_and_organisations() {
-        assert!(has("Home with daughter in Parma Heights.", Label::Location, "Parma Heights"));
-        assert!(has("cc: Parma Heights Family Medicine", Label::Organization, "Parma Heights Family Medicine"));
-        assert!(has("at St. Agnes for rehab", Label::Organization, "St. Agnes"));
-        assert!(has("MERCY RIDGE MEDICAL CENTER\n", Label::Organization, "MERCY RIDGE MEDICAL CENTER"));
-        assert!(has("Massachusetts General Hospital (MGH). Back to MGH.", Label::Organization, "MGH"));
-        assert!(!has("Internal Medicine clinic", Label::Organization, "Internal Medicine"));
-        assert!(has("lives in Cuyahoga County now", Label::Location, "Cuyahoga County"));
+        assert!(has(
+            "Home with daughter in Parma Heights.",
+            Label::Location,
+            "Parma Heights"
+        ));
+        assert!(has(
+            "cc: Parma Heights Family Medicine",
+            Label::Organization,
+            "Parma Heights Family Medicine"
+        ));
+        assert!(has(
+            "at St. Agnes for rehab",
+            Label::Organization,
+            "St. Agnes"
+        ));
+        assert!(has(
+            "MERCY RIDGE MEDICAL CENTER\n",
+            Label::Organization,
+            "MERCY RIDGE MEDICAL CENTER"
+        ));
+        assert!(has(
+            "Massachusetts General Hospital (MGH). Back to MGH.",
+            Label::Organization,
+            "MGH"
+        ));
+        assert!(!has(
+            "Internal Medicine clinic",
+            Label::Organization,
+            "Internal Medicine"
+        ));
+        assert!(has(
+            "lives in Cuyahoga County now",
+            Label::Location,
+            "Cuyahoga County"
+        ));
     }
 }

@@ -179,7 +179,12 @@ fn words(text: &str) -> Vec<(usize, usize)> {
 
 /// Whether every word of `g` is covered, byte for byte, by predicted
 /// spans of `label` (any label when `None`): the "found" of [`Report`].
-pub fn covered(text: &str, g: &super::annotated::Gold, pred: &[Labelled], label: Option<Label>) -> bool {
+pub fn covered(
+    text: &str,
+    g: &super::annotated::Gold,
+    pred: &[Labelled],
+    label: Option<Label>,
+) -> bool {
     words(text)
         .iter()
         .filter(|w| w.0 < g.end && g.start < w.1)
@@ -307,10 +312,17 @@ mod report_tests {
         // "Lopez" as PERSON, "Springfield" as PERSON (wrong label), "lives" as DATE.
         r.add_note(
             &note,
-            &[(6, 11, Label::Person), (21, 32, Label::Person), (12, 17, Label::Date)],
+            &[
+                (6, 11, Label::Person),
+                (21, 32, Label::Person),
+                (12, 17, Label::Date),
+            ],
         );
         let name = r.categories[&Category::Name];
-        assert_eq!((name.gold, name.found, name.gold_words, name.found_words), (1, 0, 2, 1));
+        assert_eq!(
+            (name.gold, name.found, name.gold_words, name.found_words),
+            (1, 0, 2, 1)
+        );
         let loc = r.categories[&Category::Location];
         assert_eq!((loc.found, loc.protected), (0, 1));
         let person = r.labels[&Label::Person];

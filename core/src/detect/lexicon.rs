@@ -50,7 +50,10 @@ impl Lexicon {
                 map.insert(k.to_uppercase(), v.parse().unwrap_or(0.0));
             }
         }
-        for (k, v) in rows(&read(&assets.join(PLACES_DIR).join("places.tsv"), PLACES_DIR)?) {
+        for (k, v) in rows(&read(
+            &assets.join(PLACES_DIR).join("places.tsv"),
+            PLACES_DIR,
+        )?) {
             lex.add_place(k, v.parse().unwrap_or(0));
         }
         Ok(lex)

@@ -169,7 +169,9 @@ pub fn detect_with(
         if lexicon.is_some() {
             guesses.extend(m.line_spans(text)?);
         }
-        guesses.retain(|s| !only_vocabulary(text, s) || lexicon.is_some_and(|l| lower_case_name(text, s, l)));
+        guesses.retain(|s| {
+            !only_vocabulary(text, s) || lexicon.is_some_and(|l| lower_case_name(text, s, l))
+        });
         if let Some(lex) = lexicon {
             guesses.retain(|s| s.label != Label::Location || place_evidence(text, s, lex));
         }
@@ -187,7 +189,10 @@ pub fn detect_with(
 /// more, capitalised or in capitals, that is not clinical or common
 /// vocabulary: `ABDOMEN`, `Pulse`, `heparin`, `q6h` and `T 36.4` are dropped.
 fn only_vocabulary(text: &str, s: &Span) -> bool {
-    if !matches!(s.label, Label::Person | Label::Location | Label::Organization) {
+    if !matches!(
+        s.label,
+        Label::Person | Label::Location | Label::Organization
+    ) {
         return false;
     }
     let t = &text[s.start..s.end];
@@ -209,7 +214,9 @@ fn lower_case_name(text: &str, s: &Span, lex: &lexicon::Lexicon) -> bool {
         .collect();
     s.label == Label::Person
         && !ws.is_empty()
-        && ws.iter().any(|w| lex.first(w).is_some() && !vocab::is_common(w))
+        && ws
+            .iter()
+            .any(|w| lex.first(w).is_some() && !vocab::is_common(w))
         && ws.iter().all(|w| !vocab::is_vocabulary(w))
 }
 
@@ -224,7 +231,30 @@ fn place_evidence(text: &str, s: &Span, lex: &lexicon::Lexicon) -> bool {
     let street = |w: &str| {
         matches!(
             w.to_lowercase().as_str(),
-            "street" | "st" | "road" | "rd" | "avenue" | "ave" | "boulevard" | "blvd" | "lane" | "ln" | "drive" | "dr" | "way" | "court" | "ct" | "terrace" | "place" | "circle" | "parkway" | "highway" | "route" | "apt" | "suite" | "unit"
+            "street"
+                | "st"
+                | "road"
+                | "rd"
+                | "avenue"
+                | "ave"
+                | "boulevard"
+                | "blvd"
+                | "lane"
+                | "ln"
+                | "drive"
+                | "dr"
+                | "way"
+                | "court"
+                | "ct"
+                | "terrace"
+                | "place"
+                | "circle"
+                | "parkway"
+                | "highway"
+                | "route"
+                | "apt"
+                | "suite"
+                | "unit"
         )
     };
     let zip = |w: &str| w.len() == 5 && w.chars().all(|c| c.is_ascii_digit());
@@ -232,7 +262,9 @@ fn place_evidence(text: &str, s: &Span, lex: &lexicon::Lexicon) -> bool {
         || (0..ws.len()).any(|i| {
             (1..=3.min(ws.len() - i)).any(|n| {
                 let name = ws[i..i + n].join(" ");
-                name.chars().next().is_some_and(char::is_uppercase) && lex.place(&name).is_some() && !vocab::is_common(&name)
+                name.chars().next().is_some_and(char::is_uppercase)
+                    && lex.place(&name).is_some()
+                    && !vocab::is_common(&name)
             })
         })
 }
@@ -352,7 +384,8 @@ mod quality {
         assert!(files.len() >= 60, "{} notes", files.len());
         let mut report = eval::Report::default();
         for f in &files {
-            let note = annotated::parse(&std::fs::read_to_string(f).expect("note")).expect("markup");
+            let note =
+                annotated::parse(&std::fs::read_to_string(f).expect("note")).expect("markup");
             let pred: Vec<eval::Labelled> = detector
                 .detect(&note.text)
                 .expect("detect")
@@ -364,7 +397,13 @@ mod quality {
         let all = report.recall_total();
         assert!(all.recall() >= 0.97, "span recall {:.3}", all.recall());
         for (c, t) in &report.categories {
-            assert!(t.recall() >= 0.95, "{}: span recall {:.3} of {}", c.as_str(), t.recall(), t.gold);
+            assert!(
+                t.recall() >= 0.95,
+                "{}: span recall {:.3} of {}",
+                c.as_str(),
+                t.recall(),
+                t.gold
+            );
         }
         let p = report.precision_total();
         assert!(p.precision() >= 0.85, "span precision {:.3}", p.precision());

@@ -324,7 +324,11 @@ fn title_case(line: &str) -> String {
     let mut prev_alpha = false;
     for c in line.chars() {
         if c.is_ascii_alphabetic() {
-            out.push(if prev_alpha { c.to_ascii_lowercase() } else { c.to_ascii_uppercase() });
+            out.push(if prev_alpha {
+                c.to_ascii_lowercase()
+            } else {
+                c.to_ascii_uppercase()
+            });
             prev_alpha = true;
         } else {
             out.push(c);

@@ -115,9 +115,12 @@ fn labelled_ok(s: &str) -> bool {
     let d = digits(s).len();
     let short_date = {
         let p: Vec<&str> = s.split('/').collect();
-        p.len() == 2 && p.iter().all(|x| x.len() <= 4 && x.chars().all(|c| c.is_ascii_digit()))
+        p.len() == 2
+            && p.iter()
+                .all(|x| x.len() <= 4 && x.chars().all(|c| c.is_ascii_digit()))
     };
-    d >= 2 && !date_ok(s) && !short_date && !(d <= 3 && s.chars().all(|c| c.is_ascii_digit()))
+    let small_number = d <= 3 && s.chars().all(|c| c.is_ascii_digit());
+    !(d < 2 || date_ok(s) || short_date || small_number)
 }
 
 /// `xxx-xx-1234`, `123 45 6789`: a masked SSN, or a whole one passing [`ssn_ok`].
@@ -130,11 +133,15 @@ fn ssn_loose(s: &str) -> bool {
 /// state code must be capitalised and the code upper case).
 fn city_ok(s: &str) -> bool {
     let zip = s.ends_with(|c: char| c.is_ascii_digit());
-    let code = s.trim_end_matches(|c: char| c.is_ascii_digit() || c == '-' || c == ' ' || c == '\t');
+    let code =
+        s.trim_end_matches(|c: char| c.is_ascii_digit() || c == '-' || c == ' ' || c == '\t');
     let code = code.trim_end_matches('.');
     let code = &code[code.len().saturating_sub(2)..];
     // Codes that are also credentials or words need a zip code after them.
-    let ambiguous = ["MD", "PA", "OK", "IN", "OR", "ID", "ME", "HI", "DE", "CO", "MA", "MS", "NE", "OH", "LA", "AL", "DO", "SC", "NP"];
+    let ambiguous = [
+        "MD", "PA", "OK", "IN", "OR", "ID", "ME", "HI", "DE", "CO", "MA", "MS", "NE", "OH", "LA",
+        "AL", "DO", "SC", "NP",
+    ];
     zip && code != "ID" || !zip && !ambiguous.contains(&code)
 }
 
@@ -147,17 +154,53 @@ fn plate_ok(s: &str) -> bool {
 /// first word of vocabulary) nor `St. Agnes`.
 fn street_ok(s: &str) -> bool {
     let first = s.split_whitespace().next().unwrap_or("");
-    !matches!(first.to_lowercase().as_str(), "the" | "a" | "an" | "this" | "that" | "our" | "your" | "his" | "her" | "their" | "main" | "new" | "old" | "east" | "west" | "north" | "south")
-        && !s.ends_with(" Dr")
+    !matches!(
+        first.to_lowercase().as_str(),
+        "the"
+            | "a"
+            | "an"
+            | "this"
+            | "that"
+            | "our"
+            | "your"
+            | "his"
+            | "her"
+            | "their"
+            | "main"
+            | "new"
+            | "old"
+            | "east"
+            | "west"
+            | "north"
+            | "south"
+    ) && !s.ends_with(" Dr")
         && !s.ends_with(" Dr.")
 }
 
 /// `12 Oak Street`, not `09 BY DR.`: a word of the street's name that is
 /// not vocabulary.
 fn street_number_ok(s: &str) -> bool {
-    s.split_whitespace()
-        .skip(1)
-        .any(|w| w.chars().any(char::is_alphabetic) && !super::vocab::is_vocabulary(w.trim_end_matches(['.', ','])) && !matches!(w.to_lowercase().trim_end_matches('.'), "st" | "street" | "rd" | "road" | "ave" | "avenue" | "dr" | "drive" | "lane" | "ln" | "way" | "n" | "s" | "e" | "w"))
+    s.split_whitespace().skip(1).any(|w| {
+        w.chars().any(char::is_alphabetic)
+            && !super::vocab::is_vocabulary(w.trim_end_matches(['.', ',']))
+            && !matches!(
+                w.to_lowercase().trim_end_matches('.'),
+                "st" | "street"
+                    | "rd"
+                    | "road"
+                    | "ave"
+                    | "avenue"
+                    | "dr"
+                    | "drive"
+                    | "lane"
+                    | "ln"
+                    | "way"
+                    | "n"
+                    | "s"
+                    | "e"
+                    | "w"
+            )
+    })
 }
 
 /// A code of letters and digits with four digits or more (`S19-4471`,
