@@ -1192,7 +1192,15 @@ fn repeats(text: &str, ws: &[Word], lex: &Lexicon, seeds: &[Span], out: &mut Vec
             }
         }
     }
+    let already: HashSet<(usize, usize, Label)> = seeds
+        .iter()
+        .chain(out.iter())
+        .map(|s| (s.start, s.end, s.label))
+        .collect();
     for (s, e, l) in found {
+        if already.contains(&(s, e, l)) {
+            continue;
+        }
         let score = if l == Label::Organization { 0.86 } else { 0.75 };
         push(out, s, e, l, "repeat", score);
     }
