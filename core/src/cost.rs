@@ -78,6 +78,24 @@ pub struct Cost {
     pub embedding: String,
     /// Vocabulary size the mechanism drew from.
     pub output_set_size: usize,
+    /// Per detected label, what `deidentify` did and what it guarantees
+    /// (left out of the JSON for the other mechanisms).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<LabelCost>,
+}
+
+/// What entity replacement did to the spans of one label.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LabelCost {
+    /// The detector's label (`PERSON`, `DATE`, ...).
+    pub label: &'static str,
+    /// The operator applied (`full_entity`, `shift`, `keep`, ...).
+    pub operator: &'static str,
+    /// Spans of this label in the value.
+    pub spans: usize,
+    /// The guarantee for these spans: the lemma's eps for replacement
+    /// operators, none for `shift` and `keep`.
+    pub guarantee: Guarantee,
 }
 
 /// True for 0.0: a field that does not apply to the mechanism.
@@ -104,10 +122,12 @@ mod tests {
             diameter_bound: 0.0,
             embedding: String::new(),
             output_set_size: 2,
+            labels: Vec::new(),
         };
         let json = serde_json::to_value(&c).unwrap();
         assert!(json.get("embedding").is_none(), "{json}");
         assert!(json.get("diameter_bound").is_none(), "{json}");
         assert!(json.get("tokens").is_some(), "{json}");
+        assert!(json.get("labels").is_none(), "{json}");
     }
 }

@@ -360,11 +360,9 @@ impl Engine {
                 let m = self.mapping(&vocab, (embedding, k, mapping, metric))?;
                 Box::new(CusText::new(vocab, m, eps, level, keep_stopwords)?)
             }
-            MechanismSpec::Deidentify {
-                strategy,
-                p,
-                consistent,
-            } => Box::new(Deidentify::new(self.model()?, strategy, p, consistent)?),
+            MechanismSpec::Deidentify(ref d) => {
+                Box::new(Deidentify::from_spec(self.model()?, d.clone())?)
+            }
             MechanismSpec::Ndd {
                 mode,
                 candidates,

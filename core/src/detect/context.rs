@@ -531,7 +531,9 @@ fn name_run_with(
         let w = &text[ws[j].start..ws[j].end];
         if j > i {
             let gap = &text[ws[j - 1].end..ws[j].start];
-            let plain = gap == " " || gap == ". ";
+            let prev = &text[ws[j - 1].start..ws[j - 1].end];
+            // `T. Okonkwo`, not `Ybarra. MRN`: a period only after an initial.
+            let plain = gap == " " || gap == ". " && shape(prev) == Shape::Initial;
             let next = &text[ws[j].start..ws[j].end];
             let comma = (gap == ", " || gap == ",")
                 && !comma_used

@@ -59,6 +59,22 @@ impl std::str::FromStr for Label {
 }
 
 impl Label {
+    /// Every label, in order.
+    pub const ALL: [Label; 7] = [
+        Label::Person,
+        Label::Location,
+        Label::Organization,
+        Label::Date,
+        Label::Age,
+        Label::Contact,
+        Label::Id,
+    ];
+
+    /// The label's position in [`Label::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     /// The label as SQL shows it.
     pub fn as_str(self) -> &'static str {
         match self {

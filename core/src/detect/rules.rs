@@ -44,7 +44,7 @@ fn rules() -> &'static [Rule] {
             r(Label::Id, "credit_card", r"\b[0-9](?:[ -]?[0-9]){12,18}\b", luhn, 0.95),
             r(Label::Id, "us_ssn", r"\b[0-9]{3}-[0-9]{2}-[0-9]{4}\b", ssn_ok, 0.9),
             r(Label::Id, "iban", r"\b[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b", iban_ok, 0.95),
-            r(Label::Id, "mrn", r"(?i)\b(?:MRN[-:# ]*[0-9]{5,10}|medical record (?:number|no\.?)[:# ]*[0-9]{5,10})\b", always, 0.95),
+            r(Label::Id, "mrn", r"(?i)\b(?:MRN[-:# ]*|medical record (?:number|no\.?)[:# ]*)(?P<v>[0-9]{5,10})\b", always, 0.95),
             r(Label::Date, "date_numeric", r"\b(?:[0-9]{1,2}[/.-][0-9]{1,2}[/.-](?:[0-9]{4}|[0-9]{2})|[0-9]{4}-[0-9]{2}-[0-9]{2})\b", date_ok, 0.9),
             r(Label::Date, "date_written", &format!(r"\b(?:{MONTHS}\.? [0-9]{{1,2}}(?:st|nd|rd|th)?(?:,? [0-9]{{4}})?|[0-9]{{1,2}}(?:st|nd|rd|th)? (?:of )?{MONTHS}\.?(?:,? [0-9]{{4}})?|{MONTHS} [0-9]{{4}})\b"), always, 0.9),
             r(Label::Date, "time", r"(?i)\b(?:[01]?[0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9])?(?:\s?[ap]\.?m\.?)?\b", always, 0.8),
@@ -365,7 +365,8 @@ mod tests {
             "iban",
             "GB82 WEST 1234 5698 7654 33"
         ));
-        assert!(has("Record MRN-580486.", "mrn", "MRN-580486"));
+        // The value, not its label: replacement keeps `MRN-`.
+        assert!(has("Record MRN-580486.", "mrn", "580486"));
         // Non-ASCII digits never reach the checksums (they used to panic).
         assert!(find("GB२२ABCDABCD and ४१११ ११११ ११११ ११११")
             .iter()

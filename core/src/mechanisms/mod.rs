@@ -31,8 +31,10 @@ macro_rules! named_enum {
 }
 
 pub mod custext;
+pub mod dateshift;
 mod exponential;
 pub mod ndd;
+pub mod operators;
 mod params;
 pub mod replace;
 mod santext;
@@ -145,14 +147,7 @@ pub enum MechanismSpec {
         embedding: EmbeddingChoice,
     },
     /// Entity replacement over detected spans (no embedding involved).
-    Deidentify {
-        /// Replacement strategy.
-        strategy: replace::ReplaceStrategy,
-        /// Replacement probability, in [0, 1].
-        p: f64,
-        /// Same original, same surrogate within a value (voids the lemma).
-        consistent: bool,
-    },
+    Deidentify(operators::DeidentifySpec),
     /// NDD distortion of detected spans (no formal guarantee).
     Ndd {
         /// How candidates are made.
@@ -192,6 +187,18 @@ struct DeidentifyParams {
     p: f64,
     #[serde(default)]
     consistent: bool,
+    #[serde(default)]
+    operators: serde_json::Value,
+    #[serde(default)]
+    whole: bool,
+    #[serde(default = "default_shift_days")]
+    shift_days: i64,
+    #[serde(default)]
+    group: Option<String>,
+}
+
+fn default_shift_days() -> i64 {
+    365
 }
 
 #[derive(Deserialize)]
@@ -318,11 +325,15 @@ impl MechanismSpec {
             }
             "deidentify" => {
                 let p: DeidentifyParams = serde_json::from_value(params.clone()).map_err(bad)?;
-                MechanismSpec::Deidentify {
+                MechanismSpec::Deidentify(operators::DeidentifySpec {
                     strategy: p.strategy.as_deref().unwrap_or("full_entity").parse()?,
                     p: p.p,
                     consistent: p.consistent,
-                }
+                    operators: operators::Operators::parse(&p.operators)?,
+                    whole: p.whole,
+                    shift_days: u32::try_from(p.shift_days).unwrap_or(0),
+                    group: p.group,
+                })
             }
             "ndd" => {
                 let p: NddParams = serde_json::from_value(params.clone()).map_err(bad)?;
@@ -389,7 +400,7 @@ impl MechanismSpec {
             MechanismSpec::SanText { eps, .. } | MechanismSpec::CusText { eps, .. } => {
                 check_eps(eps)
             }
-            MechanismSpec::Deidentify { p, .. } => check_unit("p", p),
+            MechanismSpec::Deidentify(ref d) => d.validate(),
             MechanismSpec::Ndd { candidates, mu, .. } => {
                 ndd::check_candidates(candidates)?;
                 ndd::check_mu(mu)
@@ -415,7 +426,7 @@ impl MechanismSpec {
             MechanismSpec::SanText { .. } => "santext",
             MechanismSpec::SanTextPlus { .. } => "santext_plus",
             MechanismSpec::CusText { .. } => "custext",
-            MechanismSpec::Deidentify { .. } => "deidentify",
+            MechanismSpec::Deidentify(_) => "deidentify",
             MechanismSpec::Ndd { .. } => "ndd",
         }
     }
@@ -461,11 +472,7 @@ impl MechanismSpec {
                 "keep_stopwords": keep_stopwords,
                 "embedding": embedding.name(),
             }),
-            MechanismSpec::Deidentify {
-                strategy,
-                p,
-                consistent,
-            } => json!({"strategy": strategy.name(), "p": p, "consistent": consistent}),
+            MechanismSpec::Deidentify(ref d) => d.params_json(),
             MechanismSpec::Ndd {
                 mode,
                 candidates,
@@ -496,19 +503,9 @@ impl MechanismSpec {
                 },
             },
             MechanismSpec::CusText { eps, .. } => Guarantee::Dp { eps },
-            MechanismSpec::Deidentify {
-                consistent: true, ..
-            } => Guarantee::None {
-                reason:
-                    "consistent replacement depends on the original value: the lemma does not apply"
-                        .to_string(),
-            },
+            MechanismSpec::Deidentify(ref d) => d.guarantee()?,
             MechanismSpec::Ndd { .. } => Guarantee::None {
                 reason: "NDD distortion picks the candidate closest to the original's context: it carries no formal differential privacy guarantee".to_string(),
-            },
-            MechanismSpec::Deidentify { strategy, p, .. } => Guarantee::Replacement {
-                eps: replace::strategy_epsilon(strategy, p)?,
-                p,
             },
         })
     }
@@ -519,7 +516,7 @@ impl MechanismSpec {
             MechanismSpec::SanText { embedding, .. }
             | MechanismSpec::SanTextPlus { embedding, .. }
             | MechanismSpec::CusText { embedding, .. } => Some(embedding),
-            MechanismSpec::Deidentify { .. } | MechanismSpec::Ndd { .. } => None,
+            MechanismSpec::Deidentify(_) | MechanismSpec::Ndd { .. } => None,
         }
     }
 }

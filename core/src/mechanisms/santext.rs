@@ -92,6 +92,7 @@ impl Mechanism for SanText {
             diameter_bound: diameter,
             embedding: emb.name().to_string(),
             output_set_size: emb.len(),
+            labels: Vec::new(),
         };
         Ok(Sanitized { text, cost })
     }
@@ -194,6 +195,7 @@ impl Mechanism for SanTextPlus {
             diameter_bound: diameter,
             embedding: emb.name().to_string(),
             output_set_size: emb.len() - self.split as usize,
+            labels: Vec::new(),
         };
         Ok(Sanitized { text, cost })
     }

@@ -185,6 +185,7 @@ impl Mechanism for CusText {
             diameter_bound: f64::from(emb.diameter_bound()),
             embedding: emb.name().to_string(),
             output_set_size: self.mapping.k,
+            labels: Vec::new(),
         };
         Ok(Sanitized {
             text: seg.render(&replacements),

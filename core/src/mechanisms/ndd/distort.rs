@@ -400,6 +400,7 @@ impl Mechanism for NddDistort {
                 diameter_bound: 0.0,
                 embedding: "mlm".to_string(),
                 output_set_size: self.mlm.config().vocab_size,
+                labels: Vec::new(),
             },
         })
     }
