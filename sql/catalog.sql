@@ -240,8 +240,45 @@ CREATE EVENT TRIGGER dptext_record_refresh ON ddl_command_end
     WHEN TAG IN ('REFRESH MATERIALIZED VIEW')
     EXECUTE FUNCTION dptext._on_refresh();
 
+-- The user's own recognizers (docs/detection.md, "Your own recognizers"):
+-- read by detect_pii, deidentify, ndd_distort and masked reads. Each row
+-- is a regular expression (pattern) or a deny list (words) for one label;
+-- context words raise the score of a match they precede. Rows are checked
+-- when written, and every session sees a committed change at its next
+-- statement. Only the extension's owner may change them.
+CREATE TABLE dptext.recognizers (
+    name text PRIMARY KEY,
+    label text NOT NULL,
+    pattern text,
+    words text[],
+    context text[] NOT NULL DEFAULT '{}',
+    score float8 NOT NULL DEFAULT 0.85,
+    CHECK (dptext.recognizer_ok(name, label, pattern, words, context, score))
+);
+COMMENT ON TABLE dptext.recognizers IS
+  'Custom recognizers: a regular expression (pattern) or a word list (words) per row, with a label, context words and a score';
+-- Texts that are never PII, whatever found them (case-insensitive).
+CREATE TABLE dptext.allow_list (
+    value text PRIMARY KEY
+);
+COMMENT ON TABLE dptext.allow_list IS
+  'Texts never reported as PII (case-insensitive, the whole span)';
+-- Row changes do not invalidate caches by themselves: tell every session.
+CREATE FUNCTION dptext._recognizers_trigger() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+BEGIN
+  PERFORM dptext._recognizers_changed(TG_RELID);
+  RETURN NULL;
+END $$;
+CREATE TRIGGER recognizers_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
+  ON dptext.recognizers FOR EACH STATEMENT EXECUTE FUNCTION dptext._recognizers_trigger();
+CREATE TRIGGER allow_list_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
+  ON dptext.allow_list FOR EACH STATEMENT EXECUTE FUNCTION dptext._recognizers_trigger();
+REVOKE EXECUTE ON FUNCTION dptext._recognizers_changed(oid) FROM PUBLIC;
+
 GRANT USAGE ON SCHEMA dptext TO PUBLIC;
 GRANT SELECT ON dptext.rules, dptext.masked_roles, dptext.provenance, dptext.budget TO PUBLIC;
+GRANT SELECT ON dptext.recognizers, dptext.allow_list TO PUBLIC;
 
 -- Privileges: keyed or seeded outputs are a function of the value, so
 -- whoever may call the functions while a key is set can test guesses
@@ -253,7 +290,7 @@ REVOKE EXECUTE ON FUNCTION sanitize(text, text, jsonb) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION custext(text, double precision, integer, text, text, boolean, text, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION dptext_info() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION detect_pii(text) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION deidentify(text, text, double precision, boolean) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION deidentify(text, text, double precision, boolean, text, boolean, integer, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION ndd_distort(text, text, integer) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION dptext.apply_rule(text, text, jsonb) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION dptext.create_sanitized_view(regclass, text, boolean) FROM PUBLIC;

@@ -16,17 +16,33 @@ use dptext_core::{Engine, EngineConfig};
 
 use crate::progress;
 
-/// What `eval-detect` prints besides the tables.
-#[derive(Debug, Clone, Copy, Default)]
+/// What `eval-detect` prints besides the tables, and what it detects with.
+#[derive(Debug, Clone, Default)]
 pub struct Options {
     /// Print every missed gold span and every wrong prediction.
     pub errors: bool,
+    /// Custom recognizers (a JSON file).
+    pub recognizers: Option<PathBuf>,
 }
 
-fn engine(dir: &Path) -> Engine {
+/// Reads a custom recognizers file (docs/detection.md).
+pub fn read_recognizers(
+    path: &Path,
+) -> Result<std::sync::Arc<dptext_core::detect::custom::Custom>> {
+    let text = fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let custom = dptext_core::detect::custom::Custom::from_json(&text)
+        .with_context(|| format!("recognizers in {}", path.display()))?;
+    Ok(std::sync::Arc::new(custom))
+}
+
+fn engine(dir: &Path, opts: &Options) -> Result<Engine> {
     let mut config = EngineConfig::new(dir.to_path_buf());
     config.model_threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    Engine::new(config)
+    let engine = Engine::new(config);
+    if let Some(path) = &opts.recognizers {
+        engine.set_recognizers(read_recognizers(path)?);
+    }
+    Ok(engine)
 }
 
 /// Scores detection on `path` (a directory of notes or a JSON-lines file).
@@ -34,7 +50,7 @@ pub fn eval_detect(dir: &Path, path: &Path, opts: Options) -> Result<()> {
     if path.is_dir() {
         eval_notes(dir, path, opts)
     } else {
-        eval_jsonl(dir, path)
+        eval_jsonl(dir, path, &opts)
     }
 }
 
@@ -62,7 +78,7 @@ pub fn read_notes(path: &Path) -> Result<Vec<(PathBuf, Note)>> {
 
 fn eval_notes(dir: &Path, path: &Path, opts: Options) -> Result<()> {
     let notes = read_notes(path)?;
-    let engine = engine(dir);
+    let engine = engine(dir, &opts)?;
     let started = std::time::Instant::now();
     let bar = progress::items(notes.len() as u64, "detecting");
     let mut report = Report::default();
@@ -171,8 +187,8 @@ fn print_errors(file: &Path, note: &Note, spans: &[dptext_core::detect::Span]) {
     }
 }
 
-fn eval_jsonl(dir: &Path, file: &Path) -> Result<()> {
-    let engine = engine(dir);
+fn eval_jsonl(dir: &Path, file: &Path, opts: &Options) -> Result<()> {
+    let engine = engine(dir, opts)?;
     let text = fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
     let mut totals = std::collections::BTreeMap::new();
     let started = std::time::Instant::now();

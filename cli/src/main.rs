@@ -68,6 +68,9 @@ enum Command {
         /// Also print every missed span and every wrong prediction.
         #[arg(long)]
         errors: bool,
+        /// A JSON file of custom recognizers, allow list and threshold.
+        #[arg(long)]
+        recognizers: Option<PathBuf>,
     },
     /// Build (or check) the CusText mapping of a vocabulary and cache it in
     /// the assets directory; prints the time taken and the share of tokens
@@ -133,9 +136,18 @@ fn run(command: Command, assets: &AssetsDir) -> Result<()> {
                 Ok(())
             }
         },
-        Command::EvalDetect { file, errors } => {
-            eval::eval_detect(dir, &file, eval::Options { errors })
-        }
+        Command::EvalDetect {
+            file,
+            errors,
+            recognizers,
+        } => eval::eval_detect(
+            dir,
+            &file,
+            eval::Options {
+                errors,
+                recognizers,
+            },
+        ),
         Command::CustextMap(a) => custext_map::run(dir, &a),
         Command::Sanitize(a) => sanitize_cmd::run(dir, *a),
     }

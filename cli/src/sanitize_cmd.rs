@@ -53,6 +53,10 @@ pub struct SanitizeArgs {
     /// ndd: directory of the masked LM (default: <assets>/mlm).
     #[arg(long)]
     mlm_model: Option<PathBuf>,
+    /// deidentify, ndd: a JSON file of custom recognizers, allow list and
+    /// score threshold (docs/detection.md, "Your own recognizers").
+    #[arg(long)]
+    recognizers: Option<PathBuf>,
     /// Where models run: cpu or cuda (falls back to the CPU with one warning).
     #[arg(long, default_value = "cpu")]
     device: String,
@@ -144,6 +148,9 @@ pub fn run(dir: &Path, a: SanitizeArgs) -> Result<()> {
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
     let engine = Engine::new(config);
+    if let Some(path) = &a.recognizers {
+        engine.set_recognizers(crate::eval::read_recognizers(path)?);
+    }
     let mut targets = Vec::with_capacity(fields.len());
     for f in fields {
         let mechanism = engine.build(&f.spec).with_context(|| {

@@ -102,6 +102,8 @@ pub struct Engine {
     wordpiece: Mutex<Option<Arc<Vocabulary>>>,
     mappings: Mutex<HashMap<MappingKey, Arc<Mapping>>>,
     detector: Mutex<Option<Arc<Detector>>>,
+    /// The user's recognizers, handed to the detector when it loads.
+    custom: Mutex<Arc<crate::detect::custom::Custom>>,
     /// Masked LMs keyed by (model directory, requested device).
     mlms: moka::sync::Cache<(PathBuf, Device), Arc<MaskedLm>>,
     /// Installed around every call; `None`: calls run to the end.
@@ -135,6 +137,7 @@ impl Engine {
             wordpiece: Mutex::new(None),
             mappings: Mutex::new(HashMap::new()),
             detector: Mutex::new(None),
+            custom: Mutex::new(Arc::default()),
             mlms: moka::sync::Cache::new(4),
             cancel: None,
         }
@@ -260,6 +263,22 @@ impl Engine {
         self.cancellable(|| scorer.ndd(a, b))
     }
 
+    /// Sets the custom recognizers, allow list and threshold every
+    /// detection of this engine uses from now on (docs/detection.md).
+    pub fn set_recognizers(&self, custom: Arc<crate::detect::custom::Custom>) {
+        let slot = self
+            .detector
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(d) = slot.as_ref() {
+            d.set_custom(custom.clone());
+        }
+        *self
+            .custom
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = custom;
+    }
+
     /// The detector (model and dictionaries), loaded on first use.
     fn model(&self) -> Result<Arc<Detector>> {
         let mut slot = self
@@ -274,6 +293,12 @@ impl Engine {
             &self.config.assets_dir,
             self.config.model_threads,
         )?);
+        m.set_custom(
+            self.custom
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone(),
+        );
         tracing::info!(
             ms = started.elapsed().as_millis() as u64,
             "detection model loaded"

@@ -38,6 +38,7 @@ pub(crate) static MLM_MODEL: GucSetting<Option<CString>> = GucSetting::<Option<C
 pub(crate) static DEVICE: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(Some(c"cpu"));
 pub(crate) static MLM_BATCH: GucSetting<i32> = GucSetting::<i32>::new(64);
+pub(crate) static DETECT_THRESHOLD: GucSetting<f64> = GucSetting::<f64>::new(0.0);
 
 /// Registers the settings; called once from `_PG_init`.
 pub fn init() {
@@ -90,6 +91,16 @@ pub fn init() {
         &GLOVE_WORDS,
         100,
         400_000,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_float_guc(
+        c"dptext.detect_threshold",
+        c"Detected spans scoring below this are not PII (0 keeps every span).",
+        c"Raising it trades recall for precision: a span under the threshold is left in the clear by deidentify and ndd_distort. Superuser only.",
+        &DETECT_THRESHOLD,
+        0.0,
+        1.0,
         GucContext::Suset,
         GucFlags::default(),
     );

@@ -21,6 +21,7 @@ mod error;
 mod ffi;
 pub mod guc;
 pub mod masking;
+mod recognizers;
 pub mod rules;
 
 use error::OrRaise;
@@ -57,7 +58,7 @@ thread_local! {
 
 fn engine() -> Arc<Engine> {
     let config = guc::engine_config();
-    ENGINE.with(|slot| {
+    let engine = ENGINE.with(|slot| {
         let mut slot = slot.borrow_mut();
         match slot.as_ref() {
             Some(e) if *e.config() == config => e.clone(),
@@ -72,7 +73,9 @@ fn engine() -> Arc<Engine> {
                 e
             }
         }
-    })
+    });
+    recognizers::refresh(&engine);
+    engine
 }
 
 fn run(spec: MechanismSpec, t: &str, funcname: &'static str) -> dptext_core::mechanisms::Sanitized {
@@ -230,23 +233,48 @@ fn detect_pii(
 /// lemma is in `sanitize(t, 'deidentify', params) -> 'cost'`; `consistent`
 /// (same original, same surrogate within the value) voids it.
 ///
+/// `operators` sets a strategy per label, as JSON (`'{"PERSON":
+/// "full_entity", "DATE": "shift", "ID": "redact"}'`) or compactly
+/// (`'DATE:shift,ID:redact'`); `shift` moves every date of the value by one
+/// keyed number of days in `[-shift_days, shift_days]` (`grp`, e.g. a
+/// patient id, makes it the same for every value of the group under a key);
+/// `keep` leaves a label as written. `whole` treats the whole value as one
+/// person's name (name columns). Shifted and kept labels are outside the
+/// lemma: the cost says so per label.
+///
 /// ```sql
 /// SELECT deidentify('Call John Smith at (555) 123-4567.');
 /// SELECT deidentify(note, 'typed_placeholder') FROM records;
+/// SELECT deidentify(note, operators => 'DATE:shift,ID:redact', grp => patient_id::text) FROM records;
+/// SELECT deidentify(patient_name, whole => true) FROM records;
 /// SELECT sanitize(note, 'deidentify', '{"strategy": "full_entity", "p": 0.9}') -> 'cost' FROM records;
 /// ```
 #[pg_extern(volatile, parallel_safe)]
+#[allow(clippy::too_many_arguments)] // SQL's named, defaulted arguments
 fn deidentify(
     t: Utf8Text,
     strategy: default!(&str, "'full_entity'"),
     p: default!(f64, 1.0),
     consistent: default!(bool, false),
+    operators: default!(Option<&str>, "NULL"),
+    whole: default!(bool, false),
+    shift_days: default!(i32, 365),
+    grp: default!(Option<&str>, "NULL"),
 ) -> String {
-    let spec = MechanismSpec::Deidentify {
-        strategy: strategy.parse().or_raise("deidentify"),
-        p,
-        consistent,
-    };
+    let mut params = serde_json::json!({
+        "strategy": strategy,
+        "p": p,
+        "consistent": consistent,
+        "whole": whole,
+        "shift_days": shift_days,
+    });
+    if let Some(o) = operators {
+        params["operators"] = o.into();
+    }
+    if let Some(g) = grp {
+        params["group"] = g.into();
+    }
+    let spec = MechanismSpec::parse("deidentify", &params).or_raise("deidentify");
     run(spec, t.0, "deidentify").text
 }
 

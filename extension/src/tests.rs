@@ -376,6 +376,97 @@ mod tests {
         Spi::run("SELECT deidentify('x', 'mask')").unwrap();
     }
 
+    #[pg_test]
+    fn recognizers_allow_list_and_threshold_change_detection() {
+        let t = "Badge B-12345 seen at Zyx by Ybarra.";
+        let labels = |sql_label: &str| -> String {
+            one(&format!(
+                "SELECT coalesce(string_agg(value, '|' ORDER BY start_pos), '') FROM detect_pii('{t}') WHERE label = '{sql_label}'"
+            ))
+            .unwrap_or_default()
+        };
+        assert!(!labels("ORGANIZATION").contains("Zyx"));
+        Spi::run("INSERT INTO dptext.recognizers (name, label, words) VALUES ('ours', 'ORGANIZATION', '{Zyx}')").unwrap();
+        Spi::run("INSERT INTO dptext.recognizers (name, label, pattern, context, score) VALUES ('badge', 'ID', '\\mB-[0-9]{5}\\M', '{badge}', 0.5)").unwrap();
+        assert_eq!(labels("ORGANIZATION"), "Zyx");
+        assert!(labels("ID").contains("B-12345"), "{}", labels("ID"));
+        let person = labels("PERSON");
+        assert!(person.contains("Ybarra"), "{person}");
+        Spi::run("INSERT INTO dptext.allow_list VALUES ('ybarra')").unwrap();
+        assert!(!labels("PERSON").contains("Ybarra"));
+        // deidentify sees the same recognizers.
+        let out = one(&format!("SELECT deidentify('{t}', 'typed_placeholder')")).unwrap();
+        assert!(
+            out.contains("at <ORGANIZATION>") && out.contains("by Ybarra"),
+            "{out}"
+        );
+        // A threshold above every score leaves nothing.
+        Spi::run("SET dptext.detect_threshold = 1").unwrap();
+        assert_eq!(
+            one(&format!("SELECT count(*)::text FROM detect_pii('{t}')")).unwrap(),
+            "0"
+        );
+        Spi::run("RESET dptext.detect_threshold").unwrap();
+        Spi::run("DELETE FROM dptext.recognizers; DELETE FROM dptext.allow_list").unwrap();
+        assert!(!labels("ORGANIZATION").contains("Zyx"));
+    }
+
+    #[pg_test(
+        error = "invalid value for parameter \"recognizers\": recognizer \"bad\": unknown label \"NAME\"; the labels are PERSON, LOCATION, ORGANIZATION, DATE, AGE, CONTACT, ID"
+    )]
+    fn a_recognizer_that_does_not_compile_is_refused_when_written() {
+        Spi::run(
+            "INSERT INTO dptext.recognizers (name, label, words) VALUES ('bad', 'NAME', '{x}')",
+        )
+        .unwrap();
+    }
+
+    #[pg_test]
+    fn deidentify_operators_whole_values_and_shift_from_sql_and_rules() {
+        Spi::run("SET dptext.seed = 4").unwrap();
+        let t = "Seen 03/14/2019 and 03/20/2019 by Dr. Ybarra, MRN: 8249813.";
+        let out = one(&format!(
+            "SELECT deidentify('{t}', operators => 'DATE:shift,ID:redact,PERSON:typed_placeholder', shift_days => 30)"
+        ))
+        .unwrap();
+        assert!(
+            out.contains("Dr. <PERSON>") && out.contains("MRN: [REDACTED]"),
+            "{out}"
+        );
+        assert!(!out.contains("03/14/2019"), "{out}");
+        // The same through sanitize, with the cost per label.
+        let j = Spi::get_one::<pgrx::JsonB>(&format!(
+            "SELECT sanitize('{t}', 'deidentify', '{{\"operators\": {{\"DATE\": \"shift\"}}}}')"
+        ))
+        .unwrap()
+        .unwrap()
+        .0;
+        assert_eq!(j["cost"]["guarantee"]["kind"], "none");
+        let labels = j["cost"]["labels"].as_array().unwrap();
+        assert!(
+            labels
+                .iter()
+                .any(|l| l["label"] == "DATE" && l["operator"] == "shift"),
+            "{j}"
+        );
+        assert!(
+            labels
+                .iter()
+                .any(|l| l["label"] == "PERSON" && l["guarantee"]["kind"] == "replacement"),
+            "{j}"
+        );
+        // A whole-value rule on a name column.
+        let name =
+            one("SELECT deidentify('zzq qxv', whole => true, strategy => 'typed_placeholder')")
+                .unwrap();
+        assert_eq!(name, "<PERSON>");
+        let rule = one("SELECT dptext.parse_rule('MASKED WITH deidentify(operators => ''DATE:shift;ID:redact'', whole => false)')->>'label'").unwrap();
+        assert!(
+            rule.contains("operators => 'DATE:shift,ID:redact'"),
+            "{rule}"
+        );
+    }
+
     #[pg_test(error = "invalid value for parameter \"p\": must be in [0, 1], got 1.5")]
     fn deidentify_p_is_validated() {
         Spi::run("SELECT deidentify('x', 'redact', 1.5)").unwrap();

@@ -9,6 +9,7 @@
 
 pub mod annotated;
 pub mod context;
+pub mod custom;
 pub mod eval;
 pub mod lexicon;
 pub mod model;
@@ -177,6 +178,15 @@ pub fn detect_with(
     model: Option<&model::NerModel>,
     lexicon: Option<&lexicon::Lexicon>,
 ) -> crate::Result<Vec<Span>> {
+    Ok(resolve(detect_layers(text, model, lexicon)?))
+}
+
+/// Every layer's spans before overlaps are resolved.
+fn detect_layers(
+    text: &str,
+    model: Option<&model::NerModel>,
+    lexicon: Option<&lexicon::Lexicon>,
+) -> crate::Result<Vec<Span>> {
     crate::cancel::check()?;
     let mut spans = rules::find(text);
     if let Some(m) = model {
@@ -198,7 +208,7 @@ pub fn detect_with(
         let found = context::find(text, lex, &spans);
         spans.extend(found);
     }
-    Ok(resolve(spans))
+    Ok(spans)
 }
 
 /// A model name, place or organisation needs a word of two letters or
@@ -285,11 +295,13 @@ fn place_evidence(text: &str, s: &Span, lex: &lexicon::Lexicon) -> bool {
         })
 }
 
-/// The detector the engine uses: the token classifier and the dictionaries.
+/// The detector the engine uses: the token classifier, the dictionaries
+/// and the user's own recognizers ([`custom`]).
 #[derive(Debug)]
 pub struct Detector {
     model: model::NerModel,
     lexicon: lexicon::Lexicon,
+    custom: std::sync::RwLock<std::sync::Arc<custom::Custom>>,
 }
 
 impl Detector {
@@ -298,12 +310,39 @@ impl Detector {
         Ok(Detector {
             model: model::NerModel::load(assets, threads)?,
             lexicon: lexicon::Lexicon::load(assets)?,
+            custom: Default::default(),
         })
     }
 
-    /// Typed spans of `text`, every layer, overlaps resolved.
+    /// Typed spans of `text`, every layer and the custom recognizers,
+    /// overlaps resolved, then the allow list and the threshold applied.
     pub fn detect(&self, text: &str) -> crate::Result<Vec<Span>> {
-        detect_with(text, Some(&self.model), Some(&self.lexicon))
+        let custom = self.custom();
+        if custom.is_empty() {
+            return detect_with(text, Some(&self.model), Some(&self.lexicon));
+        }
+        let mut spans = detect_layers(text, Some(&self.model), Some(&self.lexicon))?;
+        spans.extend(custom.find(text));
+        let mut spans = resolve(spans);
+        custom.filter(text, &mut spans);
+        Ok(spans)
+    }
+
+    /// Replaces the custom recognizers (the extension reloads them when
+    /// `dptext.recognizers` changes; the CLI sets them once).
+    pub fn set_custom(&self, custom: std::sync::Arc<custom::Custom>) {
+        *self
+            .custom
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = custom;
+    }
+
+    /// The custom recognizers in force.
+    pub fn custom(&self) -> std::sync::Arc<custom::Custom> {
+        self.custom
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// The token classifier.

@@ -54,7 +54,8 @@ pub struct Operators([Option<Operator>; 7]);
 
 impl Operators {
     /// Reads `{"PERSON": "full_entity", "DATE": "shift"}` or its compact
-    /// string form `PERSON:full_entity,DATE:shift` (what rules write); an
+    /// string form `PERSON:full_entity,DATE:shift` (what rules write; `;`
+    /// separates as well, for the CLI), or that object as JSON text; an
     /// empty string or object is no override.
     pub fn parse(v: &serde_json::Value) -> Result<Self> {
         let mut ops = Operators::default();
@@ -77,8 +78,14 @@ impl Operators {
         };
         match v {
             serde_json::Value::Null => {}
+            serde_json::Value::String(s) if s.trim_start().starts_with('{') => {
+                let v: serde_json::Value = serde_json::from_str(s)
+                    .map_err(|e| Error::invalid("operators", format!("not JSON: {e}")))?;
+                return Operators::parse(&v);
+            }
             serde_json::Value::String(s) => {
-                for pair in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                // `;` as well as `,`: the CLI's `--field` syntax splits on commas.
+                for pair in s.split([',', ';']).map(str::trim).filter(|p| !p.is_empty()) {
                     let (l, o) = pair.split_once(':').ok_or_else(|| {
                         Error::invalid("operators", format!("{pair:?} is not LABEL:operator"))
                     })?;
@@ -294,6 +301,10 @@ mod tests {
                 .unwrap();
         let b = Operators::parse(&json!("DATE:shift, ID:redact,PERSON:full_entity")).unwrap();
         assert_eq!(a, b);
+        assert_eq!(
+            Operators::parse(&json!("DATE:shift;ID:redact;PERSON:full_entity")).unwrap(),
+            a
+        );
         assert_eq!(a.canonical(), "PERSON:full_entity,DATE:shift,ID:redact");
         assert_eq!(Operators::parse(&json!(a.canonical())).unwrap(), a);
         for bad in [

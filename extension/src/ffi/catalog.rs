@@ -93,3 +93,13 @@ pub fn called_by_rewrite(fcinfo: pg_sys::FunctionCallInfo) -> bool {
         (*expr.cast::<pg_sys::FuncExpr>()).funcformat == pg_sys::CoercionForm::COERCE_SQL_SYNTAX
     }
 }
+
+/// Queues a relation-cache invalidation of `relid`: sent to every session
+/// when the transaction commits, and to this one at its next command, so
+/// that all of them drop what they cached from it (the recognizers).
+pub fn invalidate_relation(relid: pg_sys::Oid) {
+    // SAFETY: only queues an invalidation message for a relation id (one
+    // that no longer exists is ignored by the receivers); no pointer is
+    // passed and nothing is returned.
+    unsafe { pg_sys::CacheInvalidateRelcacheByRelid(relid) }
+}

@@ -40,6 +40,7 @@ unsafe extern "C-unwind" fn relcache_changed(_arg: pg_sys::Datum, _relid: Oid) {
     // Labels change rarely and a relation's rules depend on its ancestors
     // and descendants, so any invalidation drops every cached decision.
     masking::invalidate();
+    crate::recognizers::invalidate();
 }
 
 #[pg_guard]
