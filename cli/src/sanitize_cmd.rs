@@ -17,6 +17,7 @@ Fields (--format jsonl or csv):
   --field NAME                    sanitize NAME with --mechanism and its flags
   --field NAME=MECHANISM          sanitize NAME with its own mechanism, defaults
   --field NAME=MECHANISM:K=V,K=V  ... with its own parameters (as --params keys)
+  --field 'NAME=M1:K=V THEN M2:K=V'  a chain: M1's output is M2's input
   Repeat --field for several. A field with its own mechanism takes none of the
   global flags (--eps, --p, --w, --embedding, --params). The first '=' ends
   the name; values are JSON where they parse as JSON, text otherwise.
@@ -41,7 +42,9 @@ Examples:
   dptext sanitize --format csv --field patient=deidentify \\
       --field note=santext_plus:eps=3,p=0.2 in.csv -o out.csv
   dptext sanitize --mechanism custext --eps 2 --format jsonl --field text \\
-      --field title=deidentify --cost --seed 1 < in.jsonl";
+      --field title=deidentify --cost --seed 1 < in.jsonl
+  dptext sanitize --format csv --field 'note=deidentify:operators=DATE:shift;ID:redact THEN santext_plus:eps=3' \\
+      --recognizers ours.json in.csv -o out.csv";
 
 /// The flags of `dptext sanitize`.
 #[derive(clap::Args)]

@@ -82,6 +82,10 @@ pub struct Cost {
     /// (left out of the JSON for the other mechanisms).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub labels: Vec<LabelCost>,
+    /// For a chain of mechanisms, each stage's own cost, in order (left
+    /// out of the JSON otherwise).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<Cost>,
 }
 
 /// What entity replacement did to the spans of one label.
@@ -123,6 +127,7 @@ mod tests {
             embedding: String::new(),
             output_set_size: 2,
             labels: Vec::new(),
+            stages: Vec::new(),
         };
         let json = serde_json::to_value(&c).unwrap();
         assert!(json.get("embedding").is_none(), "{json}");

@@ -388,6 +388,12 @@ impl Engine {
             MechanismSpec::Deidentify(ref d) => {
                 Box::new(Deidentify::from_spec(self.model()?, d.clone())?)
             }
+            MechanismSpec::Chain(ref stages) => Box::new(crate::mechanisms::chain::Chain::new(
+                stages
+                    .iter()
+                    .map(|s| self.build(s))
+                    .collect::<Result<Vec<_>>>()?,
+            )?),
             MechanismSpec::Ndd {
                 mode,
                 candidates,

@@ -11,7 +11,8 @@
 //! The grammar (keywords and names are case-insensitive):
 //!
 //! ```text
-//! column label := MASKED WITH mechanism [ '(' [ arg { ',' arg } ] ')' ]
+//! column label := MASKED WITH stage { THEN stage }
+//! stage        := mechanism [ '(' [ arg { ',' arg } ] ')' ]
 //! arg          := name '=>' value
 //! value        := number | 'quoted string' ('' for a quote) | true | false | bare word
 //! role label   := MASKED
@@ -43,19 +44,29 @@ impl Rule {
     }
 
     /// The label that states this rule with every parameter spelled out,
-    /// e.g. `MASKED WITH santext(eps => 3, embedding => 'glove')`.
+    /// e.g. `MASKED WITH santext(eps => 3, embedding => 'glove')`, a chain's
+    /// stages joined by `THEN`.
     pub fn to_label(&self) -> String {
-        let params = self.params();
-        let args: Vec<String> = params
-            .as_object()
-            .into_iter()
-            .flatten()
-            .map(|(k, v)| match v {
-                serde_json::Value::String(s) => format!("{k} => '{}'", s.replace('\'', "''")),
-                other => format!("{k} => {other}"),
-            })
-            .collect();
-        format!("MASKED WITH {}({})", self.mechanism(), args.join(", "))
+        let stage = |spec: &MechanismSpec| {
+            let params = spec.params_json();
+            let args: Vec<String> = params
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(k, v)| match v {
+                    serde_json::Value::String(s) => format!("{k} => '{}'", s.replace('\'', "''")),
+                    other => format!("{k} => {other}"),
+                })
+                .collect();
+            format!("{}({})", spec.name(), args.join(", "))
+        };
+        let body = match &self.spec {
+            MechanismSpec::Chain(stages) => {
+                stages.iter().map(stage).collect::<Vec<_>>().join(" THEN ")
+            }
+            one => stage(one),
+        };
+        format!("MASKED WITH {body}")
     }
 }
 
@@ -193,6 +204,24 @@ pub fn parse_column_label(label: &str) -> Result<Rule> {
     let mut toks = lex(label)?.into_iter().peekable();
     keyword(&mut toks, "masked")?;
     keyword(&mut toks, "with")?;
+    let mut stages = vec![stage(&mut toks)?];
+    while let Some(t) = toks.next() {
+        match t {
+            Tok::Word(w) if w.eq_ignore_ascii_case("then") => stages.push(stage(&mut toks)?),
+            extra => {
+                return Err(syntax(format!(
+                    "unexpected {extra:?} after the parameter list (chain mechanisms with THEN)"
+                )))
+            }
+        }
+    }
+    Ok(Rule {
+        spec: MechanismSpec::chain(stages)?,
+    })
+}
+
+/// One `mechanism [ '(' args ')' ]` of a label.
+fn stage(toks: &mut std::iter::Peekable<std::vec::IntoIter<Tok>>) -> Result<MechanismSpec> {
     let mechanism = match toks.next() {
         Some(Tok::Word(w)) => w,
         Some(other) => {
@@ -200,13 +229,15 @@ pub fn parse_column_label(label: &str) -> Result<Rule> {
                 "expected a mechanism name, found {other:?}"
             )))
         }
-        None => return Err(syntax("expected a mechanism name after MASKED WITH")),
+        None => {
+            return Err(syntax(
+                "expected a mechanism name after MASKED WITH or THEN",
+            ))
+        }
     };
     let mut params = serde_json::Map::new();
-    if toks.peek().is_some() {
-        if toks.next() != Some(Tok::Open) {
-            return Err(syntax(format!("expected '(' after {mechanism}")));
-        }
+    if toks.peek() == Some(&Tok::Open) {
+        toks.next();
         if toks.peek() == Some(&Tok::Close) {
             toks.next();
         } else {
@@ -238,14 +269,15 @@ pub fn parse_column_label(label: &str) -> Result<Rule> {
                 }
             }
         }
-        if let Some(extra) = toks.next() {
-            return Err(syntax(format!(
-                "unexpected {extra:?} after the parameter list"
-            )));
+    } else if let Some(t) = toks.peek() {
+        if !matches!(t, Tok::Word(w) if w.eq_ignore_ascii_case("then")) {
+            return Err(syntax(format!("expected '(' after {mechanism}")));
         }
     }
-    let spec = MechanismSpec::parse(&mechanism, &serde_json::Value::Object(params))?;
-    Ok(Rule { spec })
+    if mechanism.eq_ignore_ascii_case("chain") {
+        return Err(syntax("write a chain as m1(...) THEN m2(...)"));
+    }
+    MechanismSpec::parse(&mechanism, &serde_json::Value::Object(params))
 }
 
 /// Checks a role label: the only one is `MASKED`.
@@ -270,6 +302,38 @@ pub fn check_role_label(label: &str) -> Result<()> {
 mod tests {
     use super::*;
     use crate::mechanisms::custext;
+
+    #[test]
+    fn chains_parse_and_print_back() {
+        let r = parse_column_label(
+            "MASKED WITH deidentify(operators => 'DATE:shift') THEN santext_plus(eps => 3)",
+        )
+        .unwrap();
+        match &r.spec {
+            MechanismSpec::Chain(stages) => {
+                assert_eq!(stages.len(), 2);
+                assert_eq!(stages[1].name(), "santext_plus");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(r.mechanism(), "chain");
+        let label = r.to_label();
+        assert!(
+            label.contains(") THEN santext_plus(embedding => 'glove', eps => 3.0"),
+            "{label}"
+        );
+        assert_eq!(parse_column_label(&label).unwrap(), r);
+        // The params round-trip through MechanismSpec::parse (what masking calls).
+        assert_eq!(MechanismSpec::parse("chain", &r.params()).unwrap(), r.spec);
+        for bad in [
+            "MASKED WITH santext(eps => 3) THEN",
+            "MASKED WITH santext(eps => 3) AND santext(eps => 2)",
+            "MASKED WITH chain(stages => 'x')",
+            "MASKED WITH a THEN b THEN c THEN d THEN e",
+        ] {
+            assert!(parse_column_label(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn every_mechanism_and_value_kind_parses() {

@@ -34,32 +34,69 @@ impl std::str::FromStr for FieldArg {
                 own: None,
             });
         };
-        let (mechanism, params) = match rest.split_once(':') {
-            Some((m, p)) => (m, p),
-            None => (rest, ""),
-        };
-        if mechanism.is_empty() {
-            return Err(format!(
-                "{s:?}: no mechanism after '=' (write {name}=santext:eps=3, or just {name})"
-            ));
-        }
-        let mut obj = serde_json::Map::new();
-        for pair in params.split(',').filter(|p| !p.is_empty()) {
-            let Some((k, v)) = pair.split_once('=') else {
-                return Err(format!(
-                    "{s:?}: parameter {pair:?} is not KEY=VALUE (e.g. eps=3)"
-                ));
-            };
-            let value = serde_json::from_str(v).unwrap_or_else(|_| v.into());
-            if obj.insert(k.to_string(), value).is_some() {
-                return Err(format!("{s:?}: parameter {k:?} given twice"));
+        // `deidentify THEN santext_plus:eps=3`: a chain of stages.
+        let stages: Vec<&str> = split_then(rest);
+        if stages.len() > 1 {
+            let mut list = Vec::new();
+            for st in stages {
+                let (m, p) = stage(s, name, st)?;
+                list.push(serde_json::json!({"mechanism": m, "params": p}));
             }
+            return Ok(FieldArg {
+                name: name.to_string(),
+                own: Some(("chain".to_string(), serde_json::json!({"stages": list}))),
+            });
         }
+        let (mechanism, obj) = stage(s, name, rest)?;
         Ok(FieldArg {
             name: name.to_string(),
-            own: Some((mechanism.to_string(), serde_json::Value::Object(obj))),
+            own: Some((mechanism, serde_json::Value::Object(obj))),
         })
     }
+}
+
+/// The stages of `a THEN b` (any case of THEN, spaces around it).
+fn split_then(rest: &str) -> Vec<&str> {
+    let lower = rest.to_ascii_lowercase();
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(i) = lower[from..].find(" then ") {
+        out.push(rest[from..from + i].trim());
+        from += i + 6;
+    }
+    out.push(rest[from..].trim());
+    out
+}
+
+/// One `MECHANISM[:K=V,...]`.
+fn stage(
+    whole: &str,
+    name: &str,
+    rest: &str,
+) -> std::result::Result<(String, serde_json::Map<String, serde_json::Value>), String> {
+    let s = whole;
+    let (mechanism, params) = match rest.split_once(':') {
+        Some((m, p)) => (m, p),
+        None => (rest, ""),
+    };
+    if mechanism.is_empty() {
+        return Err(format!(
+            "{s:?}: no mechanism after '=' (write {name}=santext:eps=3, or just {name})"
+        ));
+    }
+    let mut obj = serde_json::Map::new();
+    for pair in params.split(',').filter(|p| !p.is_empty()) {
+        let Some((k, v)) = pair.split_once('=') else {
+            return Err(format!(
+                "{s:?}: parameter {pair:?} is not KEY=VALUE (e.g. eps=3)"
+            ));
+        };
+        let value = serde_json::from_str(v).unwrap_or_else(|_| v.into());
+        if obj.insert(k.to_string(), value).is_some() {
+            return Err(format!("{s:?}: parameter {k:?} given twice"));
+        }
+    }
+    Ok((mechanism.to_string(), obj))
 }
 
 /// A field with its validated mechanism.

@@ -30,6 +30,7 @@ macro_rules! named_enum {
     };
 }
 
+pub mod chain;
 pub mod custext;
 pub mod dateshift;
 mod exponential;
@@ -148,6 +149,8 @@ pub enum MechanismSpec {
     },
     /// Entity replacement over detected spans (no embedding involved).
     Deidentify(operators::DeidentifySpec),
+    /// Mechanisms applied in order (`deidentify THEN santext_plus`).
+    Chain(Vec<MechanismSpec>),
     /// NDD distortion of detected spans (no formal guarantee).
     Ndd {
         /// How candidates are made.
@@ -344,8 +347,46 @@ impl MechanismSpec {
                     p.divergence.as_deref().unwrap_or("kl"),
                 )?
             }
+            "chain" => {
+                let stages = params
+                    .get("stages")
+                    .and_then(|v| v.as_array())
+                    .ok_or_else(|| {
+                        Error::invalid("stages", "a chain needs {\"stages\": [{\"mechanism\": ..., \"params\": {...}}, ...]}")
+                    })?;
+                if params.as_object().is_some_and(|o| o.len() != 1) {
+                    return Err(Error::invalid("params", "a chain takes only \"stages\""));
+                }
+                let stages = stages
+                    .iter()
+                    .map(|st| {
+                        let name =
+                            st.get("mechanism")
+                                .and_then(|m| m.as_str())
+                                .ok_or_else(|| {
+                                    Error::invalid(
+                                        "stages",
+                                        format!("stage {st} has no \"mechanism\""),
+                                    )
+                                })?;
+                        let empty = serde_json::json!({});
+                        MechanismSpec::parse(name, st.get("params").unwrap_or(&empty))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                MechanismSpec::Chain(stages)
+            }
             _ => return Err(Error::UnknownMechanism(name.to_string())),
         };
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// A chain of specs (one spec alone is itself), validated.
+    pub fn chain(mut stages: Vec<MechanismSpec>) -> Result<Self> {
+        if stages.len() == 1 {
+            return Ok(stages.remove(0));
+        }
+        let spec = MechanismSpec::Chain(stages);
         spec.validate()?;
         Ok(spec)
     }
@@ -401,6 +442,25 @@ impl MechanismSpec {
                 check_eps(eps)
             }
             MechanismSpec::Deidentify(ref d) => d.validate(),
+            MechanismSpec::Chain(ref stages) => {
+                if !(2..=chain::MAX_STAGES).contains(&stages.len()) {
+                    return Err(Error::invalid(
+                        "stages",
+                        format!(
+                            "a chain has 2 to {} stages, got {}",
+                            chain::MAX_STAGES,
+                            stages.len()
+                        ),
+                    ));
+                }
+                if stages.iter().any(|s| matches!(s, MechanismSpec::Chain(_))) {
+                    return Err(Error::invalid(
+                        "stages",
+                        "a chain's stage cannot be a chain",
+                    ));
+                }
+                stages.iter().try_for_each(MechanismSpec::validate)
+            }
             MechanismSpec::Ndd { candidates, mu, .. } => {
                 ndd::check_candidates(candidates)?;
                 ndd::check_mu(mu)
@@ -427,6 +487,7 @@ impl MechanismSpec {
             MechanismSpec::SanTextPlus { .. } => "santext_plus",
             MechanismSpec::CusText { .. } => "custext",
             MechanismSpec::Deidentify(_) => "deidentify",
+            MechanismSpec::Chain(_) => "chain",
             MechanismSpec::Ndd { .. } => "ndd",
         }
     }
@@ -473,6 +534,12 @@ impl MechanismSpec {
                 "embedding": embedding.name(),
             }),
             MechanismSpec::Deidentify(ref d) => d.params_json(),
+            MechanismSpec::Chain(ref stages) => json!({
+                "stages": stages
+                    .iter()
+                    .map(|s| json!({"mechanism": s.name(), "params": s.params_json()}))
+                    .collect::<Vec<_>>()
+            }),
             MechanismSpec::Ndd {
                 mode,
                 candidates,
@@ -504,6 +571,11 @@ impl MechanismSpec {
             },
             MechanismSpec::CusText { eps, .. } => Guarantee::Dp { eps },
             MechanismSpec::Deidentify(ref d) => d.guarantee()?,
+            // Later stages post-process the first one's output.
+            MechanismSpec::Chain(ref stages) => stages
+                .first()
+                .ok_or_else(|| Error::invalid("stages", "a chain has no stage"))?
+                .guarantee()?,
             MechanismSpec::Ndd { .. } => Guarantee::None {
                 reason: "NDD distortion picks the candidate closest to the original's context: it carries no formal differential privacy guarantee".to_string(),
             },
@@ -517,6 +589,7 @@ impl MechanismSpec {
             | MechanismSpec::SanTextPlus { embedding, .. }
             | MechanismSpec::CusText { embedding, .. } => Some(embedding),
             MechanismSpec::Deidentify(_) | MechanismSpec::Ndd { .. } => None,
+            MechanismSpec::Chain(ref stages) => stages.iter().find_map(MechanismSpec::embedding),
         }
     }
 }

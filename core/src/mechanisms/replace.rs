@@ -558,6 +558,7 @@ impl Deidentify {
             embedding: String::new(),
             output_set_size: replaced,
             labels,
+            stages: Vec::new(),
         };
         Sanitized { text: out, cost }
     }

@@ -93,6 +93,7 @@ impl Mechanism for SanText {
             embedding: emb.name().to_string(),
             output_set_size: emb.len(),
             labels: Vec::new(),
+            stages: Vec::new(),
         };
         Ok(Sanitized { text, cost })
     }
@@ -196,6 +197,7 @@ impl Mechanism for SanTextPlus {
             embedding: emb.name().to_string(),
             output_set_size: emb.len() - self.split as usize,
             labels: Vec::new(),
+            stages: Vec::new(),
         };
         Ok(Sanitized { text, cost })
     }

@@ -186,6 +186,7 @@ impl Mechanism for CusText {
             embedding: emb.name().to_string(),
             output_set_size: self.mapping.k,
             labels: Vec::new(),
+            stages: Vec::new(),
         };
         Ok(Sanitized {
             text: seg.render(&replacements),

@@ -401,6 +401,7 @@ impl Mechanism for NddDistort {
                 embedding: "mlm".to_string(),
                 output_set_size: self.mlm.config().vocab_size,
                 labels: Vec::new(),
+                stages: Vec::new(),
             },
         })
     }
