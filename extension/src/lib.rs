@@ -252,7 +252,9 @@ fn detect_pii(
 #[pg_extern(volatile, parallel_safe)]
 #[allow(clippy::too_many_arguments)] // SQL's named, defaulted arguments
 fn deidentify(
-    t: Utf8Text,
+    // Optional: the other Option arguments make the function non-strict,
+    // and NULL in must still be NULL out.
+    t: Option<Utf8Text>,
     strategy: default!(&str, "'full_entity'"),
     p: default!(f64, 1.0),
     consistent: default!(bool, false),
@@ -260,7 +262,8 @@ fn deidentify(
     whole: default!(bool, false),
     shift_days: default!(i32, 365),
     grp: default!(Option<&str>, "NULL"),
-) -> String {
+) -> Option<String> {
+    let t = t?;
     let mut params = serde_json::json!({
         "strategy": strategy,
         "p": p,
@@ -275,7 +278,7 @@ fn deidentify(
         params["group"] = g.into();
     }
     let spec = MechanismSpec::parse("deidentify", &params).or_raise("deidentify");
-    run(spec, t.0, "deidentify").text
+    Some(run(spec, t.0, "deidentify").text)
 }
 
 /// The lemma's epsilon of `deidentify(t, strategy, p)` over the shipped

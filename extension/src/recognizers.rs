@@ -92,7 +92,7 @@ pub mod dptext {
     /// what is wrong otherwise (the table's CHECK constraint calls it).
     ///
     /// ```sql
-    /// SELECT dptext.recognizer_ok('badge', 'ID', '\mB-[0-9]{5}\M', NULL, '{badge}', 0.6);
+    /// SELECT dptext.recognizer_ok('badge', 'ID', '\bB-[0-9]{5}\b', NULL, '{badge}', 0.6);
     /// ```
     #[pg_extern(immutable, parallel_safe)]
     fn recognizer_ok(

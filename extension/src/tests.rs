@@ -387,7 +387,7 @@ mod tests {
         };
         assert!(!labels("ORGANIZATION").contains("Zyx"));
         Spi::run("INSERT INTO dptext.recognizers (name, label, words) VALUES ('ours', 'ORGANIZATION', '{Zyx}')").unwrap();
-        Spi::run("INSERT INTO dptext.recognizers (name, label, pattern, context, score) VALUES ('badge', 'ID', '\\mB-[0-9]{5}\\M', '{badge}', 0.5)").unwrap();
+        Spi::run("INSERT INTO dptext.recognizers (name, label, pattern, context, score) VALUES ('badge', 'ID', '\\bB-[0-9]{5}\\b', '{badge}', 0.5)").unwrap();
         assert_eq!(labels("ORGANIZATION"), "Zyx");
         assert!(labels("ID").contains("B-12345"), "{}", labels("ID"));
         let person = labels("PERSON");

@@ -538,7 +538,12 @@ fn name_run_with(
             let comma = (gap == ", " || gap == ",")
                 && !comma_used
                 && count == 1
-                && lex.is_none_or(|l| l.first(next).is_some() || shape(next) == Shape::Upper);
+                && lex.is_none_or(|l| {
+                    l.first(next).is_some()
+                        || shape(next) == Shape::Upper
+                            && shape(&text[ws[i].start..ws[i].end]) == Shape::Upper
+                })
+                && !is_vocabulary(next);
             if !(plain || comma) {
                 break;
             }

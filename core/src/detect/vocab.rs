@@ -58,6 +58,7 @@ i ii iii iv v vi vii viii ix x
 post pre status sp sob cp doe hpi
 ra af sr nsr svt vt vf afib rvr lbbb rbbb pvc pac mvc gcs loc ams uti dvt pe chf copd cad ckd esrd
 ok np na tb mv pr act
+mrn dob dos acct fin csn ssn dea npi clia mr mrns
 internal family primary emergency urgent critical intensive pediatric pediatrics adult geriatric
 sports occupational physical behavioral women's children's outpatient inpatient
 abd ctab wbat dea npi clia perrl perrla eomi nad rrr ncat ngt peg ivf abx npo ambulating
