@@ -12,11 +12,9 @@
 use std::cell::Cell;
 use std::sync::Arc;
 
+use crate::error::OrRaise;
 use dptext_core::detect::custom::{Custom, CustomDef, RecognizerDef};
 use dptext_core::Engine;
-use pgrx::prelude::*;
-
-use crate::error::OrRaise;
 
 thread_local! {
     /// The threshold the loaded recognizers were built with; `None`: reload.
@@ -28,10 +26,15 @@ pub(crate) fn invalidate() {
     LOADED.with(|l| l.set(None));
 }
 
-const READ_SQL: &str = "SELECT name, label, pattern, words, context, score \
-     FROM dptext.recognizers ORDER BY name";
-const ALLOW_SQL: &str = "SELECT value FROM dptext.allow_list ORDER BY value";
-const EXISTS_SQL: &str = "SELECT pg_catalog.to_regclass('dptext.recognizers') IS NOT NULL \
+/// One query for both tables (JSON text columns: no array parsing), or
+/// nothing when the catalog is not created in this database.
+const READ_SQL: &std::ffi::CStr = c"SELECT 'r', name, label, pattern, \
+     pg_catalog.array_to_json(words)::text, pg_catalog.array_to_json(context)::text, score::text \
+     FROM dptext.recognizers \
+     UNION ALL SELECT 'a', value, NULL, NULL, NULL, NULL, NULL FROM dptext.allow_list \
+     ORDER BY 1, 2";
+const EXISTS_SQL: &std::ffi::CStr =
+    c"SELECT pg_catalog.to_regclass('dptext.recognizers') IS NOT NULL \
      AND pg_catalog.to_regclass('dptext.allow_list') IS NOT NULL";
 
 /// Loads the recognizers into `engine` unless they are current.
@@ -40,49 +43,57 @@ pub(crate) fn refresh(engine: &Engine) {
     if LOADED.with(Cell::get) == Some(threshold) {
         return;
     }
-    let def = read(threshold);
+    let def = read(threshold).unwrap_or_else(|e| {
+        // Fail closed: detection without the user's recognizers would find less.
+        pgrx::error!("dptext: could not read dptext.recognizers: {e}")
+    });
     let custom = Custom::new(def).or_raise("dptext.recognizers");
     engine.set_recognizers(Arc::new(custom));
     LOADED.with(|l| l.set(Some(threshold)));
 }
 
-fn read(threshold: f64) -> CustomDef {
+fn read(threshold: f64) -> Result<CustomDef, String> {
     let mut def = CustomDef {
         threshold: threshold as f32,
         ..CustomDef::default()
     };
-    let result: Result<(), pgrx::spi::Error> = Spi::connect(|client| {
-        let exists: Option<bool> = client.select(EXISTS_SQL, None, &[])?.first().get(1)?;
-        if exists != Some(true) {
-            // The extension's catalog is not created in this database.
-            return Ok(());
-        }
-        for row in client.select(READ_SQL, None, &[])? {
-            def.recognizers.push(RecognizerDef {
-                name: row.get::<String>(1)?.unwrap_or_default(),
-                label: row.get::<String>(2)?.unwrap_or_default(),
-                pattern: row.get::<String>(3)?,
-                words: row.get::<Vec<String>>(4)?,
-                context: row.get::<Vec<String>>(5)?.unwrap_or_default(),
-                score: row.get::<f64>(6)?.unwrap_or(0.85) as f32,
-            });
-        }
-        for row in client.select(ALLOW_SQL, None, &[])? {
-            if let Some(v) = row.get::<String>(1)? {
-                def.allow.push(v);
-            }
-        }
-        Ok(())
-    });
-    if let Err(e) = result {
-        // Fail closed: detection without the user's recognizers would find less.
-        pgrx::error!("dptext: could not read dptext.recognizers: {e}");
+    let exists = crate::ffi::catalog::read_only_rows(EXISTS_SQL)?;
+    if exists
+        .first()
+        .and_then(|r| r.first())
+        .cloned()
+        .flatten()
+        .as_deref()
+        != Some("t")
+    {
+        // The extension's catalog is not created in this database.
+        return Ok(def);
     }
-    def
+    let json = |v: &Option<String>| -> Result<Option<Vec<String>>, String> {
+        v.as_deref()
+            .map(|t| serde_json::from_str(t).map_err(|e| e.to_string()))
+            .transpose()
+    };
+    for row in crate::ffi::catalog::read_only_rows(READ_SQL)? {
+        let col = |i: usize| row.get(i).cloned().flatten();
+        match col(0).as_deref() {
+            Some("r") => def.recognizers.push(RecognizerDef {
+                name: col(1).unwrap_or_default(),
+                label: col(2).unwrap_or_default(),
+                pattern: col(3),
+                words: json(&col(4))?,
+                context: json(&col(5))?.unwrap_or_default(),
+                score: col(6).and_then(|s| s.parse().ok()).unwrap_or(0.85),
+            }),
+            Some("a") => def.allow.extend(col(1)),
+            _ => {}
+        }
+    }
+    Ok(def)
 }
 
 /// The check behind `dptext.recognizers`' CHECK constraint.
-#[pg_schema]
+#[pgrx::pg_schema]
 pub mod dptext {
     use pgrx::prelude::*;
 

@@ -61,7 +61,7 @@ fn rules() -> &'static [Rule] {
             r(Label::Date, "holiday", r"(?i)\b(?:Christmas(?: Eve| Day)?|Thanksgiving(?: Day)?|Easter(?: Sunday)?|New Year'?s?(?: Day| Eve)?|Valentine'?s(?: Day)?|Memorial Day|Labor Day|Independence Day|July 4th|Fourth of July|4th of July|Halloween|Mother'?s Day|Father'?s Day|Veterans'? Day|MLK Day|Martin Luther King(?: Jr\.?)? Day|Presidents'? Day|Columbus Day|Hanukkah|Chanukah|Passover|Yom Kippur|Rosh Hashanah|Ramadan|Eid(?: al-Fitr| al-Adha)?|Diwali|Lunar New Year|Juneteenth|Good Friday|Ash Wednesday|Palm Sunday)\b", always, 0.85),
             r(Label::Date, "time_caps", r"\b(?:[01]?[0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9])?(?:\s?[AaPp]\.?[Mm]\.?)?|\b(?:1[0-2]|[1-9])\s?(?:[AaPp]\.[Mm]\.|[AaPp][Mm])\b", always, 0.8),
             r(Label::Age, "age_over_89_short", r"(?i)\b(?P<v>9[0-9]|1[01][0-9])(?:[ -]?(?:y/?o|y\.o\.|yr?s?|years?|year-old|yo[mf]?|y|-year-old)\b|[mf]\b)|(?i:\bage[d:]?\s*|\bage\s+of\s+|\bat\s+)(?P<w>9[0-9]|1[01][0-9])\b", always, 0.9),
-            r(Label::Id, "labelled_id", r"(?i)\b(?:MRN|MR|MR\s*No|Med(?:ical)?\s*Rec(?:ord)?(?:\s*(?:No|Number|Num))?|Unit\s*(?:No|Number|#)|Hosp(?:ital)?\s*(?:No|#)|Chart(?:\s*(?:No|Number))?|Patient\s*ID|Pt\s*ID|Acct|Account|Acc(?:t)?\s*No|Encounter|Enc|Visit|FIN|CSN|HAR|Billing|Claim|Member(?:\s*ID)?|Subscriber(?:\s*ID)?|Group|Grp|Policy|Medicaid(?:\s*ID)?|Medicare(?:\s*ID)?|MBI|HICN|Plan\s*ID|Ins(?:urance)?\s*ID|DEA|NPI|Lic(?:ense|ence)?|CLIA|Cert(?:ificate)?|Serial|S/N|SN|Lot|Model|Device\s*ID|Implant\s*ID|UDI|VIN|Plate|License\s*Plate|Tag|Job|Dictation|Doc(?:ument)?(?:\s*ID)?|Accession|Acc|Accn|Specimen|Spec|Order|Req(?:uisition)?|Case|Ref(?:erence)?|Confirmation|Conf|Auth(?:orization)?|Badge|Employee\s*ID|User(?:\s*ID)?|Interpreter|ID|Report|Study|Exam|Tracking|Ticket|Transmission|Monitor|Receiver|Box|Account\s*Number|Reg(?:istration)?|Passport|SSN|SS|Social\s*Security(?:\s*(?:No|Number))?|Certificate|Permit|Call)\s*(?:#|No\.?|Number|Num|ID)?\s*(?:#|No\.?)?\s*[:#=]?[ \t]*(?P<v>[A-Z0-9](?:[-./]?[A-Z0-9]){2,24})", labelled_ok, 0.9),
+            r(Label::Id, "labelled_id", r"(?i)\b(?:MRN|MR|MR\s*No|Med(?:ical)?\s*Rec(?:ord)?(?:\s*(?:No|Number|Num))?|Unit\s*(?:No|Number|#)|Hosp(?:ital)?\s*(?:No|#)|Chart(?:\s*(?:No|Number))?|Patient\s*ID|Pt\s*ID|Acct|Account|Acc(?:t)?\s*No|Encounter|Enc|Visit|FIN|CSN|HAR|Billing|Claim|Member(?:\s*ID)?|Subscriber(?:\s*ID)?|Group|Grp|Policy|Medicaid(?:\s*ID)?|Medicare(?:\s*ID)?|MBI|HICN|Plan\s*ID|Ins(?:urance)?\s*ID|DEA|NPI|Lic(?:ense|ence)?|CLIA|Cert(?:ificate)?|Serial|S/N|SN|Lot|Model|Device\s*ID|Implant\s*ID|UDI|VIN|Plate|License\s*Plate|Tag|Job|Dictation|Doc(?:ument)?(?:\s*ID)?|Accession|Acc|Accn|Specimen|Spec|Order|Req(?:uisition)?|Case|Ref(?:erence)?|Confirmation|Conf|Auth(?:orization)?|Badge|Employee\s*ID|User(?:\s*ID)?|Interpreter|ID|Report|Study|Exam|Tracking|Ticket|Transmission|Monitor|Receiver|Box|Account\s*Number|Reg(?:istration)?|Passport|SSN|SS|Social\s*Security(?:\s*(?:No|Number))?|Certificate|Permit|Call)\s*(?:#|No\.?|Number|Num|ID)?\s*(?:#|No\.?)?\s*[:#=-]?[ \t]*(?P<v>[A-Z0-9](?:[-./]?[A-Z0-9]){2,24})", labelled_ok, 0.9),
             r(Label::Id, "ssn_partial", r"\b(?:[xX*#]{3}|[0-9]{3})[- ](?:[xX*#]{2}|[0-9]{2})[- ][0-9]{4}\b", ssn_loose, 0.85),
             r(Label::Id, "ssn_bare", r"(?i)\b(?:SSN|SS#|Social Security(?: No\.?| Number| #)?)\s*[:#]?\s*(?P<v>[0-9]{9})\b", always, 0.9),
             r(Label::Id, "alnum_code", r"\b[A-Z]{1,5}-?[0-9][0-9A-Z]*(?:-[0-9A-Z]+)+\b|\b[A-Z]{1,5}-?[0-9]{4,}[A-Z]?\b|\b[A-Z]{2,5}-[0-9A-F]{6,}\b", code_ok, 0.75),
@@ -206,7 +206,13 @@ fn street_number_ok(s: &str) -> bool {
 /// A code of letters and digits with four digits or more (`S19-4471`,
 /// `CT-240331-0041`), not a vertebra or a lab panel (`C5-6`, `T2`).
 fn code_ok(s: &str) -> bool {
-    digits(s).len() >= 4
+    // `MRN-580486`: the field label's own rule reports the value alone.
+    let prefix: String = s.chars().take_while(char::is_ascii_alphabetic).collect();
+    let label = matches!(
+        prefix.to_ascii_lowercase().as_str(),
+        "mrn" | "mr" | "acct" | "ssn" | "fin" | "csn" | "dob" | "npi" | "dea"
+    );
+    digits(s).len() >= 4 && !label
 }
 
 fn digits(s: &str) -> Vec<u32> {

@@ -103,3 +103,49 @@ pub fn invalidate_relation(relid: pg_sys::Oid) {
     // passed and nothing is returned.
     unsafe { pg_sys::CacheInvalidateRelcacheByRelid(relid) }
 }
+
+/// Runs a read-only query through SPI and returns its rows, every column
+/// as text (NULL as `None`). Read-only: no command counter increment, so it
+/// works inside parallel workers and in transactions that have written,
+/// where pgrx's SPI client would start a new command and fail.
+pub fn read_only_rows(sql: &std::ffi::CStr) -> Result<Vec<Vec<Option<String>>>, String> {
+    // SAFETY: SPI_connect/SPI_finish bracket the query; SPI_execute runs a
+    // constant, NUL-terminated query read-only (errors are turned into Rust
+    // panics by pgrx's guarded bindings, and SPI is cleaned up by the
+    // transaction abort); SPI_tuptable and SPI_processed are read before
+    // SPI_finish frees them; each SPI_getvalue result is a palloc'd string
+    // or NULL, copied and freed; column numbers stay within the tuple
+    // descriptor's natts.
+    unsafe {
+        if pg_sys::SPI_connect() != pg_sys::SPI_OK_CONNECT as i32 {
+            return Err("SPI_connect failed".into());
+        }
+        let rc = pg_sys::SPI_execute(sql.as_ptr(), true, 0);
+        if rc != pg_sys::SPI_OK_SELECT as i32 {
+            pg_sys::SPI_finish();
+            return Err(format!("query failed with SPI code {rc}"));
+        }
+        let table = pg_sys::SPI_tuptable;
+        let mut rows = Vec::new();
+        if !table.is_null() {
+            let desc = (*table).tupdesc;
+            let natts = (*desc).natts;
+            for i in 0..pg_sys::SPI_processed as usize {
+                let tuple = *(*table).vals.add(i);
+                let mut row = Vec::with_capacity(natts as usize);
+                for col in 1..=natts {
+                    let v = pg_sys::SPI_getvalue(tuple, desc, col);
+                    if v.is_null() {
+                        row.push(None);
+                    } else {
+                        row.push(Some(CStr::from_ptr(v).to_string_lossy().into_owned()));
+                        pg_sys::pfree(v.cast());
+                    }
+                }
+                rows.push(row);
+            }
+        }
+        pg_sys::SPI_finish();
+        Ok(rows)
+    }
+}
