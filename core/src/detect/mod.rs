@@ -153,8 +153,10 @@ pub fn resolve(mut spans: Vec<Span>) -> Vec<Span> {
             if let Some(old) = kept.remove(&k) {
                 merged.start = merged.start.min(old.start);
                 merged.end = merged.end.max(old.end);
+                // The kept (rule) span's source and score: deterministic,
+                // whatever the model's probabilities were.
                 merged.source = old.source;
-                merged.score = merged.score.max(old.score);
+                merged.score = old.score;
             }
         }
         kept.insert(merged.start, merged);
