@@ -17,12 +17,14 @@ use dptext_core::{Engine, EngineConfig};
 use crate::progress;
 
 /// What `eval-detect` prints besides the tables, and what it detects with.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Options {
     /// Print every missed gold span and every wrong prediction.
     pub errors: bool,
     /// Custom recognizers (a JSON file).
     pub recognizers: Option<PathBuf>,
+    /// Lines per detection-model call (1: unbatched).
+    pub batch: usize,
 }
 
 /// Reads a custom recognizers file (docs/detection.md).
@@ -38,6 +40,7 @@ pub fn read_recognizers(
 fn engine(dir: &Path, opts: &Options) -> Result<Engine> {
     let mut config = EngineConfig::new(dir.to_path_buf());
     config.model_threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    config.detect_batch = opts.batch.max(1);
     let engine = Engine::new(config);
     if let Some(path) = &opts.recognizers {
         engine.set_recognizers(read_recognizers(path)?);

@@ -71,6 +71,9 @@ enum Command {
         /// A JSON file of custom recognizers, allow list and threshold.
         #[arg(long)]
         recognizers: Option<PathBuf>,
+        /// Lines per detection-model call (1: one line a call).
+        #[arg(long, default_value_t = dptext_core::detect::model::DEFAULT_BATCH)]
+        batch: usize,
     },
     /// Build (or check) the CusText mapping of a vocabulary and cache it in
     /// the assets directory; prints the time taken and the share of tokens
@@ -140,12 +143,14 @@ fn run(command: Command, assets: &AssetsDir) -> Result<()> {
             file,
             errors,
             recognizers,
+            batch,
         } => eval::eval_detect(
             dir,
             &file,
             eval::Options {
                 errors,
                 recognizers,
+                batch,
             },
         ),
         Command::CustextMap(a) => custext_map::run(dir, &a),

@@ -73,6 +73,8 @@ pub struct EngineConfig {
     pub device: Device,
     /// Rows per masked-LM call.
     pub mlm_batch: usize,
+    /// Lines per detection-model call in the per-line pass (1: unbatched).
+    pub detect_batch: usize,
 }
 
 impl EngineConfig {
@@ -89,6 +91,7 @@ impl EngineConfig {
             mlm_dir: None,
             device: Device::Cpu,
             mlm_batch: DEFAULT_MLM_BATCH,
+            detect_batch: crate::detect::model::DEFAULT_BATCH,
         }
     }
 }
@@ -293,6 +296,7 @@ impl Engine {
             &self.config.assets_dir,
             self.config.model_threads,
         )?);
+        m.model().set_batch(self.config.detect_batch);
         m.set_custom(
             self.custom
                 .lock()

@@ -25,6 +25,10 @@ pub const ORT_LIB: &str = "onnxruntime/libonnxruntime.so.1.31.1";
 pub const MODEL_DIR: &str = "rampart";
 
 const WINDOW: usize = 510;
+/// Lines per model call of the per-line pass, by default.
+pub const DEFAULT_BATCH: usize = 4;
+/// Most padded tokens in one batched call.
+const BATCH_TOKENS: usize = 8192;
 /// Token ids and their byte offsets in the text.
 pub type Tokens = (Vec<u32>, Vec<(usize, usize)>);
 
@@ -41,6 +45,9 @@ pub struct NerModel {
     token_type_ids: bool,
     cls: u32,
     sep: u32,
+    pad: u32,
+    /// Rows per model call of [`NerModel::line_spans`].
+    batch: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for NerModel {
@@ -112,6 +119,7 @@ impl NerModel {
         let sep = tokenizer
             .token_to_id("[SEP]")
             .ok_or_else(|| model_err("no [SEP] token"))?;
+        let pad = tokenizer.token_to_id("[PAD]").unwrap_or(0);
         let env = environment(&lib)?;
         let session = Session::builder(env)
             .map_err(model_err)?
@@ -130,19 +138,37 @@ impl NerModel {
             token_type_ids,
             cls,
             sep,
+            pad,
+            batch: std::sync::atomic::AtomicUsize::new(DEFAULT_BATCH),
         })
     }
 
     /// Per-token (class, probability) for one window of token ids.
     fn classify(&self, ids: &[u32]) -> Result<Vec<(usize, f32)>> {
-        let n = ids.len() + 2;
-        let mut input: Vec<i64> = Vec::with_capacity(n);
-        input.push(i64::from(self.cls));
-        input.extend(ids.iter().map(|&i| i64::from(i)));
-        input.push(i64::from(self.sep));
-        let input = ndarray::Array2::from_shape_vec((1, n), input).map_err(model_err)?;
-        let mask = ndarray::Array2::<i64>::ones((1, n));
-        let types = ndarray::Array2::<i64>::zeros((1, n));
+        self.classify_batch(&[ids])?
+            .pop()
+            .ok_or_else(|| model_err("no output row"))
+    }
+
+    /// Per-token (class, probability) for several windows in one model
+    /// call: rows padded to the longest with `[PAD]` and masked out, so
+    /// each row's predictions are those of the row alone.
+    fn classify_batch(&self, windows: &[&[u32]]) -> Result<Vec<Vec<(usize, f32)>>> {
+        let rows = windows.len();
+        let n = windows.iter().map(|w| w.len()).max().unwrap_or(0) + 2;
+        let mut input = ndarray::Array2::<i64>::from_elem((rows, n), i64::from(self.pad));
+        let mut mask = ndarray::Array2::<i64>::zeros((rows, n));
+        for (r, w) in windows.iter().enumerate() {
+            input[[r, 0]] = i64::from(self.cls);
+            for (i, &id) in w.iter().enumerate() {
+                input[[r, i + 1]] = i64::from(id);
+            }
+            input[[r, w.len() + 1]] = i64::from(self.sep);
+            for i in 0..w.len() + 2 {
+                mask[[r, i]] = 1;
+            }
+        }
+        let types = ndarray::Array2::<i64>::zeros((rows, n));
         let mut session = self
             .session
             .lock()
@@ -156,25 +182,37 @@ impl NerModel {
         .map_err(model_err)?;
         let logits = outputs[0].try_extract_array::<f32>().map_err(model_err)?;
         let shape = logits.shape().to_vec();
-        if shape.len() != 3 || shape[1] != n || shape[2] != self.classes.len() {
+        if shape.len() != 3 || shape[0] != rows || shape[1] != n || shape[2] != self.classes.len() {
             return Err(model_err(format!("unexpected logits shape {shape:?}")));
         }
-        let batch = logits.index_axis(ndarray::Axis(0), 0);
-        Ok((1..n - 1)
-            .map(|t| {
-                let row = batch.index_axis(ndarray::Axis(0), t);
-                let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                let z: f32 = row.iter().map(|v| (v - max).exp()).sum();
-                let (best, v) =
-                    row.iter()
-                        .enumerate()
-                        .fold(
-                            (0, f32::NEG_INFINITY),
-                            |a, (i, &v)| if v > a.1 { (i, v) } else { a },
-                        );
-                (best, (v - max).exp() / z)
+        Ok(windows
+            .iter()
+            .enumerate()
+            .map(|(r, w)| {
+                let row_logits = logits.index_axis(ndarray::Axis(0), r);
+                (1..w.len() + 1)
+                    .map(|t| {
+                        let row = row_logits.index_axis(ndarray::Axis(0), t);
+                        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                        let z: f32 = row.iter().map(|v| (v - max).exp()).sum();
+                        let (best, v) =
+                            row.iter()
+                                .enumerate()
+                                .fold(
+                                    (0, f32::NEG_INFINITY),
+                                    |a, (i, &v)| if v > a.1 { (i, v) } else { a },
+                                );
+                        (best, (v - max).exp() / z)
+                    })
+                    .collect()
             })
             .collect())
+    }
+
+    /// Rows per model call for the per-line pass (1: one line a call).
+    pub fn set_batch(&self, rows: usize) {
+        self.batch
+            .store(rows.max(1), std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Token ids and byte offsets of `text`, tokenized in pieces of about
@@ -244,9 +282,16 @@ impl NerModel {
             }
             start = end - OVERLAP;
         }
+        let best: Vec<(usize, f32)> = best.into_iter().map(|(c, p, _)| (c, p)).collect();
+        Ok(self.assemble(text, &offsets, &best))
+    }
+
+    /// Spans from per-token predictions: adjacent tokens of one coarse
+    /// label joined, widened to whole words, scored by their mean probability.
+    fn assemble(&self, text: &str, offsets: &[(usize, usize)], best: &[(usize, f32)]) -> Vec<Span> {
         let mut spans: Vec<Span> = Vec::new();
         let mut scores: Vec<Vec<f32>> = Vec::new();
-        for (t, &(class, p, _)) in best.iter().enumerate() {
+        for (t, &(class, p)) in best.iter().enumerate() {
             let Some(label) = self.classes.get(class).copied().flatten() else {
                 continue;
             };
@@ -280,7 +325,7 @@ impl NerModel {
             span.score = sc.iter().sum::<f32>() / sc.len() as f32;
             widen_to_words(text, span);
         }
-        Ok(spans)
+        spans
     }
 }
 
@@ -291,7 +336,14 @@ impl NerModel {
     /// on mixed case: `KOWALCZYK, HELENA` is a name, `Kowalczyk, Helena`
     /// reads as one). Offsets point into `text`.
     pub fn line_spans(&self, text: &str) -> Result<Vec<Span>> {
+        struct Line {
+            start: usize,
+            read: String,
+            ids: Vec<u32>,
+            offsets: Vec<(usize, usize)>,
+        }
         let mut out = Vec::new();
+        let mut lines = Vec::new();
         let mut at = 0;
         for line in text.split_inclusive('\n') {
             let start = at;
@@ -307,11 +359,48 @@ impl NerModel {
             } else {
                 line.to_string()
             };
-            for mut s in self.spans(&read)? {
-                s.start += start;
-                s.end += start;
-                out.push(s);
+            let (ids, offsets) = self.tokens(&read)?;
+            if ids.is_empty() {
+                continue;
             }
+            if ids.len() > WINDOW {
+                // A long line is windowed on its own.
+                for mut s in self.spans(&read)? {
+                    s.start += start;
+                    s.end += start;
+                    out.push(s);
+                }
+                continue;
+            }
+            lines.push(Line {
+                start,
+                read,
+                ids,
+                offsets,
+            });
+        }
+        // Similar lengths together: less padding.
+        lines.sort_by_key(|l| l.ids.len());
+        let rows = self.batch.load(std::sync::atomic::Ordering::Relaxed).max(1);
+        let mut i = 0;
+        while i < lines.len() {
+            crate::cancel::check()?;
+            let mut j = i + 1;
+            while j < lines.len()
+                && j - i < rows
+                && (j + 1 - i) * (lines[j].ids.len() + 2) <= BATCH_TOKENS
+            {
+                j += 1;
+            }
+            let windows: Vec<&[u32]> = lines[i..j].iter().map(|l| l.ids.as_slice()).collect();
+            for (line, best) in lines[i..j].iter().zip(self.classify_batch(&windows)?) {
+                for mut s in self.assemble(&line.read, &line.offsets, &best) {
+                    s.start += line.start;
+                    s.end += line.start;
+                    out.push(s);
+                }
+            }
+            i = j;
         }
         Ok(out)
     }
@@ -425,6 +514,41 @@ mod tests {
         let u = "Café owner Zoë Müller lives in Zürich. 🙂";
         for s in m.spans(u).unwrap() {
             assert!(u.is_char_boundary(s.start) && u.is_char_boundary(s.end));
+        }
+    }
+
+    /// One line a call and 32 lines a call find the same spans.
+    #[test]
+    fn batched_lines_find_what_single_lines_find() {
+        let Some(m) = model() else { return };
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/data/clinical");
+        let mut files: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        for f in files.iter().take(6) {
+            let note =
+                crate::detect::annotated::parse(&std::fs::read_to_string(f).unwrap()).unwrap();
+            m.set_batch(1);
+            let one: Vec<(usize, usize, Label)> = m
+                .line_spans(&note.text)
+                .unwrap()
+                .iter()
+                .map(|s| (s.start, s.end, s.label))
+                .collect();
+            m.set_batch(32);
+            let many: Vec<(usize, usize, Label)> = m
+                .line_spans(&note.text)
+                .unwrap()
+                .iter()
+                .map(|s| (s.start, s.end, s.label))
+                .collect();
+            let mut a = one.clone();
+            a.sort();
+            let mut b = many.clone();
+            b.sort();
+            assert_eq!(a, b, "{}", f.display());
         }
     }
 
