@@ -1204,8 +1204,14 @@ fn repeats(text: &str, ws: &[Word], lex: &Lexicon, seeds: &[Span], out: &mut Vec
         .chain(out.iter())
         .map(|s| (s.start, s.end, s.label))
         .collect();
+    let within = |s: usize, e: usize, l: Label| {
+        seeds
+            .iter()
+            .any(|x| x.label == l && x.start <= s && e <= x.end)
+    };
     for (s, e, l) in found {
-        if already.contains(&(s, e, l)) {
+        // Not a repeat: the found span itself, or a word of it.
+        if already.contains(&(s, e, l)) || within(s, e, l) {
             continue;
         }
         let score = if l == Label::Organization { 0.86 } else { 0.75 };
