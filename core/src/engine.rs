@@ -24,8 +24,8 @@ use std::collections::HashMap;
 use crate::detect::Detector;
 use crate::detect::Span;
 use crate::mechanisms::custext::{self, Mapping};
+use crate::mechanisms::deidentify::Deidentify;
 use crate::mechanisms::ndd::NddDistort;
-use crate::mechanisms::replace::Deidentify;
 use crate::mechanisms::{
     CusText, EmbeddingChoice, Mechanism, MechanismSpec, SanText, SanTextPlus, Sanitized, Vocabulary,
 };

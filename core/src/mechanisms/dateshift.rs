@@ -11,7 +11,8 @@
 //! is kept. Anything else (holidays, ranges) returns `None`: the caller
 //! replaces it with a surrogate date.
 
-const MONTHS: [&str; 12] = [
+/// Month names, January first.
+pub const MONTHS: [&str; 12] = [
     "January",
     "February",
     "March",

@@ -33,6 +33,7 @@ macro_rules! named_enum {
 pub mod chain;
 pub mod custext;
 pub mod dateshift;
+pub mod deidentify;
 mod exponential;
 pub mod ndd;
 pub mod operators;
