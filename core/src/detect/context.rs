@@ -772,7 +772,8 @@ fn names(text: &str, ws: &[Word], lex: &Lexicon, out: &mut Vec<Span>) {
 }
 
 fn organisations(text: &str, ws: &[Word], out: &mut Vec<Span>) {
-    let lower = text.to_lowercase();
+    // ASCII lower case keeps every byte offset (`İ` lower-cased is longer).
+    let lower = text.to_ascii_lowercase();
     let mut suffixes: Vec<&str> = FACILITY.to_vec();
     suffixes.sort_by_key(|s| std::cmp::Reverse(s.len()));
     let mut taken: Vec<(usize, usize)> = Vec::new();
@@ -1149,7 +1150,7 @@ fn repeats(text: &str, ws: &[Word], lex: &Lexicon, seeds: &[Span], out: &mut Vec
             if t.split_whitespace().count() >= 2 {
                 // The name without its facility words: `Maple Grove` of
                 // `Maple Grove Nursing and Rehabilitation`.
-                let lower = t.to_lowercase();
+                let lower = t.to_ascii_lowercase();
                 if let Some(f) = FACILITY.iter().filter(|f| f.len() > 3).find(|f| {
                     lower.ends_with(&format!(" {f}")) || lower.contains(&format!(" {f} "))
                 }) {
@@ -1315,6 +1316,24 @@ mod tests {
         // Vocabulary in capitals is not a person.
         assert!(found("ABDOMEN: soft.\nEXTREMITIES: no edema.").is_empty());
         assert!(found("Vitals: stable\nPulse: regular").is_empty());
+    }
+
+    /// Letters whose case forms differ in length never misplace an offset.
+    #[test]
+    fn text_whose_case_changes_length_does_not_panic() {
+        for t in [
+            "İSTANBUL HOSPİTAL of İzmir (İH). Back to İH. Dr. İlker Öz, MD",
+            "ẞTRASSE Clinic, Mrs. Groß at St. İves Family Medicine of İstanbul",
+            "Ⅻ Ⅻ Medical Center ǅ ǅ Hospital daughter ǅorđe lives in İzmir",
+        ] {
+            let spans = super::super::resolve(find(t, &lex(), &[]));
+            for s in spans {
+                assert!(
+                    t.is_char_boundary(s.start) && t.is_char_boundary(s.end),
+                    "{t}"
+                );
+            }
+        }
     }
 
     #[test]
