@@ -253,6 +253,8 @@ CREATE TABLE dptext.recognizers (
     words text[],
     context text[] NOT NULL DEFAULT '{}',
     score float8 NOT NULL DEFAULT 0.85,
+    CHECK (words IS NULL OR pg_catalog.array_ndims(words) = 1),
+    CHECK (pg_catalog.array_ndims(context) IS NULL OR pg_catalog.array_ndims(context) = 1),
     CHECK (dptext.recognizer_ok(name, label, pattern, words, context, score))
 );
 COMMENT ON TABLE dptext.recognizers IS
@@ -264,8 +266,11 @@ CREATE TABLE dptext.allow_list (
 COMMENT ON TABLE dptext.allow_list IS
   'Texts never reported as PII (case-insensitive, the whole span)';
 -- Row changes do not invalidate caches by themselves: tell every session.
+-- SECURITY DEFINER: a role the owner grants INSERT may change the rows, and
+-- every session must still hear of it. ENABLE ALWAYS: also under
+-- session_replication_role = replica (restores, logical replication).
 CREATE FUNCTION dptext._recognizers_trigger() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $$
 BEGIN
   PERFORM dptext._recognizers_changed(TG_RELID);
   RETURN NULL;
@@ -274,6 +279,12 @@ CREATE TRIGGER recognizers_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
   ON dptext.recognizers FOR EACH STATEMENT EXECUTE FUNCTION dptext._recognizers_trigger();
 CREATE TRIGGER allow_list_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
   ON dptext.allow_list FOR EACH STATEMENT EXECUTE FUNCTION dptext._recognizers_trigger();
+ALTER TABLE dptext.recognizers ENABLE ALWAYS TRIGGER recognizers_changed;
+ALTER TABLE dptext.allow_list ENABLE ALWAYS TRIGGER allow_list_changed;
+REVOKE EXECUTE ON FUNCTION dptext._recognizers_trigger() FROM PUBLIC;
+-- The user's rows are configuration: pg_dump keeps them.
+SELECT pg_catalog.pg_extension_config_dump('dptext.recognizers', '');
+SELECT pg_catalog.pg_extension_config_dump('dptext.allow_list', '');
 REVOKE EXECUTE ON FUNCTION dptext._recognizers_changed(oid) FROM PUBLIC;
 
 GRANT USAGE ON SCHEMA dptext TO PUBLIC;

@@ -17,8 +17,10 @@ use dptext_core::detect::custom::{Custom, CustomDef, RecognizerDef};
 use dptext_core::Engine;
 
 thread_local! {
-    /// The threshold the loaded recognizers were built with; `None`: reload.
-    static LOADED: Cell<Option<f64>> = const { Cell::new(None) };
+    /// The engine (by address) and threshold the loaded recognizers were
+    /// built for; `None`: reload. A new engine (settings changed) starts
+    /// without recognizers, so it must be loaded again.
+    static LOADED: Cell<Option<(usize, f64)>> = const { Cell::new(None) };
 }
 
 /// Forgets the loaded recognizers; called on relation-cache invalidations.
@@ -29,7 +31,8 @@ pub(crate) fn invalidate() {
 /// One query for both tables (JSON text columns: no array parsing), or
 /// nothing when the catalog is not created in this database.
 const READ_SQL: &std::ffi::CStr = c"SELECT 'r', name, label, pattern, \
-     pg_catalog.array_to_json(words)::text, pg_catalog.array_to_json(context)::text, score::text \
+     pg_catalog.array_to_json(words)::pg_catalog.text, \
+     pg_catalog.array_to_json(context)::pg_catalog.text, score::pg_catalog.text \
      FROM dptext.recognizers \
      UNION ALL SELECT 'a', value, NULL, NULL, NULL, NULL, NULL FROM dptext.allow_list \
      ORDER BY 1, 2";
@@ -38,9 +41,10 @@ const EXISTS_SQL: &std::ffi::CStr =
      AND pg_catalog.to_regclass('dptext.allow_list') IS NOT NULL";
 
 /// Loads the recognizers into `engine` unless they are current.
-pub(crate) fn refresh(engine: &Engine) {
+pub(crate) fn refresh(engine: &Arc<Engine>) {
     let threshold = crate::guc::DETECT_THRESHOLD.get();
-    if LOADED.with(Cell::get) == Some(threshold) {
+    let key = (Arc::as_ptr(engine) as usize, threshold);
+    if LOADED.with(Cell::get) == Some(key) {
         return;
     }
     let def = read(threshold).unwrap_or_else(|e| {
@@ -49,7 +53,7 @@ pub(crate) fn refresh(engine: &Engine) {
     });
     let custom = Custom::new(def).or_raise("dptext.recognizers");
     engine.set_recognizers(Arc::new(custom));
-    LOADED.with(|l| l.set(Some(threshold)));
+    LOADED.with(|l| l.set(Some(key)));
 }
 
 fn read(threshold: f64) -> Result<CustomDef, String> {

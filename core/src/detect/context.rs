@@ -1054,7 +1054,11 @@ fn places(text: &str, ws: &[Word], lex: &Lexicon, found: &[Span], out: &mut Vec<
             .iter()
             .any(|f| f.start <= s && e <= f.end && f.label != Label::Location);
         let common = name.split_whitespace().all(is_common);
-        let before = &text[text[..s].len().saturating_sub(24)..s];
+        let mut from = s.saturating_sub(24);
+        while !text.is_char_boundary(from) {
+            from += 1;
+        }
+        let before = &text[from..s];
         let context = place_context().is_match(before) || state_after().is_match(&text[e..]);
         let multi = n >= 2 && !name.split_whitespace().any(|x| is_common(x) && x.len() > 3);
         let person_like = name.split_whitespace().any(|x| lex.is_name(x));
@@ -1146,7 +1150,7 @@ fn repeats(text: &str, ws: &[Word], lex: &Lexicon, seeds: &[Span], out: &mut Vec
             _ => continue,
         };
         if s.label == Label::Organization {
-            let t = text[s.start..s.end].to_uppercase();
+            let t = text[s.start..s.end].to_ascii_uppercase();
             if t.split_whitespace().count() >= 2 {
                 // The name without its facility words: `Maple Grove` of
                 // `Maple Grove Nursing and Rehabilitation`.
@@ -1188,8 +1192,9 @@ fn repeats(text: &str, ws: &[Word], lex: &Lexicon, seeds: &[Span], out: &mut Vec
         }
     }
     if !orgs.is_empty() {
-        let upper = text.to_uppercase();
-        if upper.len() == text.len() {
+        // ASCII upper case keeps every byte offset; the names were upper-cased alike.
+        let upper = text.to_ascii_uppercase();
+        {
             for o in &orgs {
                 let mut at = 0;
                 while let Some(p) = upper[at..].find(o.as_str()) {

@@ -158,7 +158,7 @@ impl Custom {
             recognizers.push(Recognizer {
                 label,
                 matcher,
-                context: r.context.iter().map(|c| c.to_lowercase()).collect(),
+                context: r.context.iter().map(|c| c.to_ascii_lowercase()).collect(),
                 score: r.score,
             });
         }
@@ -183,8 +183,8 @@ impl Custom {
 
     /// Every custom recognizer's spans in `text`.
     pub fn find(&self, text: &str) -> Vec<Span> {
-        let lower = text.to_lowercase();
-        let same_len = lower.len() == text.len();
+        // ASCII lower case keeps every byte offset of the text.
+        let lower = text.to_ascii_lowercase();
         let mut out = Vec::new();
         for r in &self.recognizers {
             let re = match &r.matcher {
@@ -198,12 +198,11 @@ impl Custom {
                     continue;
                 }
                 let mut score = r.score;
-                if !r.context.is_empty() && same_len {
-                    let from = m.start().saturating_sub(CONTEXT_WINDOW);
-                    let from = (0..=from)
-                        .rev()
-                        .find(|&i| lower.is_char_boundary(i))
-                        .unwrap_or(0);
+                if !r.context.is_empty() {
+                    let mut from = m.start().saturating_sub(CONTEXT_WINDOW);
+                    while !lower.is_char_boundary(from) {
+                        from += 1;
+                    }
                     let before = &lower[from..m.start()];
                     if r.context.iter().any(|w| before.contains(w.as_str())) {
                         score = (score + CONTEXT_BOOST).min(1.0);
@@ -273,6 +272,15 @@ mod tests {
         assert!(!kept.contains(&"B-99999"), "under the threshold: {kept:?}");
         assert!(!kept.contains(&"Dr. Seuss"), "allowed: {kept:?}");
         assert!(kept.contains(&"B-12345"));
+        // Letters whose lower case is longer do not move offsets or turn context off.
+        let t = "İİ Badge B-12345 Ω";
+        let spans = c.find(t);
+        assert!(
+            spans
+                .iter()
+                .any(|s| &t[s.start..s.end] == "B-12345" && s.score == 0.75),
+            "{spans:?}"
+        );
     }
 
     #[test]

@@ -316,8 +316,8 @@ impl Detector {
         })
     }
 
-    /// Typed spans of `text`, every layer and the custom recognizers,
-    /// overlaps resolved, then the allow list and the threshold applied.
+    /// Typed spans of `text`, every layer and the custom recognizers, the
+    /// allow list and the threshold applied, then overlaps resolved.
     pub fn detect(&self, text: &str) -> crate::Result<Vec<Span>> {
         let custom = self.custom();
         if custom.is_empty() {
@@ -325,9 +325,10 @@ impl Detector {
         }
         let mut spans = detect_layers(text, Some(&self.model), Some(&self.lexicon))?;
         spans.extend(custom.find(text));
-        let mut spans = resolve(spans);
+        // Before overlaps are resolved: a dropped span must not have
+        // displaced a kept one (a long low-score span over an SSN).
         custom.filter(text, &mut spans);
-        Ok(spans)
+        Ok(resolve(spans))
     }
 
     /// Replaces the custom recognizers (the extension reloads them when

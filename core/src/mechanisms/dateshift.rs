@@ -156,10 +156,17 @@ pub fn shift_date(text: &str, days: i64) -> Option<String> {
     if t.len() != text.len() {
         return None;
     }
-    // A date followed by a clock time: shift the date, keep the time.
-    if let Some((date, time)) = t.split_once(' ') {
-        if time.contains(':') && !date.contains(':') {
-            return shift_date(date, days).map(|d| format!("{d} {time}"));
+    // A date followed by a clock time (`March 14, 2019 10:30 am`): shift
+    // the date, keep the time, which starts at the first word with a colon.
+    if let Some(at) = t.match_indices(' ').map(|(i, _)| i).find(|&i| {
+        t[i + 1..]
+            .split(' ')
+            .next()
+            .is_some_and(|w| w.contains(':'))
+    }) {
+        let (date, time) = (&t[..at], &t[at + 1..]);
+        if !date.contains(':') {
+            return shift_date(date.trim_end_matches(','), days).map(|d| format!("{d} {time}"));
         }
     }
     numeric(t, days)
@@ -380,6 +387,8 @@ mod tests {
             ("SATURDAY", 2, "MONDAY"),
             ("Wed", -1, "Tue"),
             ("02/21/2023 14:12", 3, "02/24/2023 14:12"),
+            ("March 14, 2019 10:30", 1, "March 15, 2019 10:30"),
+            ("March 14, 2019 10:30 am", 366, "March 14, 2020 10:30 am"),
             ("July 4th", 1, "July 5th"),
         ];
         for (input, days, want) in cases {

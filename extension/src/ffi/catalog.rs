@@ -98,19 +98,23 @@ pub fn called_by_rewrite(fcinfo: pg_sys::FunctionCallInfo) -> bool {
 /// when the transaction commits, and to this one at its next command, so
 /// that all of them drop what they cached from it (the recognizers).
 pub fn invalidate_relation(relid: pg_sys::Oid) {
-    // SAFETY: only queues an invalidation message for a relation id (one
-    // that no longer exists is ignored by the receivers); no pointer is
-    // passed and nothing is returned.
+    // SAFETY: only queues an invalidation message for a relation id (the
+    // triggers pass their own table's, which exists; an unknown one raises
+    // an ERROR, not undefined behaviour); no pointer is passed and nothing
+    // is returned.
     unsafe { pg_sys::CacheInvalidateRelcacheByRelid(relid) }
 }
 
-/// Runs a read-only query through SPI and returns its rows, every column
-/// as text (NULL as `None`). Read-only: no command counter increment, so it
-/// works inside parallel workers and in transactions that have written,
-/// where pgrx's SPI client would start a new command and fail.
+/// Runs a read-only query through SPI on the latest committed data and
+/// returns its rows, every column as text (NULL as `None`). Read-only: no
+/// command counter increment, so it works inside parallel workers and in
+/// transactions that have written, where pgrx's SPI client would start a
+/// new command and fail.
 pub fn read_only_rows(sql: &std::ffi::CStr) -> Result<Vec<Vec<Option<String>>>, String> {
-    // SAFETY: SPI_connect/SPI_finish bracket the query; SPI_execute runs a
-    // constant, NUL-terminated query read-only (errors are turned into Rust
+    // SAFETY: SPI_connect/SPI_finish bracket the query (the plan is freed
+    // with SPI's memory at SPI_finish); SPI_prepare and SPI_execute_snapshot
+    // run a constant, NUL-terminated query read-only, with no parameters,
+    // under GetLatestSnapshot (registered by SPI for the call) (errors are turned into Rust
     // panics by pgrx's guarded bindings, and SPI is cleaned up by the
     // transaction abort); SPI_tuptable and SPI_processed are read before
     // SPI_finish frees them; each SPI_getvalue result is a palloc'd string
@@ -120,7 +124,23 @@ pub fn read_only_rows(sql: &std::ffi::CStr) -> Result<Vec<Vec<Option<String>>>, 
         if pg_sys::SPI_connect() != pg_sys::SPI_OK_CONNECT as i32 {
             return Err("SPI_connect failed".into());
         }
-        let rc = pg_sys::SPI_execute(sql.as_ptr(), true, 0);
+        // The latest committed data, not the statement's snapshot: a
+        // change committed after it must be what the cache is rebuilt from.
+        let plan = pg_sys::SPI_prepare(sql.as_ptr(), 0, std::ptr::null_mut());
+        if plan.is_null() {
+            pg_sys::SPI_finish();
+            return Err("the query could not be planned".into());
+        }
+        let rc = pg_sys::SPI_execute_snapshot(
+            plan,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            pg_sys::GetLatestSnapshot(),
+            std::ptr::null_mut(),
+            true,
+            false,
+            0,
+        );
         if rc != pg_sys::SPI_OK_SELECT as i32 {
             pg_sys::SPI_finish();
             return Err(format!("query failed with SPI code {rc}"));
