@@ -105,7 +105,9 @@ pub fn invalidate_relation(relid: pg_sys::Oid) {
     unsafe { pg_sys::CacheInvalidateRelcacheByRelid(relid) }
 }
 
-/// Runs a read-only query through SPI on the latest committed data and
+/// Runs a read-only query through SPI on the latest committed data (the
+/// statement's snapshot inside a parallel operation, where it cannot
+/// change) and
 /// returns its rows, every column as text (NULL as `None`). Read-only: no
 /// command counter increment, so it works inside parallel workers and in
 /// transactions that have written, where pgrx's SPI client would start a
@@ -131,16 +133,22 @@ pub fn read_only_rows(sql: &std::ffi::CStr) -> Result<Vec<Vec<Option<String>>>, 
             pg_sys::SPI_finish();
             return Err("the query could not be planned".into());
         }
-        let rc = pg_sys::SPI_execute_snapshot(
-            plan,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            pg_sys::GetLatestSnapshot(),
-            std::ptr::null_mut(),
-            true,
-            false,
-            0,
-        );
+        // In a parallel operation the snapshot cannot be changed: the
+        // statement's (the leader's) is used there.
+        let rc = if pg_sys::IsInParallelMode() {
+            pg_sys::SPI_execute_plan(plan, std::ptr::null_mut(), std::ptr::null(), true, 0)
+        } else {
+            pg_sys::SPI_execute_snapshot(
+                plan,
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                pg_sys::GetLatestSnapshot(),
+                std::ptr::null_mut(),
+                true,
+                false,
+                0,
+            )
+        };
         if rc != pg_sys::SPI_OK_SELECT as i32 {
             pg_sys::SPI_finish();
             return Err(format!("query failed with SPI code {rc}"));
