@@ -79,15 +79,10 @@ pub struct CustomDef {
 }
 
 #[derive(Debug)]
-enum Matcher {
-    Pattern(Regex),
-    Words(Regex),
-}
-
-#[derive(Debug)]
 struct Recognizer {
     label: Label,
-    matcher: Matcher,
+    /// The pattern, or the word list compiled to one.
+    re: Regex,
     context: Vec<String>,
     score: f32,
 }
@@ -136,8 +131,8 @@ impl Custom {
                     .build()
                     .map_err(|e| bad(&r.name, e))
             };
-            let matcher = match (&r.pattern, &r.words) {
-                (Some(p), None) => Matcher::Pattern(compile(p)?),
+            let re = match (&r.pattern, &r.words) {
+                (Some(p), None) => compile(p)?,
                 (None, Some(ws)) => {
                     let ws: Vec<String> = ws
                         .iter()
@@ -148,16 +143,16 @@ impl Custom {
                     if ws.is_empty() {
                         return Err(bad(&r.name, "the word list is empty"));
                     }
-                    Matcher::Words(compile(&format!(
+                    compile(&format!(
                         r"(?i)(?:^|\b|\W)(?P<v>{})(?:\b|\W|$)",
                         ws.join("|")
-                    ))?)
+                    ))?
                 }
                 _ => return Err(bad(&r.name, "give exactly one of pattern and words")),
             };
             recognizers.push(Recognizer {
                 label,
-                matcher,
+                re,
                 context: r.context.iter().map(|c| c.to_ascii_lowercase()).collect(),
                 score: r.score,
             });
@@ -187,10 +182,7 @@ impl Custom {
         let lower = text.to_ascii_lowercase();
         let mut out = Vec::new();
         for r in &self.recognizers {
-            let re = match &r.matcher {
-                Matcher::Pattern(re) | Matcher::Words(re) => re,
-            };
-            for c in re.captures_iter(text) {
+            for c in r.re.captures_iter(text) {
                 let Some(m) = c.name("v").or_else(|| c.get(0)) else {
                     continue;
                 };

@@ -267,41 +267,35 @@ fn written(t: &str, days: i64) -> Option<String> {
             }
         )
     };
-    match words.as_slice() {
-        // `March 14, 2019`, `Mar 14 2019`, `March 14`
+    // `March 14, 2019`, `Mar 14 2019`, `March 14`; `14 March 2019`, `14 Mar`.
+    let dated = match words.as_slice() {
         [m, d, rest @ ..] if month_of(m).is_some() && day(d).is_some() && rest.len() <= 1 => {
-            let (dd, suffix) = day(d)?;
-            let year = rest.first().map(|y| (full_year(y), *y));
-            let y = match year {
-                Some((Some(y), _)) => y,
-                Some((None, _)) => return None,
-                None => REFERENCE_YEAR,
-            };
-            let (ny, nm, nd) = shift(y, month_of(m)?, dd, days)?;
-            let mut out = format!("{} {}", month_like(nm, m), ordinal(nd, suffix));
-            if let Some((_, like)) = year {
-                out.push_str(if comma { ", " } else { " " });
-                out.push_str(&year_like(ny, like));
-            }
-            Some(out)
+            Some((*m, *d, rest.first().copied(), false))
         }
-        // `14 March 2019`, `14 Mar`
         [d, m, rest @ ..] if day(d).is_some() && month_of(m).is_some() && rest.len() <= 1 => {
-            let (dd, suffix) = day(d)?;
-            let year = rest.first().map(|y| (full_year(y), *y));
-            let y = match year {
-                Some((Some(y), _)) => y,
-                Some((None, _)) => return None,
-                None => REFERENCE_YEAR,
-            };
-            let (ny, nm, nd) = shift(y, month_of(m)?, dd, days)?;
-            let mut out = format!("{} {}", ordinal(nd, suffix), month_like(nm, m));
-            if let Some((_, like)) = year {
-                out.push(' ');
-                out.push_str(&year_like(ny, like));
-            }
-            Some(out)
+            Some((*m, *d, rest.first().copied(), true))
         }
+        _ => None,
+    };
+    if let Some((m, d, year_word, day_first)) = dated {
+        let (dd, suffix) = day(d)?;
+        let y = match year_word {
+            Some(w) => full_year(w)?,
+            None => REFERENCE_YEAR,
+        };
+        let (ny, nm, nd) = shift(y, month_of(m)?, dd, days)?;
+        let mut out = if day_first {
+            format!("{} {}", ordinal(nd, suffix), month_like(nm, m))
+        } else {
+            format!("{} {}", month_like(nm, m), ordinal(nd, suffix))
+        };
+        if let Some(like) = year_word {
+            out.push_str(if comma && !day_first { ", " } else { " " });
+            out.push_str(&year_like(ny, like));
+        }
+        return Some(out);
+    }
+    match words.as_slice() {
         // `March 2019`
         [m, y] if month_of(m).is_some() => {
             let (ny, nm, _) = shift(full_year(y)?, month_of(m)?, 15, days)?;
