@@ -83,6 +83,29 @@ for f in tests/sql/*.sql; do
   fi
 done
 
+step "scale-out on Citus (tests/citus)"
+# Citus is a test dependency: built from its source once into a cache
+# outside the clone (scripts/citus.sh), or skipped, saying why.
+if why="$("$REPO/scripts/citus.sh" available)"; then
+  "$REPO/scripts/citus.sh" build
+  "$REPO/scripts/citus.sh" reset >/dev/null 2>&1
+  stop_at_exit+=(citus)
+  "$REPO/scripts/citus.sh" start
+  mkdir -p "$STATE/regress-citus"
+  for f in tests/citus/*.sql; do
+    name="$(basename "$f" .sql)"
+    "$REPO/scripts/citus.sh" psql coordinator -a -f "$f" > "$STATE/regress-citus/$name.out" 2>&1 || true
+    if diff -u "tests/citus/expected/$name.out" "$STATE/regress-citus/$name.out" > "$STATE/regress-citus/$name.diff"; then
+      echo "citus $name ... ok"; regress_pass=$((regress_pass + 1))
+    else
+      cat "$STATE/regress-citus/$name.diff"; echo "citus $name ... FAILED"; regress_fail=$((regress_fail + 1))
+    fi
+  done
+  "$REPO/scripts/citus.sh" stop
+else
+  echo "SKIPPED: the Citus tests: $why"
+fi
+
 step "core, cli and cross-crate tests (cargo test)"
 psql -X -q -d postgres -c "DROP DATABASE IF EXISTS dptext_it" -c "CREATE DATABASE dptext_it"
 psql -X -q -d dptext_it -c "CREATE EXTENSION dptext"

@@ -133,6 +133,74 @@ BEGIN
 END $$;
 REVOKE EXECUTE ON FUNCTION dptext._record_build(regclass, regclass, boolean) FROM PUBLIC;
 
+-- Sanitized copies of Citus distributed or reference tables are tables
+-- (Citus does not distribute materialized views): what fills each one, for
+-- dptext.refresh_sanitized_table.
+CREATE TABLE dptext.sanitized_tables (
+    target_oid oid PRIMARY KEY,
+    source_oid oid NOT NULL,
+    fill_query text NOT NULL
+);
+COMMENT ON TABLE dptext.sanitized_tables IS
+  'Sanitized tables built by create_sanitized_view from Citus distributed or reference tables, with the query that fills them';
+SELECT pg_catalog.pg_extension_config_dump('dptext.sanitized_tables', '');
+
+-- How Citus distributes `rel`: 'h' (hash, by `col`), 'n' (reference
+-- table); NULL when Citus is not installed or `rel` is a local table.
+CREATE FUNCTION dptext._citus_distribution(rel regclass, OUT method text, OUT col text)
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
+        RETURN;
+    END IF;
+    EXECUTE 'SELECT p.partmethod::text,
+                    CASE WHEN p.partmethod = ''h''
+                         THEN pg_catalog.column_to_column_name(p.logicalrelid, p.partkey) END
+               FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = $1'
+       INTO method, col USING rel;
+END $$;
+
+-- One provenance row per column of the last build of `tgt`, with the
+-- randomness of now: a refresh is a new release in OS mode.
+CREATE FUNCTION dptext._record_refresh(tgt oid)
+RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    last_build bigint;
+    rnd jsonb := dptext.randomness();
+    b bigint;
+BEGIN
+    SELECT max(p.build) INTO last_build FROM dptext.provenance p
+     WHERE p.target_oid = tgt AND p.event = 'create';
+    IF last_build IS NULL THEN
+        RETURN NULL;
+    END IF;
+    b := nextval('dptext.build_seq');
+    INSERT INTO dptext.provenance (build, event, source_oid, source_schema, source_table,
+                                   target_oid, target_name, materialized, column_name,
+                                   mechanism, params, guarantee, randomness, random_id, assets)
+    SELECT b, 'refresh', p.source_oid, p.source_schema, p.source_table, p.target_oid,
+           p.target_name, true, p.column_name, p.mechanism, p.params, p.guarantee,
+           rnd ->> 'mode', coalesce(rnd ->> 'key_id', 'seed ' || (rnd ->> 'seed')),
+           dptext.asset_versions()
+      FROM dptext.provenance p
+     WHERE p.build = last_build
+     ORDER BY p.id;
+    RETURN b;
+END $$;
+REVOKE EXECUTE ON FUNCTION dptext._record_refresh(oid) FROM PUBLIC;
+
+-- Remembers what fills a sanitized table (SECURITY DEFINER: builders need
+-- no INSERT on the catalog table).
+CREATE FUNCTION dptext._record_table(tgt regclass, src regclass, fill text)
+RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    INSERT INTO dptext.sanitized_tables (target_oid, source_oid, fill_query)
+    VALUES (tgt, src, fill)
+    ON CONFLICT (target_oid) DO UPDATE SET source_oid = EXCLUDED.source_oid, fill_query = EXCLUDED.fill_query;
+$$;
+REVOKE EXECUTE ON FUNCTION dptext._record_table(regclass, regclass, text) FROM PUBLIC;
+
 -- Builds a view (or materialized view) of `source` with every labelled
 -- column passed through its rule and every other column unchanged, records
 -- provenance, and comments the view with what was applied.
@@ -148,6 +216,9 @@ DECLARE
     rnd jsonb := dptext.randomness();
     created regclass;
     summary text;
+    dist record;
+    fill text;
+    kind text;
 BEGIN
     IF pg_catalog.array_length(parts, 1) > 2 THEN
         RAISE EXCEPTION 'target "%" has too many dots: give name or schema.name', target
@@ -186,22 +257,66 @@ BEGIN
         RAISE WARNING 'the plain view % draws fresh randomness on every query, so every query spends the budget again', qualified
             USING HINT = 'use a materialized view, or set dptext.key so that repeated queries return the same output';
     END IF;
-    EXECUTE pg_catalog.format('CREATE %s VIEW %s AS SELECT %s FROM %s',
-        CASE WHEN materialized THEN 'MATERIALIZED' ELSE '' END,
-        qualified, pg_catalog.array_to_string(select_list, ', '), source);
-    created := qualified::regclass;
+    SELECT * INTO dist FROM dptext._citus_distribution(source);
+    IF materialized AND dist.method IN ('h', 'n') THEN
+        -- A Citus distributed (or reference) source: a table distributed
+        -- like it and co-located with it, filled by INSERT ... SELECT,
+        -- which Citus runs on the workers, shard by shard, in parallel.
+        EXECUTE pg_catalog.format('CREATE TABLE %s (LIKE %s)', qualified, source);
+        created := qualified::regclass;
+        IF dist.method = 'h' THEN
+            PERFORM pg_catalog.create_distributed_table(created, dist.col, colocate_with => source::text);
+        ELSE
+            PERFORM pg_catalog.create_reference_table(created);
+        END IF;
+        fill := pg_catalog.format('INSERT INTO %s SELECT %s FROM %s',
+            created, pg_catalog.array_to_string(select_list, ', '), source);
+        EXECUTE fill;
+        PERFORM dptext._record_table(created, source, fill);
+        kind := 'TABLE';
+    ELSE
+        EXECUTE pg_catalog.format('CREATE %s VIEW %s AS SELECT %s FROM %s',
+            CASE WHEN materialized THEN 'MATERIALIZED' ELSE '' END,
+            qualified, pg_catalog.array_to_string(select_list, ', '), source);
+        created := qualified::regclass;
+        kind := CASE WHEN materialized THEN 'MATERIALIZED VIEW' ELSE 'VIEW' END;
+    END IF;
     PERFORM dptext._record_build(source, created, materialized);
     summary := pg_catalog.format('dptext: sanitized from %s at %s; %s; randomness %s; see dptext.provenance',
         source, pg_catalog.now(), pg_catalog.array_to_string(rules_applied, '; '),
         CASE rnd ->> 'mode' WHEN 'keyed' THEN 'keyed (key id ' || (rnd ->> 'key_id') || ')'
                             WHEN 'seeded' THEN 'seeded (seed ' || (rnd ->> 'seed') || ')'
                             ELSE 'os' END);
-    EXECUTE pg_catalog.format('COMMENT ON %s VIEW %s IS %L',
-        CASE WHEN materialized THEN 'MATERIALIZED' ELSE '' END, qualified, summary);
+    EXECUTE pg_catalog.format('COMMENT ON %s %s IS %L', kind, qualified, summary);
     RETURN created;
 END $$;
 COMMENT ON FUNCTION dptext.create_sanitized_view(regclass, text, boolean) IS
   'Creates a (materialized) view of source with every labelled column sanitized by its rule; records provenance';
+
+-- Re-runs the fill of a sanitized table (a Citus source's sanitized copy):
+-- empties it and fills it again with the rules it was built with, on the
+-- workers, and records the refresh in dptext.provenance. Returns the rows.
+CREATE FUNCTION dptext.refresh_sanitized_table(target regclass)
+RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    fill text;
+    n bigint;
+BEGIN
+    SELECT t.fill_query INTO fill FROM dptext.sanitized_tables t WHERE t.target_oid = target;
+    IF fill IS NULL THEN
+        RAISE EXCEPTION '% is not a sanitized table built by dptext.create_sanitized_view', target
+            USING ERRCODE = '22023',
+                  HINT = 'sanitized materialized views are refreshed with REFRESH MATERIALIZED VIEW';
+    END IF;
+    EXECUTE pg_catalog.format('TRUNCATE %s', target);
+    EXECUTE fill;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    PERFORM dptext._record_refresh(target);
+    RETURN n;
+END $$;
+COMMENT ON FUNCTION dptext.refresh_sanitized_table(regclass) IS
+  'Empties a sanitized table (built by create_sanitized_view from a Citus table) and fills it again with its rules; records provenance';
 
 -- REFRESH MATERIALIZED VIEW of a sanitized view re-runs the rules it was
 -- built with (they are part of its definition): record them again with
@@ -211,28 +326,11 @@ CREATE FUNCTION dptext._on_refresh() RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     cmd record;
-    last_build bigint;
-    rnd jsonb;
-    b bigint;
 BEGIN
     FOR cmd IN SELECT objid FROM pg_catalog.pg_event_trigger_ddl_commands()
                 WHERE command_tag = 'REFRESH MATERIALIZED VIEW'
     LOOP
-        SELECT max(p.build) INTO last_build FROM dptext.provenance p
-         WHERE p.target_oid = cmd.objid AND p.event = 'create';
-        CONTINUE WHEN last_build IS NULL;
-        rnd := dptext.randomness();
-        b := nextval('dptext.build_seq');
-        INSERT INTO dptext.provenance (build, event, source_oid, source_schema, source_table,
-                                       target_oid, target_name, materialized, column_name,
-                                       mechanism, params, guarantee, randomness, random_id, assets)
-        SELECT b, 'refresh', p.source_oid, p.source_schema, p.source_table, p.target_oid,
-               p.target_name, true, p.column_name, p.mechanism, p.params, p.guarantee,
-               rnd ->> 'mode', coalesce(rnd ->> 'key_id', 'seed ' || (rnd ->> 'seed')),
-               dptext.asset_versions()
-          FROM dptext.provenance p
-         WHERE p.build = last_build
-         ORDER BY p.id;
+        PERFORM dptext._record_refresh(cmd.objid);
     END LOOP;
 END $$;
 REVOKE EXECUTE ON FUNCTION dptext._on_refresh() FROM PUBLIC;
@@ -289,6 +387,7 @@ REVOKE EXECUTE ON FUNCTION dptext._recognizers_changed(oid) FROM PUBLIC;
 
 GRANT USAGE ON SCHEMA dptext TO PUBLIC;
 GRANT SELECT ON dptext.rules, dptext.masked_roles, dptext.provenance, dptext.budget TO PUBLIC;
+GRANT SELECT ON dptext.sanitized_tables TO PUBLIC;
 GRANT SELECT ON dptext.recognizers, dptext.allow_list TO PUBLIC;
 
 -- Privileges: keyed or seeded outputs are a function of the value, so
@@ -305,3 +404,4 @@ REVOKE EXECUTE ON FUNCTION deidentify(text, text, double precision, boolean, tex
 REVOKE EXECUTE ON FUNCTION ndd_distort(text, text, integer) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION dptext.apply_rule(text, text, jsonb) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION dptext.create_sanitized_view(regclass, text, boolean) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION dptext.refresh_sanitized_table(regclass) FROM PUBLIC;

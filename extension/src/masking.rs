@@ -178,14 +178,16 @@ pub(crate) fn relation_policy(relid: Oid) -> Rc<RelationPolicy> {
 }
 
 /// Labels that apply to the columns of a relation: its own, else the
-/// nearest ancestor's (partitions, inheritance children), else a
-/// descendant's on the same-named column (reading a parent reads its
-/// children). Every name is schema-qualified and every operator spelled
+/// nearest ancestor's (partitions, inheritance children; for a Citus
+/// shard, its distributed table, `$2`), else a descendant's on the
+/// same-named column (reading a parent reads its children). Every name is schema-qualified and every operator spelled
 /// `OPERATOR(pg_catalog.=)`, so a session's `search_path` cannot redirect
 /// the lookup to objects of its own.
 const RULES_SQL: &str = "
 WITH RECURSIVE up(rel, depth) AS (
     SELECT $1::pg_catalog.oid, 0
+    UNION ALL
+    SELECT $2::pg_catalog.oid, 1 WHERE $2 OPERATOR(pg_catalog.<>) 0::pg_catalog.oid
     UNION ALL
     SELECT i.inhparent, up.depth OPERATOR(pg_catalog.+) 1
       FROM pg_catalog.pg_inherits i JOIN up ON i.inhrelid OPERATOR(pg_catalog.=) up.rel
@@ -213,8 +215,51 @@ SELECT a.attnum, l.label
 const SANITIZED_SQL: &str =
     "SELECT EXISTS (SELECT 1 FROM dptext.provenance WHERE target_oid OPERATOR(pg_catalog.=) $1)";
 
+/// Whether Citus's shard catalog exists in this database.
+const HAS_SHARDS_SQL: &str =
+    "SELECT pg_catalog.to_regclass('pg_catalog.pg_dist_shard') IS NOT NULL";
+
+/// The distributed table of Citus shard `$1` (0, one row always, when
+/// there is no such shard).
+const SHARD_OF_SQL: &str = "
+SELECT COALESCE((SELECT s.logicalrelid FROM pg_catalog.pg_dist_shard s
+                  WHERE s.shardid OPERATOR(pg_catalog.=) $1), 0::pg_catalog.oid)";
+
+/// On a Citus node, the distributed table whose shard `relid` is (0 for
+/// any other relation). Citus copies labels to a shard only when the
+/// shard is created after them; a label set later reaches the workers'
+/// copies of the table itself, so a shard takes its table's rules as a
+/// partition takes its parent's. A shard is named `table_<shardid>` (a
+/// long table name is shortened before the suffix) in its table's
+/// schema. Without Citus this is one catalog probe.
+fn shard_parent(relid: Oid) -> Oid {
+    let has_shards = Spi::get_one::<bool>(HAS_SHARDS_SQL)
+        .unwrap_or_else(|e| refuse(format!("could not look for Citus shards: {e}")))
+        .unwrap_or(false);
+    if !has_shards {
+        return Oid::INVALID;
+    }
+    let Some((nsp, name)) = crate::ffi::catalog::relation_namespace_and_name(relid) else {
+        return Oid::INVALID;
+    };
+    let Some(shard_id) = name
+        .rsplit_once('_')
+        .and_then(|(_, digits)| digits.parse::<i64>().ok())
+    else {
+        return Oid::INVALID;
+    };
+    let parent = Spi::get_one_with_args::<Oid>(SHARD_OF_SQL, &[shard_id.into()])
+        .unwrap_or_else(|e| refuse(format!("could not read Citus's shard catalog: {e}")))
+        .unwrap_or(Oid::INVALID);
+    match crate::ffi::catalog::relation_namespace_and_name(parent) {
+        Some((parent_nsp, _)) if parent_nsp == nsp && parent != relid => parent,
+        _ => Oid::INVALID,
+    }
+}
+
 fn read_policy(relid: Oid) -> RelationPolicy {
-    let args = || oid_arg(relid);
+    let parent = shard_parent(relid);
+    let args = || -> Vec<pgrx::datum::DatumWithOid<'static>> { vec![relid.into(), parent.into()] };
     let mut rules: Vec<ColumnRule> = Vec::new();
     let rows: Result<Vec<(i16, String)>, pgrx::spi::Error> = Spi::connect(|client| {
         let table = client.select(RULES_SQL, None, &args())?;

@@ -57,6 +57,22 @@ pub fn relkind(relid: pg_sys::Oid) -> u8 {
     unsafe { pg_sys::get_rel_relkind(relid) as u8 }
 }
 
+/// A relation's schema oid and bare name, read from the syscache (which
+/// no planner hook filters: Citus hides its shards from SQL reads of
+/// `pg_class`); `None` when it does not exist.
+pub fn relation_namespace_and_name(relid: pg_sys::Oid) -> Option<(pg_sys::Oid, String)> {
+    // SAFETY: syscache reads returning NULL / InvalidOid for missing
+    // entries, else a palloc'd NUL-terminated string.
+    unsafe {
+        let rel = pg_sys::get_rel_name(relid);
+        if rel.is_null() {
+            return None;
+        }
+        let nsp = pg_sys::get_rel_namespace(relid);
+        Some((nsp, CStr::from_ptr(rel).to_string_lossy().into_owned()))
+    }
+}
+
 /// A relation's name as `schema.name` (its oid when it does not exist).
 pub fn relation_name(relid: pg_sys::Oid) -> String {
     // SAFETY: syscache reads returning NULL for missing entries, else

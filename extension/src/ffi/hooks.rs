@@ -55,10 +55,14 @@ unsafe extern "C-unwind" fn planner(
         // SAFETY: `parse` is the rewritten query the planner was called
         // with; the planner may modify it.
         unsafe {
-            let survey = super::rewrite::survey(parse);
+            let survey = super::rewrite::survey(parse, session_masked);
             if session_masked || survey.reads_as_masked_role() {
                 let policies = survey.policies(session_masked);
-                if !policies.is_empty() {
+                // A query without labelled relations still goes through
+                // the rewrite when it calls dptext.mask: Citus runs the
+                // rest of a distributed query, over the masked results of
+                // its parts, as SQL text that repeats the calls.
+                if !policies.is_empty() || survey.calls_mask {
                     if session_masked
                         && in_foreign_key_check()
                         && policies.values().any(|p| p.protects())

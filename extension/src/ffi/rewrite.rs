@@ -47,6 +47,11 @@ pub(crate) struct Survey {
     /// Relations a statement writes (INSERT, UPDATE, DELETE, MERGE), with
     /// the role the write is checked as.
     written: Vec<(Oid, Oid)>,
+    /// Look for calls of `dptext.mask` (masked sessions only: a syscache
+    /// read per function call).
+    look_for_mask: bool,
+    /// The query calls `dptext.mask` somewhere.
+    pub(crate) calls_mask: bool,
 }
 
 type Walker = unsafe extern "C-unwind" fn(*mut Node, *mut c_void) -> bool;
@@ -56,8 +61,11 @@ type Mutator = unsafe extern "C-unwind" fn(*mut Node, *mut c_void) -> *mut Node;
 ///
 /// # Safety
 /// `query` is a valid, rewritten `Query` of the planner hook.
-pub(crate) unsafe fn survey(query: *mut Query) -> Survey {
-    let mut s = Survey::default();
+pub(crate) unsafe fn survey(query: *mut Query, look_for_mask: bool) -> Survey {
+    let mut s = Survey {
+        look_for_mask,
+        ..Survey::default()
+    };
     // SAFETY: the walker only reads nodes of the tree it is handed.
     unsafe { survey_walker(query.cast(), (&raw mut s).cast()) };
     s
@@ -94,6 +102,9 @@ unsafe extern "C-unwind" fn survey_walker(node: *mut Node, ctx: *mut c_void) -> 
                 s.relations.push(((*rte).relid, (*rte).checkAsUser));
             }
             return false;
+        }
+        if s.look_for_mask && !s.calls_mask && is_a(node, NodeTag::T_FuncExpr) {
+            s.calls_mask = is_mask_function((*node.cast::<pg_sys::FuncExpr>()).funcid);
         }
         pg_sys::expression_tree_walker(node, Some(survey_walker as Walker), ctx)
     }
@@ -224,6 +235,11 @@ unsafe extern "C-unwind" fn mutator(node: *mut Node, ctx: *mut c_void) -> *mut N
                 return masked;
             }
         }
+        if is_a(node, NodeTag::T_FuncExpr) {
+            if let Some(arg) = r.redundant_mask_call(node.cast()) {
+                return mutator(arg, ctx);
+            }
+        }
         pg_sys::expression_tree_mutator(
             node,
             Some(std::mem::transmute::<
@@ -263,6 +279,118 @@ impl Rewrite<'_> {
             let rule = policy.rule((*var).varattno)?;
             self.masked_reads += 1;
             Some(self.mask_expr(pg_sys::copyObjectImpl(var.cast()).cast(), rule))
+        }
+    }
+
+    /// A call `dptext.mask(x, mechanism, params)` whose `x` is a plain
+    /// copy of a column this query masks with that very rule: the walk
+    /// masks the column where it is read, so the call would apply the rule
+    /// a second time. Returns `x` (text, like the call), to be walked in
+    /// its place. Two cases meet this: a query tree planned a second time
+    /// (Citus plans parts of a distributed query again), and the query a
+    /// Citus coordinator sends a worker after masking it (the call arrives
+    /// as SQL text, over the shard, which carries the same rule; a
+    /// coordinator may also move the call above a subquery that selects
+    /// the column). Dropping such a call cannot leak: every read of a
+    /// labelled column is masked at the read. Any other call is left to
+    /// the walk, and refused when it runs unless the rewrite built it.
+    unsafe fn redundant_mask_call(&self, call: *mut pg_sys::FuncExpr) -> Option<*mut Node> {
+        // SAFETY: `call` is a valid FuncExpr of the query being rewritten,
+        // whose args list holds expression nodes.
+        unsafe {
+            if (*call).funcid != self.mask_fn {
+                return None;
+            }
+            let args = PgList::<Node>::from_pg((*call).args);
+            if args.len() != 3 {
+                return None;
+            }
+            let arg = args.get_ptr(0)?;
+            let mechanism = text_value(args.get_ptr(1)?)?;
+            let params = text_value(args.get_ptr(2)?)?;
+            let var = strip_relabels(arg);
+            if !is_a(var, NodeTag::T_Var) {
+                return None;
+            }
+            let var = var.cast::<pg_sys::Var>();
+            let up = usize::try_from((*var).varlevelsup).ok()?;
+            let level = self.rtables.len().checked_sub(1 + up)?;
+            self.copies_column(self.rtables[level], var, &mechanism, &params, 0)
+                .then_some(arg)
+        }
+    }
+
+    /// True when `var` (of range table `rtable`) is a labelled column read
+    /// masked by the rule (`mechanism`, `params`), or a subquery's output
+    /// that copies one (directly or through such a `dptext.mask` call), or
+    /// a column of a Citus intermediate result: what a part of the query
+    /// that Citus planned on its own computed, planned (so masked) through
+    /// this hook like any query of the session.
+    unsafe fn copies_column(
+        &self,
+        rtable: *mut pg_sys::List,
+        var: *mut pg_sys::Var,
+        mechanism: &str,
+        params: &str,
+        depth: usize,
+    ) -> bool {
+        // SAFETY: `var` indexes `rtable` (1-based, as the parser
+        // guarantees); a subquery's target list holds TargetEntry nodes
+        // whose Vars of level 0 index that subquery's range table.
+        unsafe {
+            if depth > 16 || (*var).varattno <= 0 {
+                return false;
+            }
+            let rte = rt_fetch(rtable, (*var).varno);
+            match (*rte).rtekind {
+                pg_sys::RTEKind::RTE_RELATION => {
+                    if !Survey::masked_as(self.session_masked, (*rte).checkAsUser) {
+                        return false;
+                    }
+                    let Some(policy) = self.policies.get(&(*rte).relid) else {
+                        return false;
+                    };
+                    policy.refuses_column((*var).varattno).is_none()
+                        && policy
+                            .rule((*var).varattno)
+                            .is_some_and(|r| r.mechanism == mechanism && r.params == params)
+                }
+                pg_sys::RTEKind::RTE_SUBQUERY if !(*rte).subquery.is_null() => {
+                    let sub = (*rte).subquery;
+                    let Some(te) = PgList::<pg_sys::TargetEntry>::from_pg((*sub).targetList)
+                        .iter_ptr()
+                        .find(|te| (**te).resno == (*var).varattno && !(**te).resjunk)
+                    else {
+                        return false;
+                    };
+                    let mut expr = strip_relabels((*te).expr.cast());
+                    if is_a(expr, NodeTag::T_FuncExpr) {
+                        let f = expr.cast::<pg_sys::FuncExpr>();
+                        let args = PgList::<Node>::from_pg((*f).args);
+                        let same_rule = (*f).funcid == self.mask_fn
+                            && args.len() == 3
+                            && args.get_ptr(1).and_then(|n| text_value(n)).as_deref()
+                                == Some(mechanism)
+                            && args.get_ptr(2).and_then(|n| text_value(n)).as_deref()
+                                == Some(params);
+                        if !same_rule {
+                            return false;
+                        }
+                        let Some(inner) = args.get_ptr(0) else {
+                            return false;
+                        };
+                        expr = strip_relabels(inner);
+                    }
+                    if !is_a(expr, NodeTag::T_Var) {
+                        return false;
+                    }
+                    let inner = expr.cast::<pg_sys::Var>();
+                    (*inner).varlevelsup == 0
+                        && self.copies_column((*sub).rtable, inner, mechanism, params, depth + 1)
+                }
+                pg_sys::RTEKind::RTE_FUNCTION => reads_intermediate_result(rte),
+                _ => false,
+            }
         }
     }
 
@@ -436,6 +564,80 @@ unsafe fn text_const(s: &str) -> *mut Node {
             false,
         )
         .cast()
+    }
+}
+
+/// True when `funcid` is `dptext.mask`, by name (no lookup that could
+/// fail: the extension may not be installed in this database).
+unsafe fn is_mask_function(funcid: Oid) -> bool {
+    // SAFETY: syscache reads returning NULL for missing entries, else
+    // palloc'd NUL-terminated strings.
+    unsafe {
+        let name = pg_sys::get_func_name(funcid);
+        if name.is_null() || std::ffi::CStr::from_ptr(name).to_bytes() != b"mask" {
+            return false;
+        }
+        let nsp = pg_sys::get_namespace_name(pg_sys::get_func_namespace(funcid));
+        !nsp.is_null() && std::ffi::CStr::from_ptr(nsp).to_bytes() == b"dptext"
+    }
+}
+
+/// True when `rte` reads Citus's `pg_catalog.read_intermediate_result(s)`.
+unsafe fn reads_intermediate_result(rte: *mut pg_sys::RangeTblEntry) -> bool {
+    // SAFETY: a function RTE's `functions` list holds RangeTblFunction
+    // nodes whose funcexpr is an expression node, cast after its tag is
+    // checked; get_func_name returns NULL or a palloc'd C string.
+    unsafe {
+        let functions = PgList::<pg_sys::RangeTblFunction>::from_pg((*rte).functions);
+        if functions.len() != 1 {
+            return false;
+        }
+        let Some(f) = functions.get_ptr(0) else {
+            return false;
+        };
+        let expr = (*f).funcexpr;
+        if expr.is_null() || !is_a(expr, NodeTag::T_FuncExpr) {
+            return false;
+        }
+        let funcid = (*expr.cast::<pg_sys::FuncExpr>()).funcid;
+        if pg_sys::get_func_namespace(funcid) != Oid::from(pg_sys::PG_CATALOG_NAMESPACE) {
+            return false;
+        }
+        let name = pg_sys::get_func_name(funcid);
+        if name.is_null() {
+            return false;
+        }
+        matches!(
+            std::ffi::CStr::from_ptr(name).to_bytes(),
+            b"read_intermediate_result" | b"read_intermediate_results"
+        )
+    }
+}
+
+/// `node` without the binary-compatible casts around it.
+unsafe fn strip_relabels(mut node: *mut Node) -> *mut Node {
+    // SAFETY: `node` is a valid expression node; a RelabelType's arg is one.
+    unsafe {
+        while !node.is_null() && is_a(node, NodeTag::T_RelabelType) {
+            node = (*node.cast::<pg_sys::RelabelType>()).arg.cast();
+        }
+        node
+    }
+}
+
+/// The value of a non-null `text` constant.
+unsafe fn text_value(node: *mut Node) -> Option<String> {
+    // SAFETY: `node` is a valid expression node, cast after its tag is
+    // checked; a non-null text Const holds a text varlena.
+    unsafe {
+        if !is_a(node, NodeTag::T_Const) {
+            return None;
+        }
+        let c = node.cast::<pg_sys::Const>();
+        if (*c).consttype != pg_sys::TEXTOID || (*c).constisnull {
+            return None;
+        }
+        <String as pgrx::FromDatum>::from_datum((*c).constvalue, false)
     }
 }
 
