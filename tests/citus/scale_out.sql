@@ -159,3 +159,22 @@ COMMIT;
 -- writes to the labelled table are refused
 UPDATE dist SET note = 'x' WHERE id = 1;
 RESET ROLE;
+
+-- 5. Failing closed: a worker that does not know the role as masked (its
+-- label removed there alone, propagation off) refuses the coordinator's
+-- masked queries instead of returning raw values.
+SELECT success FROM master_run_on_worker(ARRAY['127.0.0.1'],
+    ARRAY[(SELECT min(nodeport) FROM pg_dist_node WHERE noderole = 'primary' AND groupid > 0)],
+    ARRAY[$cmd$DO $d$ BEGIN SET LOCAL citus.enable_ddl_propagation = off;
+          SECURITY LABEL FOR dptext ON ROLE citus_masked IS NULL; END $d$ $cmd$], false);
+SET ROLE citus_masked;
+SELECT count(*) AS notes FROM dist WHERE note IS NOT NULL;
+SELECT count(*) AS rows FROM dist;
+RESET ROLE;
+SELECT success FROM master_run_on_worker(ARRAY['127.0.0.1'],
+    ARRAY[(SELECT min(nodeport) FROM pg_dist_node WHERE noderole = 'primary' AND groupid > 0)],
+    ARRAY[$cmd$DO $d$ BEGIN SET LOCAL citus.enable_ddl_propagation = off;
+          SECURITY LABEL FOR dptext ON ROLE citus_masked IS 'MASKED'; END $d$ $cmd$], false);
+SET ROLE citus_masked;
+SELECT count(*) AS notes FROM dist WHERE note IS NOT NULL;
+RESET ROLE;
