@@ -29,6 +29,9 @@
 //! [metrics]                   # optional
 //! listen = "127.0.0.1:9187"
 //!
+//! [masking]                   # optional: see crate::mode
+//! mode = "database"           # or "proxy"
+//!
 //! [limits]
 //! max_message_bytes = 67108864
 //! max_sessions = 256
@@ -101,6 +104,15 @@ pub struct Config {
     /// Prometheus metrics endpoint.
     #[serde(default)]
     pub metrics: Option<Metrics>,
+    /// The masking mode of masked users ([`crate::mode`]).
+    #[serde(default)]
+    pub masking: crate::mode::Masking,
+    /// Proxy mode: protected columns and their rules.
+    #[serde(default, rename = "rule")]
+    pub rules: Vec<crate::mode::RuleConfig>,
+    /// Proxy mode: relations relayed as they are.
+    #[serde(default)]
+    pub sanitized: Vec<crate::mode::Sanitized>,
 }
 
 /// TLS for client connections (rustls).
@@ -362,6 +374,12 @@ impl Config {
                 )));
             }
         }
+        crate::mode::validate(
+            &self.masking,
+            &self.rules,
+            &self.sanitized,
+            self.key.is_some(),
+        )?;
         if self.upstream.connect_timeout_secs == 0 {
             return Err(ProxyError::Config(
                 "upstream.connect_timeout_secs must be at least 1".into(),

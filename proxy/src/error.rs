@@ -31,6 +31,9 @@ pub enum ProxyError {
     /// Network I/O.
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
+    /// Proxy mode's sanitizing failed (a value too large, a model error).
+    #[error("dptext-proxy: sanitizing failed: {0}")]
+    Sanitize(#[from] dptext_core::Error),
 }
 
 impl ProxyError {
@@ -121,6 +124,7 @@ impl ProxyError {
             ProxyError::MaskingUnavailable(_) => "28000",
             ProxyError::Limit { sqlstate, .. } => sqlstate,
             ProxyError::Io(_) => "08006",
+            ProxyError::Sanitize(e) => e.sqlstate(),
         }
     }
 }

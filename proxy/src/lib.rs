@@ -23,6 +23,8 @@ pub mod config;
 pub mod error;
 pub mod masking;
 pub mod metrics;
+pub mod mode;
+pub mod sanitize;
 pub mod session;
 pub mod tls;
 pub mod upstream;

@@ -1,0 +1,244 @@
+//! The masking mode of masked users, and proxy mode's own rules.
+//!
+//! ```toml
+//! [masking]
+//! mode = "proxy"              # or "database" (the default)
+//! assets_dir = "/var/lib/dptext/assets"   # proxy mode: the models and vectors
+//! device = "cpu"              # or "cuda"
+//! workers = 0                 # sanitizing threads (0: one per core)
+//! batch_rows = 256            # rows of a result sanitized together
+//!
+//! [[rule]]                    # proxy mode: a protected column and its rule
+//! table = "public.records"
+//! column = "note"
+//! rule = "santext(eps => 3)"  # what follows MASKED WITH in a label
+//!
+//! [[sanitized]]               # proxy mode: relayed as it is
+//! relation = "analytics.records_safe"
+//! ```
+//!
+//! - **database** (default): a masked user's upstream role must be labelled
+//!   `MASKED` in a database with the dptext extension and a key; the
+//!   database masks at the source and the proxy relays rows unchanged.
+//! - **proxy**: the upstream needs no extension. Every statement of a
+//!   masked session is parsed and allowed only in shapes where protected
+//!   columns are bare output columns ([`crate::analysis`]); the proxy then
+//!   sanitizes those columns itself, keyed by the proxy's `key`.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use crate::error::{ProxyError, Result};
+
+/// Which mode masked users' sessions run in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// The database masks at the source (roles labelled `MASKED`).
+    #[default]
+    Database,
+    /// The proxy allows safe statement shapes and sanitizes itself.
+    Proxy,
+}
+
+/// `[masking]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Masking {
+    /// The mode (default `database`).
+    #[serde(default)]
+    pub mode: Mode,
+    /// Proxy mode: the assets directory (default: `DPTEXT_ASSETS`, else
+    /// `~/.cache/dptext/assets`).
+    #[serde(default)]
+    pub assets_dir: Option<PathBuf>,
+    /// Proxy mode: where the models run, `cpu` or `cuda` (default `cpu`).
+    #[serde(default = "default_device")]
+    pub device: String,
+    /// Proxy mode: sanitizing threads (0, the default: one per core).
+    #[serde(default)]
+    pub workers: usize,
+    /// Proxy mode: rows of one result sanitized together (default 256).
+    #[serde(default = "default_batch_rows")]
+    pub batch_rows: usize,
+}
+
+impl Default for Masking {
+    fn default() -> Self {
+        Masking {
+            mode: Mode::default(),
+            assets_dir: None,
+            device: default_device(),
+            workers: 0,
+            batch_rows: default_batch_rows(),
+        }
+    }
+}
+
+fn default_device() -> String {
+    "cpu".into()
+}
+
+fn default_batch_rows() -> usize {
+    256
+}
+
+/// `[[rule]]`: a protected column in proxy mode.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleConfig {
+    /// `schema.table` (a bare name means `public`).
+    pub table: String,
+    /// The column.
+    pub column: String,
+    /// The rule, as after `MASKED WITH` in a label: `santext(eps => 3)`,
+    /// `deidentify(strategy => typed_placeholder) THEN santext_plus(eps => 3)`.
+    pub rule: String,
+}
+
+/// `[[sanitized]]`: a relation that already holds sanitized values (a view
+/// or table built by `dptext.create_sanitized_view`, or by hand), relayed
+/// as it is in proxy mode.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sanitized {
+    /// `schema.relation` (a bare name means `public`).
+    pub relation: String,
+}
+
+/// A `schema.name` split in two; a bare name is in `public`. Names are
+/// taken as written (PostgreSQL's quoting rules do not apply in the
+/// configuration): `Public.Records` names a table created with quotes.
+pub fn qualified(name: &str) -> Result<(String, String)> {
+    let parts: Vec<&str> = name.split('.').collect();
+    match parts.as_slice() {
+        [n] if !n.is_empty() => Ok(("public".into(), (*n).into())),
+        [s, n] if !s.is_empty() && !n.is_empty() => Ok(((*s).into(), (*n).into())),
+        _ => Err(ProxyError::Config(format!(
+            "\"{name}\": give a relation as name or schema.name"
+        ))),
+    }
+}
+
+/// A checked proxy-mode rule.
+#[derive(Debug, Clone)]
+pub struct ColumnRule {
+    /// Schema of the table.
+    pub schema: String,
+    /// The table.
+    pub table: String,
+    /// The column.
+    pub column: String,
+    /// The rule's mechanism, parameters filled in.
+    pub spec: dptext_core::mechanisms::MechanismSpec,
+    /// The rule as written (for messages).
+    pub text: String,
+}
+
+/// Parses and checks every `[[rule]]`: names, the rule's syntax and
+/// parameters, one rule per column.
+pub fn column_rules(rules: &[RuleConfig]) -> Result<Vec<ColumnRule>> {
+    let mut out: Vec<ColumnRule> = Vec::with_capacity(rules.len());
+    for r in rules {
+        let (schema, table) = qualified(&r.table)?;
+        if r.column.is_empty() {
+            return Err(ProxyError::Config(format!(
+                "[[rule]] for {}: empty column",
+                r.table
+            )));
+        }
+        let parsed = dptext_core::rules::parse_column_label(&format!("MASKED WITH {}", r.rule))
+            .map_err(|e| {
+                ProxyError::Config(format!(
+                    "[[rule]] {schema}.{table}.{}: {e}",
+                    r.column
+                ))
+            })?;
+        if out
+            .iter()
+            .any(|o| o.schema == schema && o.table == table && o.column == r.column)
+        {
+            return Err(ProxyError::Config(format!(
+                "[[rule]] {schema}.{table}.{} is given twice",
+                r.column
+            )));
+        }
+        out.push(ColumnRule {
+            schema,
+            table,
+            column: r.column.clone(),
+            spec: parsed.spec,
+            text: r.rule.clone(),
+        });
+    }
+    Ok(out)
+}
+
+/// Checks `[masking]` against the rest of the configuration: proxy mode
+/// needs the proxy's `key` (outputs are keyed by it) and at least one
+/// rule or sanitized relation, and its settings must make sense.
+pub fn validate(
+    m: &Masking,
+    rules: &[RuleConfig],
+    sanitized: &[Sanitized],
+    has_key: bool,
+) -> Result<()> {
+    column_rules(rules)?;
+    for s in sanitized {
+        qualified(&s.relation)?;
+    }
+    if m.mode == Mode::Database {
+        if !rules.is_empty() || !sanitized.is_empty() {
+            return Err(ProxyError::Config(
+                "[[rule]] and [[sanitized]] apply in proxy mode only: set [masking] mode = \"proxy\", \
+                 or declare rules in the database (SECURITY LABEL FOR dptext ...)"
+                    .into(),
+            ));
+        }
+        return Ok(());
+    }
+    if !has_key {
+        return Err(ProxyError::Config(
+            "[masking] mode = \"proxy\" needs the proxy's key (key = ..., or DPTEXT_PROXY_KEY): \
+             the proxy's outputs are keyed by it"
+                .into(),
+        ));
+    }
+    if m.device.parse::<dptext_core::runtime::Device>().is_err() {
+        return Err(ProxyError::Config(format!(
+            "[masking] device = \"{}\": use \"cpu\" or \"cuda\"",
+            m.device
+        )));
+    }
+    if m.batch_rows == 0 {
+        return Err(ProxyError::Config(
+            "[masking] batch_rows must be at least 1".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// What `dptext-proxy check` says about the mode.
+pub fn describe(m: &Masking, rules: &[RuleConfig], sanitized: &[Sanitized]) -> String {
+    match m.mode {
+        Mode::Database => "masking mode: database (masked users' upstream roles must be labelled \
+                           MASKED in a database with the dptext extension and a key; rows are \
+                           relayed as the database masked them)"
+            .into(),
+        Mode::Proxy => format!(
+            "masking mode: proxy (masked users' statements are parsed and allowed only in safe \
+             shapes; {} protected column(s) and {} sanitized relation(s) from the configuration, \
+             plus dptext.rules where the upstream has it; the proxy sanitizes on {} with {} \
+             thread(s))",
+            rules.len(),
+            sanitized.len(),
+            m.device,
+            if m.workers == 0 {
+                "one per core".to_string()
+            } else {
+                m.workers.to_string()
+            }
+        ),
+    }
+}
