@@ -293,3 +293,33 @@ fn deep_nesting_is_refused_not_overflowed() {
     let r = check(&sql).unwrap_err();
     assert!(matches!(r.rule, Rule::TooComplex | Rule::ParseError), "{r}");
 }
+
+#[test]
+fn output_names_and_input_names_follow_postgres_precedence() {
+    // ORDER BY prefers an output name, GROUP BY an input column.
+    ok("SELECT id AS note FROM records ORDER BY note");
+    refused("SELECT id AS note FROM records GROUP BY note", Rule::ProtectedInGroupBy);
+    refused("SELECT note AS id FROM records ORDER BY id", Rule::ProtectedInOrderBy);
+    ok("SELECT note FROM records GROUP BY id");
+    ok("SELECT r.id FROM records r JOIN patients p ON p.id = r.id ORDER BY id");
+}
+
+#[test]
+fn recursive_ctes() {
+    assert_eq!(
+        plan("WITH RECURSIVE t(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM t WHERE n < 5) SELECT n FROM t"),
+        [None]
+    );
+    refused(
+        "WITH RECURSIVE t(n) AS (SELECT note FROM records UNION ALL SELECT n FROM t) SELECT n FROM t",
+        Rule::ProtectedInSetOperation,
+    );
+}
+
+#[test]
+fn lateral_functions_over_unprotected_columns() {
+    assert_eq!(
+        plan("SELECT note, g FROM records r JOIN LATERAL generate_series(1, r.id) g ON true"),
+        [note(), None]
+    );
+}
