@@ -12,13 +12,16 @@
 //!   connection, cancel requests and the relay, by phase;
 //! - [`masking`]: the masking check over a control connection;
 //! - [`upstream`]: the server side; [`wire`]: protocol framing;
-//! - [`tls`], [`metrics`].
+//! - [`tls`], [`metrics`];
+//! - [`analysis`]: the statement analyzer of proxy mode (allow-list,
+//!   protected columns, parse cache).
 //!
 //! The threat model is in docs/proxy.md.
 
 #![forbid(unsafe_code)]
 
 pub mod admission;
+pub mod analysis;
 pub mod config;
 pub mod error;
 pub mod masking;

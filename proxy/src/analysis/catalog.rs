@@ -1,0 +1,221 @@
+//! What the analyzer needs to know about the database: relations with
+//! their columns, functions, operators and types, looked up by name.
+//!
+//! The proxy fills a [`MemoryCatalog`] over its control connection before
+//! a session's statements are analyzed (the analyzer itself never waits on
+//! the network); tests fill one by hand.
+
+use std::collections::HashMap;
+
+use super::QualName;
+
+/// What kind of relation a name denotes (`pg_class.relkind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RelationKind {
+    /// An ordinary or partitioned table (`r`, `p`).
+    Table,
+    /// A view (`v`).
+    View,
+    /// A materialized view (`m`).
+    MaterializedView,
+    /// Anything else: sequences, foreign tables, TOAST tables, indexes.
+    Other,
+}
+
+/// A relation as the catalog describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RelationInfo {
+    /// Its schema.
+    pub schema: String,
+    /// Its name.
+    pub name: String,
+    /// Its kind.
+    pub kind: RelationKind,
+    /// Its columns in `attnum` order, dropped columns left out: `*`
+    /// expands to these.
+    pub columns: Vec<String>,
+    /// The tables it inherits from or is a partition of, transitively: a
+    /// column protected on an ancestor is protected here too.
+    pub ancestors: Vec<QualName>,
+}
+
+/// `pg_proc.provolatile`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Volatility {
+    /// `i`: cannot read the database or change anything.
+    Immutable,
+    /// `s`: may read the database and settings, changes nothing.
+    Stable,
+    /// `v`: anything.
+    Volatile,
+}
+
+/// `pg_proc.prokind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FunctionKind {
+    /// A plain function (`f`).
+    Function,
+    /// An aggregate (`a`).
+    Aggregate,
+    /// A window function (`w`).
+    Window,
+    /// A procedure (`p`).
+    Procedure,
+}
+
+/// One function of a given name (one overload).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FunctionInfo {
+    /// The schema it lives in.
+    pub schema: String,
+    /// Its volatility.
+    pub volatility: Volatility,
+    /// Plain, aggregate, window or procedure.
+    pub kind: FunctionKind,
+}
+
+/// One operator of a given symbol (one overload).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OperatorInfo {
+    /// The schema the operator lives in.
+    pub schema: String,
+    /// The function that implements it (`pg_operator.oprcode`).
+    pub function: QualName,
+    /// That function's volatility.
+    pub volatility: Volatility,
+}
+
+/// Look-ups by name. Every method answers from memory.
+pub trait Catalog {
+    /// The relation `schema.name`, if there is one.
+    fn relation(&self, schema: &str, name: &str) -> Option<RelationInfo>;
+    /// Every function called `name`, in every schema.
+    fn functions(&self, name: &str) -> Vec<FunctionInfo>;
+    /// Every operator with symbol `symbol`, in every schema.
+    fn operators(&self, symbol: &str) -> Vec<OperatorInfo>;
+    /// The schemas that hold a type called `name`.
+    fn type_schemas(&self, name: &str) -> Vec<String>;
+}
+
+/// A catalog held in maps.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryCatalog {
+    relations: HashMap<(String, String), RelationInfo>,
+    functions: HashMap<String, Vec<FunctionInfo>>,
+    operators: HashMap<String, Vec<OperatorInfo>>,
+    types: HashMap<String, Vec<String>>,
+}
+
+impl MemoryCatalog {
+    /// An empty catalog.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds (or replaces) a relation.
+    pub fn add_relation(&mut self, relation: RelationInfo) {
+        self.relations
+            .insert((relation.schema.clone(), relation.name.clone()), relation);
+    }
+
+    /// Adds a function overload `name` in `schema`.
+    pub fn add_function(
+        &mut self,
+        schema: &str,
+        name: &str,
+        volatility: Volatility,
+        kind: FunctionKind,
+    ) {
+        self.functions
+            .entry(name.to_owned())
+            .or_default()
+            .push(FunctionInfo {
+                schema: schema.to_owned(),
+                volatility,
+                kind,
+            });
+    }
+
+    /// Adds an operator overload `symbol` in `schema`, implemented by
+    /// `function` of the given volatility.
+    pub fn add_operator(
+        &mut self,
+        schema: &str,
+        symbol: &str,
+        function: QualName,
+        volatility: Volatility,
+    ) {
+        self.operators
+            .entry(symbol.to_owned())
+            .or_default()
+            .push(OperatorInfo {
+                schema: schema.to_owned(),
+                function,
+                volatility,
+            });
+    }
+
+    /// Adds a type `name` in `schema`.
+    pub fn add_type(&mut self, schema: &str, name: &str) {
+        self.types
+            .entry(name.to_owned())
+            .or_default()
+            .push(schema.to_owned());
+    }
+}
+
+impl Catalog for MemoryCatalog {
+    fn relation(&self, schema: &str, name: &str) -> Option<RelationInfo> {
+        self.relations
+            .get(&(schema.to_owned(), name.to_owned()))
+            .cloned()
+    }
+
+    fn functions(&self, name: &str) -> Vec<FunctionInfo> {
+        self.functions.get(name).cloned().unwrap_or_default()
+    }
+
+    fn operators(&self, symbol: &str) -> Vec<OperatorInfo> {
+        self.operators.get(symbol).cloned().unwrap_or_default()
+    }
+
+    fn type_schemas(&self, name: &str) -> Vec<String> {
+        self.types.get(name).cloned().unwrap_or_default()
+    }
+}
+
+/// The schemas PostgreSQL searches for an unqualified name: `pg_catalog`
+/// first unless the path names it, then the path in order, `$user`
+/// replaced by `user`. Temporary schemas are not searched: a masked
+/// session cannot create temporary objects (DDL is refused).
+pub fn effective_path(search_path: &[String], user: &str) -> Vec<String> {
+    let mut path = Vec::with_capacity(search_path.len() + 1);
+    if !search_path.iter().any(|s| s == "pg_catalog") {
+        path.push("pg_catalog".to_owned());
+    }
+    for s in search_path {
+        let s = if s == "$user" { user } else { s.as_str() };
+        if s.starts_with("pg_temp") || s.is_empty() {
+            continue;
+        }
+        if !path.iter().any(|p| p == s) {
+            path.push(s.to_owned());
+        }
+    }
+    path
+}
+
+/// Resolves a possibly-qualified relation name the way PostgreSQL does:
+/// a qualified name as it is, an unqualified one in the first schema of
+/// `path` that has it.
+pub fn resolve_relation(
+    catalog: &dyn Catalog,
+    path: &[String],
+    schema: Option<&str>,
+    name: &str,
+) -> Option<RelationInfo> {
+    match schema {
+        Some(s) => catalog.relation(s, name),
+        None => path.iter().find_map(|s| catalog.relation(s, name)),
+    }
+}

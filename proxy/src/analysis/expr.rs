@@ -1,0 +1,310 @@
+//! Expressions: every node of an expression is checked (functions,
+//! operators, casts), and any column it reads must be unprotected; a
+//! protected one is refused by the rule of the clause it appears in (or
+//! of the aggregate or window function around it). Node types the
+//! analyzer does not know are refused.
+
+use pg_query::protobuf::{AExprKind, SubLinkType, WindowDef};
+use pg_query::{Node, NodeEnum};
+
+use super::query::{construct, protected, whole_row, Outputs, Walker};
+use super::scope::{Field, Resolved, Scope};
+use super::{Refusal, Rule};
+
+/// Where an expression appears.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Clause {
+    /// An expression of the select list.
+    Target,
+    /// `WHERE`.
+    Where,
+    /// `HAVING`.
+    Having,
+    /// `JOIN ... ON`.
+    Join,
+    /// `GROUP BY`.
+    GroupBy,
+    /// `ORDER BY`.
+    OrderBy,
+    /// `DISTINCT ON`.
+    Distinct,
+    /// A window definition.
+    Window,
+    /// `LIMIT`/`OFFSET`.
+    Limit,
+    /// `VALUES`, arguments of functions in `FROM`, `EXECUTE` parameters.
+    Values,
+}
+
+/// An expression's context: its clause, and whether it is inside an
+/// aggregate or a window function call.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Cx {
+    clause: Clause,
+    aggregate: bool,
+    window: bool,
+}
+
+impl Clause {
+    /// The context of an expression directly in this clause.
+    pub fn cx(self) -> Cx {
+        Cx {
+            clause: self,
+            aggregate: false,
+            window: false,
+        }
+    }
+
+    /// The rule that refuses a protected column here.
+    pub fn rule(self) -> Rule {
+        match self {
+            Clause::Target => Rule::ProtectedInExpression,
+            Clause::Where => Rule::ProtectedInWhere,
+            Clause::Having => Rule::ProtectedInHaving,
+            Clause::Join => Rule::ProtectedInJoin,
+            Clause::GroupBy => Rule::ProtectedInGroupBy,
+            Clause::OrderBy => Rule::ProtectedInOrderBy,
+            Clause::Distinct => Rule::ProtectedInDistinct,
+            Clause::Window => Rule::ProtectedInWindow,
+            Clause::Limit => Rule::ProtectedInLimit,
+            Clause::Values => Rule::ProtectedInValues,
+        }
+    }
+
+    fn how(self) -> &'static str {
+        match self {
+            Clause::Target => "in an expression",
+            Clause::Where => "in WHERE",
+            Clause::Having => "in HAVING",
+            Clause::Join => "in a join condition",
+            Clause::GroupBy => "in GROUP BY",
+            Clause::OrderBy => "in ORDER BY",
+            Clause::Distinct => "in DISTINCT ON",
+            Clause::Window => "in a window",
+            Clause::Limit => "in LIMIT or OFFSET",
+            Clause::Values => "in VALUES or a function in FROM",
+        }
+    }
+}
+
+impl Cx {
+    fn refusal(self, out: &super::OutputColumn) -> Refusal {
+        if self.aggregate {
+            protected(Rule::ProtectedInAggregate, out, "in an aggregate")
+        } else if self.window {
+            protected(Rule::ProtectedInWindow, out, "in a window function")
+        } else {
+            protected(self.clause.rule(), out, self.clause.how())
+        }
+    }
+}
+
+/// The fields of a column reference.
+pub(super) fn fields(nodes: &[Node]) -> Result<Vec<Field<'_>>, Refusal> {
+    nodes
+        .iter()
+        .map(|n| match &n.node {
+            Some(NodeEnum::String(s)) => Ok(Field::Name(s.sval.as_str())),
+            Some(NodeEnum::AStar(_)) => Ok(Field::Star),
+            _ => Err(construct("a column reference of this shape")),
+        })
+        .collect()
+}
+
+impl Walker<'_> {
+    fn exprs(&self, nodes: &[Node], scope: &Scope<'_>, cx: Cx) -> Result<(), Refusal> {
+        nodes.iter().try_for_each(|n| self.expr(n, scope, cx))
+    }
+
+    fn opt(&self, node: &Option<Box<Node>>, scope: &Scope<'_>, cx: Cx) -> Result<(), Refusal> {
+        match node {
+            Some(n) => self.expr(n, scope, cx),
+            None => Ok(()),
+        }
+    }
+
+    /// Checks an expression in `scope`.
+    pub fn expr(&self, node: &Node, scope: &Scope<'_>, cx: Cx) -> Result<(), Refusal> {
+        let _depth = self.enter()?;
+        let Some(n) = &node.node else {
+            return Err(construct("an empty expression"));
+        };
+        match n {
+            NodeEnum::ColumnRef(r) => match scope.resolve(&fields(&r.fields)?)? {
+                Resolved::Column(c) if c.out.is_protected() => Err(cx.refusal(&c.out)),
+                Resolved::Column(_) => Ok(()),
+                Resolved::WholeRow(cols) if cols.iter().any(|c| c.out.is_protected()) => {
+                    Err(whole_row())
+                }
+                Resolved::WholeRow(_) => Ok(()),
+            },
+            NodeEnum::ParamRef(_) | NodeEnum::AConst(_) | NodeEnum::SqlvalueFunction(_) => Ok(()),
+            NodeEnum::TypeCast(c) => {
+                match &c.type_name {
+                    Some(t) => self.check_type(t)?,
+                    None => return Err(construct("a cast without a type")),
+                }
+                self.opt(&c.arg, scope, cx)
+            }
+            NodeEnum::CollateClause(c) => self.opt(&c.arg, scope, cx),
+            NodeEnum::FuncCall(f) => {
+                let used = self.check_function(&f.funcname)?;
+                let inner = Cx {
+                    aggregate: cx.aggregate || used.aggregate || f.agg_star || f.agg_distinct,
+                    window: cx.window || used.window || f.over.is_some(),
+                    ..cx
+                };
+                self.exprs(&f.args, scope, inner)?;
+                for s in &f.agg_order {
+                    let Some(NodeEnum::SortBy(s)) = &s.node else {
+                        return Err(construct(
+                            "an aggregate ORDER BY entry that is not a sort key",
+                        ));
+                    };
+                    if !s.use_op.is_empty() {
+                        self.check_operator(&s.use_op)?;
+                    }
+                    self.opt(&s.node, scope, inner)?;
+                }
+                self.opt(&f.agg_filter, scope, inner)?;
+                if let Some(w) = &f.over {
+                    self.window_def(w, scope, inner)?;
+                }
+                Ok(())
+            }
+            NodeEnum::NamedArgExpr(a) => self.opt(&a.arg, scope, cx),
+            NodeEnum::AExpr(e) => {
+                self.a_expr_operators(e)?;
+                self.opt(&e.lexpr, scope, cx)?;
+                self.opt(&e.rexpr, scope, cx)
+            }
+            NodeEnum::List(l) => self.exprs(&l.items, scope, cx),
+            NodeEnum::BoolExpr(b) => self.exprs(&b.args, scope, cx),
+            NodeEnum::NullTest(t) => self.opt(&t.arg, scope, cx),
+            NodeEnum::BooleanTest(t) => self.opt(&t.arg, scope, cx),
+            NodeEnum::SubLink(s) => self.sublink(s, scope, cx),
+            NodeEnum::CaseExpr(c) => {
+                if c.arg.is_some() {
+                    self.check_operator_symbol(None, "=")?;
+                }
+                self.opt(&c.arg, scope, cx)?;
+                for w in &c.args {
+                    let Some(NodeEnum::CaseWhen(w)) = &w.node else {
+                        return Err(construct("a CASE branch that is not WHEN"));
+                    };
+                    self.opt(&w.expr, scope, cx)?;
+                    self.opt(&w.result, scope, cx)?;
+                }
+                self.opt(&c.defresult, scope, cx)
+            }
+            NodeEnum::CoalesceExpr(c) => self.exprs(&c.args, scope, cx),
+            NodeEnum::MinMaxExpr(m) => self.exprs(&m.args, scope, cx),
+            NodeEnum::AArrayExpr(a) => self.exprs(&a.elements, scope, cx),
+            NodeEnum::RowExpr(r) => self.exprs(&r.args, scope, cx),
+            NodeEnum::GroupingFunc(g) => self.exprs(&g.args, scope, cx),
+            NodeEnum::AIndirection(i) => {
+                self.opt(&i.arg, scope, cx)?;
+                for ind in &i.indirection {
+                    match &ind.node {
+                        Some(NodeEnum::AIndices(x)) => {
+                            self.opt(&x.lidx, scope, cx)?;
+                            self.opt(&x.uidx, scope, cx)?;
+                        }
+                        Some(NodeEnum::String(_)) => {}
+                        _ => return Err(construct("this kind of field selection")),
+                    }
+                }
+                Ok(())
+            }
+            other => Err(construct(&format!("expression node {}", node_name(other)))),
+        }
+    }
+
+    /// The operators an `A_Expr` runs.
+    fn a_expr_operators(&self, e: &pg_query::protobuf::AExpr) -> Result<(), Refusal> {
+        let kind = AExprKind::try_from(e.kind).unwrap_or(AExprKind::Undefined);
+        match kind {
+            AExprKind::AexprOp
+            | AExprKind::AexprOpAny
+            | AExprKind::AexprOpAll
+            | AExprKind::AexprDistinct
+            | AExprKind::AexprNotDistinct
+            | AExprKind::AexprNullif
+            | AExprKind::AexprIn
+            | AExprKind::AexprLike
+            | AExprKind::AexprIlike
+            | AExprKind::AexprSimilar => self.check_operator(&e.name),
+            AExprKind::AexprBetween
+            | AExprKind::AexprNotBetween
+            | AExprKind::AexprBetweenSym
+            | AExprKind::AexprNotBetweenSym => {
+                for op in ["<", "<=", ">", ">="] {
+                    self.check_operator_symbol(None, op)?;
+                }
+                Ok(())
+            }
+            AExprKind::Undefined => Err(construct("this kind of operator expression")),
+        }
+    }
+
+    fn sublink(
+        &self,
+        s: &pg_query::protobuf::SubLink,
+        scope: &Scope<'_>,
+        cx: Cx,
+    ) -> Result<(), Refusal> {
+        let kind = SubLinkType::try_from(s.sub_link_type).unwrap_or(SubLinkType::Undefined);
+        let outputs = match kind {
+            SubLinkType::ExistsSublink => Outputs::Bare,
+            SubLinkType::ExprSublink
+            | SubLinkType::ArraySublink
+            | SubLinkType::AnySublink
+            | SubLinkType::AllSublink
+            | SubLinkType::RowcompareSublink => Outputs::Refuse(Rule::ProtectedInSubquery),
+            _ => return Err(construct("this kind of subquery")),
+        };
+        if matches!(
+            kind,
+            SubLinkType::AnySublink | SubLinkType::AllSublink | SubLinkType::RowcompareSublink
+        ) {
+            if s.oper_name.is_empty() {
+                self.check_operator_symbol(None, "=")?;
+            } else {
+                self.check_operator(&s.oper_name)?;
+            }
+        }
+        self.opt(&s.testexpr, scope, cx)?;
+        let Some(NodeEnum::SelectStmt(sel)) = s.subselect.as_ref().and_then(|n| n.node.as_ref())
+        else {
+            return Err(construct("a subquery that is not a SELECT"));
+        };
+        self.select(sel, Some(scope), outputs).map(|_| ())
+    }
+
+    /// A window: partitioning, ordering and frame offsets.
+    pub fn window_def(&self, w: &WindowDef, scope: &Scope<'_>, cx: Cx) -> Result<(), Refusal> {
+        let cx = Cx { window: true, ..cx };
+        self.exprs(&w.partition_clause, scope, cx)?;
+        for s in &w.order_clause {
+            let Some(NodeEnum::SortBy(s)) = &s.node else {
+                return Err(construct("a window ORDER BY entry that is not a sort key"));
+            };
+            if !s.use_op.is_empty() {
+                self.check_operator(&s.use_op)?;
+            }
+            self.opt(&s.node, scope, cx)?;
+        }
+        self.opt(&w.start_offset, scope, cx)?;
+        self.opt(&w.end_offset, scope, cx)
+    }
+}
+
+/// A node type's name for messages (never its contents).
+pub(super) fn node_name(n: &NodeEnum) -> String {
+    let debug = format!("{n:?}");
+    debug
+        .split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+        .next()
+        .unwrap_or("unknown")
+        .to_owned()
+}

@@ -1,0 +1,458 @@
+//! Select trees: `WITH`, set operations, `VALUES`, the select list and
+//! the clauses around it, and which output columns carry protected
+//! values.
+//!
+//! A protected column may be output bare by a select list (the top level,
+//! a derived table, a CTE, an `EXISTS` subquery) and nowhere else: the
+//! columns of a derived table or CTE carry their protection to the query
+//! that reads them, where the same rule applies again.
+
+use std::cell::Cell;
+
+use pg_query::protobuf::{ResTarget, SelectStmt, SetOperation, SortBy, WithClause};
+use pg_query::{Node, NodeEnum};
+
+use super::expr::Clause;
+use super::scope::{Col, Cte, Field, NsItem, Resolved, Scope};
+use super::{Context, OutputColumn, Refusal, Rule};
+
+/// Deepest nesting of selects and expressions the analyzer follows.
+const MAX_DEPTH: usize = 200;
+
+/// What a select's protected output columns may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Outputs {
+    /// Be output bare (top level, derived tables, CTEs, `EXISTS`).
+    Bare,
+    /// Nothing: the output is consumed; a protected one is refused by
+    /// this rule.
+    Refuse(Rule),
+}
+
+/// One analysis: the context, the effective search path, the depth.
+pub(super) struct Walker<'a> {
+    /// What the analysis reads.
+    pub ctx: &'a Context<'a>,
+    /// Schemas searched for unqualified names, `pg_catalog` included.
+    pub path: Vec<String>,
+    depth: Cell<usize>,
+}
+
+/// Leaves one level of nesting when dropped.
+pub(super) struct Depth<'w>(&'w Cell<usize>);
+
+impl Drop for Depth<'_> {
+    fn drop(&mut self) {
+        self.0.set(self.0.get().saturating_sub(1));
+    }
+}
+
+impl<'a> Walker<'a> {
+    /// A walker for `ctx`.
+    pub fn new(ctx: &'a Context<'a>) -> Self {
+        Walker {
+            ctx,
+            path: super::catalog::effective_path(ctx.search_path, ctx.user),
+            depth: Cell::new(0),
+        }
+    }
+
+    /// Enters one level of nesting; refuses past [`MAX_DEPTH`].
+    pub fn enter(&self) -> Result<Depth<'_>, Refusal> {
+        let d = self.depth.get() + 1;
+        if d > MAX_DEPTH {
+            return Err(Refusal::new(
+                Rule::TooComplex,
+                "the statement nests deeper than the analyzer follows",
+            ));
+        }
+        self.depth.set(d);
+        Ok(Depth(&self.depth))
+    }
+
+    /// Analyzes a select under `parent`; returns its output columns.
+    pub fn select(
+        &self,
+        stmt: &SelectStmt,
+        parent: Option<&Scope<'_>>,
+        outputs: Outputs,
+    ) -> Result<Vec<Col>, Refusal> {
+        let _depth = self.enter()?;
+        if stmt.into_clause.is_some() {
+            return Err(Refusal::new(
+                Rule::StatementKind,
+                "SELECT INTO creates a table and is not allowed",
+            ));
+        }
+        if !stmt.locking_clause.is_empty() {
+            return Err(Refusal::new(
+                Rule::RowLocking,
+                "SELECT ... FOR UPDATE/SHARE locks rows and is not allowed",
+            ));
+        }
+        let mut level = Scope::new(parent);
+        if let Some(with) = &stmt.with_clause {
+            level.ctes = self.with_clause(with, parent)?;
+        }
+        let cols = if stmt.op != SetOperation::SetopNone as i32 && stmt.op != 0 {
+            self.set_operation(stmt, &level)?
+        } else if !stmt.values_lists.is_empty() {
+            self.values(stmt, &level)?
+        } else {
+            return self.simple_select(stmt, level, outputs);
+        };
+        // ORDER BY and LIMIT of a set operation or VALUES see its output.
+        let outer = Scope {
+            parent: Some(&level),
+            items: vec![NsItem {
+                name: None,
+                schema: None,
+                rel_visible: false,
+                cols_visible: true,
+                cols: cols.clone(),
+                system_columns: false,
+            }],
+            ctes: Vec::new(),
+        };
+        self.tail(stmt, &cols, &outer)?;
+        Ok(cols)
+    }
+
+    fn with_clause(
+        &self,
+        with: &WithClause,
+        parent: Option<&Scope<'_>>,
+    ) -> Result<Vec<Cte>, Refusal> {
+        let mut ctes: Vec<Cte> = Vec::new();
+        for node in &with.ctes {
+            let Some(NodeEnum::CommonTableExpr(cte)) = &node.node else {
+                return Err(construct("a WITH item that is not a CTE"));
+            };
+            if cte.search_clause.is_some() || cte.cycle_clause.is_some() {
+                return Err(construct("SEARCH and CYCLE clauses of recursive CTEs"));
+            }
+            let Some(NodeEnum::SelectStmt(query)) =
+                cte.ctequery.as_ref().and_then(|q| q.node.as_ref())
+            else {
+                return Err(Refusal::new(
+                    Rule::StatementKind,
+                    format!(
+                        "CTE {} is not a SELECT (data-modifying WITH is not allowed)",
+                        cte.ctename
+                    ),
+                ));
+            };
+            let aliases = super::functions::names(&cte.aliascolnames)
+                .ok_or_else(|| construct("CTE column names that are not names"))?;
+            let mut visible = Scope::new(parent);
+            visible.ctes = ctes.clone();
+            let is_setop = query.op != SetOperation::SetopNone as i32 && query.op != 0;
+            if with.recursive && is_setop {
+                // The recursive term reads the CTE itself: give it the
+                // columns of the non-recursive term, which a set
+                // operation leaves unprotected (or refuses).
+                if let Some(first) = &query.larg {
+                    let first_cols = self.select(
+                        first,
+                        Some(&visible),
+                        Outputs::Refuse(Rule::ProtectedInSetOperation),
+                    )?;
+                    visible.ctes.push(Cte {
+                        name: cte.ctename.clone(),
+                        cols: rename(first_cols, &aliases),
+                    });
+                }
+            }
+            let cols = self.select(query, Some(&visible), Outputs::Bare)?;
+            ctes.push(Cte {
+                name: cte.ctename.clone(),
+                cols: rename(cols, &aliases),
+            });
+        }
+        Ok(ctes)
+    }
+
+    fn set_operation(&self, stmt: &SelectStmt, level: &Scope<'_>) -> Result<Vec<Col>, Refusal> {
+        let (Some(l), Some(r)) = (&stmt.larg, &stmt.rarg) else {
+            return Err(construct("a set operation without two branches"));
+        };
+        let rule = Outputs::Refuse(Rule::ProtectedInSetOperation);
+        let left = self.select(l, Some(level), rule)?;
+        self.select(r, Some(level), rule)?;
+        Ok(left.into_iter().map(|c| Col::plain(c.name)).collect())
+    }
+
+    fn values(&self, stmt: &SelectStmt, level: &Scope<'_>) -> Result<Vec<Col>, Refusal> {
+        let mut width = 0;
+        for row in &stmt.values_lists {
+            let Some(NodeEnum::List(list)) = &row.node else {
+                return Err(construct("a VALUES row that is not a list"));
+            };
+            width = width.max(list.items.len());
+            for e in &list.items {
+                self.expr(e, level, Clause::Values.cx())?;
+            }
+        }
+        Ok((1..=width)
+            .map(|i| Col::plain(format!("column{i}")))
+            .collect())
+    }
+
+    fn simple_select(
+        &self,
+        stmt: &SelectStmt,
+        mut level: Scope<'_>,
+        outputs: Outputs,
+    ) -> Result<Vec<Col>, Refusal> {
+        level.items = self.range_clause(&stmt.from_clause, &level)?;
+        let mut cols = Vec::with_capacity(stmt.target_list.len());
+        for t in &stmt.target_list {
+            let Some(NodeEnum::ResTarget(t)) = &t.node else {
+                return Err(construct("a select-list entry that is not a target"));
+            };
+            self.target(t, &level, &mut cols)?;
+        }
+        if let Outputs::Refuse(rule) = outputs {
+            if let Some(c) = cols.iter().find(|c| c.out.is_protected()) {
+                return Err(protected(
+                    rule,
+                    &c.out,
+                    "as the output of a subquery or set operation",
+                ));
+            }
+        }
+        if let Some(w) = &stmt.where_clause {
+            self.expr(w, &level, Clause::Where.cx())?;
+        }
+        for g in &stmt.group_clause {
+            self.group_item(g, &cols, &level)?;
+        }
+        if let Some(h) = &stmt.having_clause {
+            self.expr(h, &level, Clause::Having.cx())?;
+        }
+        for w in &stmt.window_clause {
+            let Some(NodeEnum::WindowDef(w)) = &w.node else {
+                return Err(construct("a WINDOW entry that is not a window"));
+            };
+            self.window_def(w, &level, Clause::Window.cx())?;
+        }
+        match stmt.distinct_clause.as_slice() {
+            [] => {}
+            [only] if only.node.is_none() => {
+                if let Some(c) = cols.iter().find(|c| c.out.is_protected()) {
+                    return Err(protected(
+                        Rule::ProtectedInDistinct,
+                        &c.out,
+                        "under DISTINCT",
+                    ));
+                }
+            }
+            on => {
+                for e in on {
+                    self.sort_key(e, &cols, &level, Clause::Distinct)?;
+                }
+            }
+        }
+        self.tail(stmt, &cols, &level)?;
+        Ok(cols)
+    }
+
+    /// ORDER BY, LIMIT and OFFSET.
+    fn tail(&self, stmt: &SelectStmt, cols: &[Col], scope: &Scope<'_>) -> Result<(), Refusal> {
+        for s in &stmt.sort_clause {
+            let Some(NodeEnum::SortBy(s)) = &s.node else {
+                return Err(construct("an ORDER BY entry that is not a sort key"));
+            };
+            self.sort_by(s, cols, scope, Clause::OrderBy)?;
+        }
+        for l in [&stmt.limit_count, &stmt.limit_offset]
+            .into_iter()
+            .flatten()
+        {
+            self.expr(l, scope, Clause::Limit.cx())?;
+        }
+        Ok(())
+    }
+
+    /// One sort key of ORDER BY (or of a window or an aggregate).
+    pub fn sort_by(
+        &self,
+        s: &SortBy,
+        cols: &[Col],
+        scope: &Scope<'_>,
+        clause: Clause,
+    ) -> Result<(), Refusal> {
+        if !s.use_op.is_empty() {
+            self.check_operator(&s.use_op)?;
+        }
+        match &s.node {
+            Some(n) => self.sort_key(n, cols, scope, clause),
+            None => Err(construct("an empty sort key")),
+        }
+    }
+
+    fn group_item(&self, g: &Node, cols: &[Col], scope: &Scope<'_>) -> Result<(), Refusal> {
+        if let Some(NodeEnum::GroupingSet(set)) = &g.node {
+            for item in &set.content {
+                self.group_item(item, cols, scope)?;
+            }
+            return Ok(());
+        }
+        if let Some(NodeEnum::RowExpr(row)) = &g.node {
+            for item in &row.args {
+                self.group_item(item, cols, scope)?;
+            }
+            return Ok(());
+        }
+        self.sort_key(g, cols, scope, Clause::GroupBy)
+    }
+
+    /// A key of ORDER BY, GROUP BY or DISTINCT ON: an integer names an
+    /// output column; a bare name names an output column (ORDER BY and
+    /// DISTINCT ON prefer it, GROUP BY prefers an input column); anything
+    /// else is an expression over the input.
+    fn sort_key(
+        &self,
+        n: &Node,
+        cols: &[Col],
+        scope: &Scope<'_>,
+        clause: Clause,
+    ) -> Result<(), Refusal> {
+        let rule = clause.rule();
+        if let Some(NodeEnum::AConst(c)) = &n.node {
+            if let Some(pg_query::protobuf::a_const::Val::Ival(i)) = &c.val {
+                let pos = usize::try_from(i.ival).ok().and_then(|p| p.checked_sub(1));
+                if let Some(col) = pos.and_then(|p| cols.get(p)) {
+                    if col.out.is_protected() {
+                        return Err(protected(rule, &col.out, "through its output position"));
+                    }
+                }
+            }
+            return Ok(());
+        }
+        if let Some(NodeEnum::ColumnRef(r)) = &n.node {
+            if let [name] = super::functions::names(&r.fields)
+                .unwrap_or_default()
+                .as_slice()
+            {
+                let outputs: Vec<&Col> = cols.iter().filter(|c| c.name == *name).collect();
+                let input = scope.resolve(&[Field::Name(name)]);
+                let use_output = match clause {
+                    Clause::GroupBy => input.is_err() && !outputs.is_empty(),
+                    _ => !outputs.is_empty(),
+                };
+                if use_output {
+                    if let Some(c) = outputs.iter().find(|c| c.out.is_protected()) {
+                        return Err(protected(rule, &c.out, "through its output name"));
+                    }
+                    return Ok(());
+                }
+            }
+        }
+        self.expr(n, scope, clause.cx())
+    }
+
+    /// One select-list entry: `*`, `t.*`, a bare column, or an expression.
+    fn target(&self, t: &ResTarget, scope: &Scope<'_>, cols: &mut Vec<Col>) -> Result<(), Refusal> {
+        let Some(val) = &t.val else {
+            return Err(construct("a select-list entry without a value"));
+        };
+        if let Some(NodeEnum::ColumnRef(r)) = &val.node {
+            let fields = super::expr::fields(&r.fields)?;
+            if let [Field::Star] = fields.as_slice() {
+                cols.extend(scope.star());
+                return Ok(());
+            }
+            match scope.resolve(&fields)? {
+                Resolved::WholeRow(item) if matches!(fields.last(), Some(Field::Star)) => {
+                    cols.extend(item);
+                }
+                Resolved::WholeRow(item) => {
+                    if item.iter().any(|c| c.out.is_protected()) {
+                        return Err(whole_row());
+                    }
+                    cols.push(Col::plain(output_name(t)));
+                }
+                Resolved::Column(c) => cols.push(Col {
+                    name: output_name(t),
+                    out: c.out,
+                }),
+            }
+            return Ok(());
+        }
+        self.expr(val, scope, Clause::Target.cx())?;
+        cols.push(Col::plain(output_name(t)));
+        Ok(())
+    }
+}
+
+/// The name PostgreSQL gives an output column (FigureColname, for the
+/// common shapes; other expressions are `?column?`).
+fn output_name(t: &ResTarget) -> String {
+    if !t.name.is_empty() {
+        return t.name.clone();
+    }
+    t.val
+        .as_ref()
+        .and_then(|v| figure_name(v))
+        .unwrap_or_else(|| "?column?".to_owned())
+}
+
+fn figure_name(n: &Node) -> Option<String> {
+    let last = |nodes: &[Node]| {
+        super::functions::names(nodes).and_then(|v| v.last().map(|s| (*s).to_owned()))
+    };
+    match n.node.as_ref()? {
+        NodeEnum::ColumnRef(r) => last(&r.fields),
+        NodeEnum::FuncCall(f) => last(&f.funcname),
+        NodeEnum::TypeCast(c) => c
+            .arg
+            .as_ref()
+            .and_then(|a| figure_name(a))
+            .or_else(|| c.type_name.as_ref().and_then(|t| last(&t.names))),
+        NodeEnum::CollateClause(c) => c.arg.as_ref().and_then(|a| figure_name(a)),
+        NodeEnum::AIndirection(i) => {
+            last(&i.indirection).or_else(|| i.arg.as_ref().and_then(|a| figure_name(a)))
+        }
+        NodeEnum::CaseExpr(_) => Some("case".to_owned()),
+        NodeEnum::CoalesceExpr(_) => Some("coalesce".to_owned()),
+        NodeEnum::AArrayExpr(_) => Some("array".to_owned()),
+        NodeEnum::RowExpr(_) => Some("row".to_owned()),
+        _ => None,
+    }
+}
+
+/// Renames the first columns to `aliases` (`AS t(a, b)`, CTE names).
+pub(super) fn rename(mut cols: Vec<Col>, aliases: &[&str]) -> Vec<Col> {
+    for (c, a) in cols.iter_mut().zip(aliases) {
+        c.name = (*a).to_owned();
+    }
+    cols
+}
+
+/// A refusal for a construct outside the analyzed subset.
+pub(super) fn construct(what: &str) -> Refusal {
+    Refusal::new(Rule::ConstructNotAllowed, format!("{what} is not allowed"))
+}
+
+/// A refusal for a whole-row reference to protected columns.
+pub(super) fn whole_row() -> Refusal {
+    Refusal::new(
+        Rule::WholeRowReference,
+        "a whole-row reference includes protected columns; select the columns instead",
+    )
+}
+
+/// A refusal by `rule` for protected column `out` used `how`.
+pub(super) fn protected(rule: Rule, out: &OutputColumn, how: &str) -> Refusal {
+    let name = match out {
+        OutputColumn::Protected(p) => format!("{}.{}", p.table, p.column),
+        OutputColumn::Plain => "?".to_owned(),
+    };
+    Refusal::new(
+        rule,
+        format!(
+            "column {name} is protected and may only be selected as a plain output column, not used {how}"
+        ),
+    )
+}

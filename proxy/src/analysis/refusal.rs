@@ -1,0 +1,180 @@
+//! Why a statement was refused: a rule with a stable short code, and a
+//! message that names statement kinds, relations, columns, functions and
+//! settings but never quotes a literal of the statement (literals may
+//! hold data).
+
+/// The rule that refused a statement. [`Rule::code`] is stable: tests,
+/// logs and documentation use it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Rule {
+    /// PostgreSQL's grammar does not accept the text.
+    ParseError,
+    /// The statement kind is not on the allow-list.
+    StatementKind,
+    /// `SELECT ... FOR UPDATE/SHARE` and the like take row locks.
+    RowLocking,
+    /// A construct outside the analyzed subset (`TABLESAMPLE`,
+    /// `XMLTABLE`, a `BINARY` cursor...).
+    ConstructNotAllowed,
+    /// A relation name that the catalog does not resolve.
+    RelationUnresolved,
+    /// A relation that is neither a table nor declared sanitized.
+    RelationKind,
+    /// A catalog relation that is not on the catalog allow-list.
+    CatalogRelation,
+    /// The policy protects a column that the table does not have.
+    PolicyMismatch,
+    /// A column reference that names no column in scope.
+    ColumnUnresolved,
+    /// A column reference that names more than one column in scope.
+    ColumnAmbiguous,
+    /// A protected column inside an expression of the select list.
+    ProtectedInExpression,
+    /// A protected column in `WHERE`.
+    ProtectedInWhere,
+    /// A protected column in `HAVING`.
+    ProtectedInHaving,
+    /// A protected column in `JOIN ... ON` or `USING`, or a natural join
+    /// on it.
+    ProtectedInJoin,
+    /// A protected column in `GROUP BY`.
+    ProtectedInGroupBy,
+    /// A protected column in `ORDER BY`.
+    ProtectedInOrderBy,
+    /// A protected column under `DISTINCT` or in `DISTINCT ON`.
+    ProtectedInDistinct,
+    /// A protected column in a window definition or window function.
+    ProtectedInWindow,
+    /// A protected column in an aggregate's arguments, order or filter.
+    ProtectedInAggregate,
+    /// A protected column in `LIMIT` or `OFFSET`.
+    ProtectedInLimit,
+    /// A protected column as the output of a subquery whose output is
+    /// consumed (scalar, `IN`, `ANY`, `ARRAY`).
+    ProtectedInSubquery,
+    /// A protected column in a branch of `UNION`/`INTERSECT`/`EXCEPT`.
+    ProtectedInSetOperation,
+    /// A protected column in `VALUES` or a function in `FROM`.
+    ProtectedInValues,
+    /// A whole-row reference to a relation with protected columns.
+    WholeRowReference,
+    /// A function that is not allowed.
+    FunctionNotAllowed,
+    /// A function in `FROM` that is not an allowed set-returning function.
+    FunctionInFrom,
+    /// An operator that is not allowed.
+    OperatorNotAllowed,
+    /// A type outside `pg_catalog` (casts and type input run its code).
+    TypeNotAllowed,
+    /// A setting that may not be set or shown.
+    SettingNotAllowed,
+    /// `FETCH` of a cursor the proxy did not see declared.
+    CursorUnknown,
+    /// `EXECUTE` of a statement the proxy did not see prepared.
+    PreparedUnknown,
+    /// Nesting deeper than the analyzer follows.
+    TooComplex,
+}
+
+impl Rule {
+    /// The stable short code.
+    pub fn code(self) -> &'static str {
+        match self {
+            Rule::ParseError => "parse_error",
+            Rule::StatementKind => "statement_kind",
+            Rule::RowLocking => "row_locking",
+            Rule::ConstructNotAllowed => "construct_not_allowed",
+            Rule::RelationUnresolved => "relation_unresolved",
+            Rule::RelationKind => "relation_kind",
+            Rule::CatalogRelation => "catalog_relation",
+            Rule::PolicyMismatch => "policy_mismatch",
+            Rule::ColumnUnresolved => "column_unresolved",
+            Rule::ColumnAmbiguous => "column_ambiguous",
+            Rule::ProtectedInExpression => "protected_in_expression",
+            Rule::ProtectedInWhere => "protected_in_where",
+            Rule::ProtectedInHaving => "protected_in_having",
+            Rule::ProtectedInJoin => "protected_in_join",
+            Rule::ProtectedInGroupBy => "protected_in_group_by",
+            Rule::ProtectedInOrderBy => "protected_in_order_by",
+            Rule::ProtectedInDistinct => "protected_in_distinct",
+            Rule::ProtectedInWindow => "protected_in_window",
+            Rule::ProtectedInAggregate => "protected_in_aggregate",
+            Rule::ProtectedInLimit => "protected_in_limit",
+            Rule::ProtectedInSubquery => "protected_in_subquery",
+            Rule::ProtectedInSetOperation => "protected_in_set_operation",
+            Rule::ProtectedInValues => "protected_in_values",
+            Rule::WholeRowReference => "whole_row_reference",
+            Rule::FunctionNotAllowed => "function_not_allowed",
+            Rule::FunctionInFrom => "function_in_from",
+            Rule::OperatorNotAllowed => "operator_not_allowed",
+            Rule::TypeNotAllowed => "type_not_allowed",
+            Rule::SettingNotAllowed => "setting_not_allowed",
+            Rule::CursorUnknown => "cursor_unknown",
+            Rule::PreparedUnknown => "prepared_unknown",
+            Rule::TooComplex => "too_complex",
+        }
+    }
+
+    /// The SQLSTATE a client sees: `42601` (syntax_error) for text the
+    /// grammar refuses, `54001` (statement_too_complex) for nesting, and
+    /// `42501` (insufficient_privilege) for everything the policy refuses.
+    pub fn sqlstate(self) -> &'static str {
+        match self {
+            Rule::ParseError => "42601",
+            Rule::TooComplex => "54001",
+            _ => "42501",
+        }
+    }
+}
+
+/// A refused statement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The rule that refused it.
+    pub rule: Rule,
+    /// What was refused, in words; never a literal of the statement.
+    pub message: String,
+    /// The statement's index in a multi-statement string (0 for the
+    /// first or only one).
+    pub statement: usize,
+}
+
+impl Refusal {
+    /// A refusal by `rule` (statement index 0; [`super::analyze`] sets it).
+    pub fn new(rule: Rule, message: impl Into<String>) -> Self {
+        Refusal {
+            rule,
+            message: message.into(),
+            statement: 0,
+        }
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "dptext-proxy: statement refused ({}): {}",
+            self.rule.code(),
+            self.message
+        )
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+/// A parser message without what follows `at or near` (the token there may
+/// be a literal) and without anything quoted.
+pub(super) fn parse_message(raw: &str) -> String {
+    let cut = [" at or near", "\""]
+        .iter()
+        .filter_map(|m| raw.find(m))
+        .min()
+        .unwrap_or(raw.len());
+    let msg = raw[..cut].trim();
+    if msg.is_empty() {
+        "the statement does not parse".to_owned()
+    } else {
+        msg.to_owned()
+    }
+}

@@ -1,0 +1,269 @@
+//! The statement-kind allow-list: queries, cursors, prepared statements,
+//! transaction control, `SHOW`, `SET` of allowed settings, `DISCARD`.
+//! Every other statement is refused by its kind.
+
+use pg_query::protobuf::{
+    a_const, DiscardMode, RawStmt, TransactionStmtKind, VariableSetKind, VariableSetStmt,
+};
+use pg_query::{Node, NodeEnum};
+
+use super::expr::Clause;
+use super::query::{construct, Outputs, Walker};
+use super::scope::Scope;
+use super::{Context, Effect, Refusal, Rule, Session, StatementAnalysis, StatementKind};
+
+/// `CURSOR_OPT_BINARY` of `DeclareCursorStmt.options`.
+const CURSOR_OPT_BINARY: i32 = 0x0001;
+
+/// Analyzes one statement against what `session` has prepared and
+/// declared.
+pub(super) fn analyze(
+    raw: &RawStmt,
+    ctx: &Context<'_>,
+    session: &Session,
+) -> Result<StatementAnalysis, Refusal> {
+    let w = Walker::new(ctx);
+    let Some(node) = raw.stmt.as_ref().and_then(|s| s.node.as_ref()) else {
+        return Err(construct("an empty statement node"));
+    };
+    let done = |kind, effect| {
+        Ok(StatementAnalysis {
+            kind,
+            output: Vec::new(),
+            effect,
+        })
+    };
+    match node {
+        NodeEnum::SelectStmt(s) => Ok(StatementAnalysis {
+            kind: StatementKind::Select,
+            output: top_select(&w, s)?,
+            effect: None,
+        }),
+        NodeEnum::DeclareCursorStmt(d) => {
+            if d.options & CURSOR_OPT_BINARY != 0 {
+                return Err(construct("a BINARY cursor"));
+            }
+            let output = inner_select(&w, d.query.as_deref(), "DECLARE")?;
+            done(
+                StatementKind::DeclareCursor,
+                Some(Effect::Declare {
+                    name: d.portalname.clone(),
+                    output,
+                }),
+            )
+        }
+        NodeEnum::FetchStmt(f) if f.ismove => done(StatementKind::Move, None),
+        NodeEnum::FetchStmt(f) => match session.cursor(&f.portalname) {
+            Some(output) => Ok(StatementAnalysis {
+                kind: StatementKind::Fetch,
+                output: output.to_vec(),
+                effect: None,
+            }),
+            None => Err(Refusal::new(
+                Rule::CursorUnknown,
+                format!(
+                    "cursor {} was not declared in this session through the proxy",
+                    f.portalname
+                ),
+            )),
+        },
+        NodeEnum::ClosePortalStmt(c) => {
+            let name = (!c.portalname.is_empty()).then(|| c.portalname.clone());
+            done(StatementKind::Close, Some(Effect::Close(name)))
+        }
+        NodeEnum::TransactionStmt(t) => {
+            use TransactionStmtKind as K;
+            match TransactionStmtKind::try_from(t.kind).unwrap_or(K::Undefined) {
+                K::TransStmtBegin
+                | K::TransStmtStart
+                | K::TransStmtCommit
+                | K::TransStmtRollback
+                | K::TransStmtSavepoint
+                | K::TransStmtRelease
+                | K::TransStmtRollbackTo => done(StatementKind::Transaction, None),
+                _ => Err(kind_refused(
+                    "two-phase commit (PREPARE TRANSACTION, COMMIT PREPARED)",
+                )),
+            }
+        }
+        NodeEnum::VariableShowStmt(s) => {
+            if is_dptext(&s.name) {
+                return Err(setting_refused(&s.name));
+            }
+            Ok(StatementAnalysis {
+                kind: StatementKind::Show,
+                output: vec![super::OutputColumn::Plain],
+                effect: None,
+            })
+        }
+        NodeEnum::VariableSetStmt(s) => {
+            check_set(s, ctx)?;
+            done(StatementKind::Set, None)
+        }
+        NodeEnum::DiscardStmt(d) => {
+            let all = d.target == DiscardMode::DiscardAll as i32;
+            done(StatementKind::Discard, all.then_some(Effect::DiscardAll))
+        }
+        NodeEnum::DeallocateStmt(d) => {
+            let name = (!d.isall && !d.name.is_empty()).then(|| d.name.clone());
+            done(StatementKind::Deallocate, Some(Effect::Deallocate(name)))
+        }
+        NodeEnum::PrepareStmt(p) => {
+            for t in &p.argtypes {
+                match &t.node {
+                    Some(NodeEnum::TypeName(t)) => w.check_type(t)?,
+                    _ => return Err(construct("a PREPARE argument that is not a type")),
+                }
+            }
+            let output = inner_select(&w, p.query.as_deref(), "PREPARE")?;
+            done(
+                StatementKind::Prepare,
+                Some(Effect::Prepare {
+                    name: p.name.clone(),
+                    output,
+                }),
+            )
+        }
+        NodeEnum::ExecuteStmt(e) => {
+            let Some(output) = session.prepared(&e.name) else {
+                return Err(Refusal::new(
+                    Rule::PreparedUnknown,
+                    format!(
+                        "prepared statement {} was not prepared in this session through the proxy",
+                        e.name
+                    ),
+                ));
+            };
+            let scope = Scope::new(None);
+            for p in &e.params {
+                w.expr(p, &scope, Clause::Values.cx())?;
+            }
+            Ok(StatementAnalysis {
+                kind: StatementKind::Execute,
+                output: output.to_vec(),
+                effect: None,
+            })
+        }
+        other => Err(kind_refused(&kind_name(other))),
+    }
+}
+
+/// A top-level select: its output plan.
+fn top_select(
+    w: &Walker<'_>,
+    s: &pg_query::protobuf::SelectStmt,
+) -> Result<Vec<super::OutputColumn>, Refusal> {
+    Ok(w.select(s, None, Outputs::Bare)?
+        .into_iter()
+        .map(|c| c.out)
+        .collect())
+}
+
+/// The query of `DECLARE` or `PREPARE`: a select, analyzed as top level.
+fn inner_select(
+    w: &Walker<'_>,
+    query: Option<&Node>,
+    what: &str,
+) -> Result<Vec<super::OutputColumn>, Refusal> {
+    match query.and_then(|q| q.node.as_ref()) {
+        Some(NodeEnum::SelectStmt(s)) => top_select(w, s),
+        Some(other) => Err(kind_refused(&format!("{what} of {}", kind_name(other)))),
+        None => Err(construct(&format!("{what} without a query"))),
+    }
+}
+
+/// `SET`, `RESET`, `SET TRANSACTION`.
+fn check_set(s: &VariableSetStmt, ctx: &Context<'_>) -> Result<(), Refusal> {
+    let kind = VariableSetKind::try_from(s.kind).unwrap_or(VariableSetKind::Undefined);
+    match kind {
+        VariableSetKind::VarResetAll => return Ok(()),
+        VariableSetKind::VarSetMulti => {
+            return match s.name.as_str() {
+                "TRANSACTION" | "SESSION CHARACTERISTICS" => Ok(()),
+                other => Err(setting_refused(other)),
+            };
+        }
+        VariableSetKind::Undefined => return Err(construct("this form of SET")),
+        _ => {}
+    }
+    let name = s.name.to_ascii_lowercase();
+    if is_dptext(&name) || !ctx.policy.allowed_settings.contains(&name) {
+        return Err(setting_refused(&name));
+    }
+    if name == "client_encoding" && kind == VariableSetKind::VarSetValue {
+        let utf8 = matches!(s.args.as_slice(), [Node { node: Some(NodeEnum::AConst(c)) }]
+            if matches!(&c.val, Some(a_const::Val::Sval(v))
+                if matches!(v.sval.to_ascii_lowercase().replace(['-', '_'], "").as_str(), "utf8" | "unicode")));
+        if !utf8 {
+            return Err(Refusal::new(
+                Rule::SettingNotAllowed,
+                "client_encoding may only be set to UTF8: the proxy reads statements as UTF-8",
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn is_dptext(name: &str) -> bool {
+    name.to_ascii_lowercase().starts_with("dptext.")
+}
+
+fn setting_refused(name: &str) -> Refusal {
+    Refusal::new(
+        Rule::SettingNotAllowed,
+        format!("setting {name} may not be set or shown in a masked session"),
+    )
+}
+
+fn kind_refused(kind: &str) -> Refusal {
+    Refusal::new(
+        Rule::StatementKind,
+        format!(
+            "{kind} is not allowed in a masked session; only queries and session statements are"
+        ),
+    )
+}
+
+/// A statement kind in SQL words.
+fn kind_name(n: &NodeEnum) -> String {
+    let s = match n {
+        NodeEnum::InsertStmt(_) => "INSERT",
+        NodeEnum::UpdateStmt(_) => "UPDATE",
+        NodeEnum::DeleteStmt(_) => "DELETE",
+        NodeEnum::MergeStmt(_) => "MERGE",
+        NodeEnum::CopyStmt(_) => "COPY",
+        NodeEnum::DoStmt(_) => "DO",
+        NodeEnum::CallStmt(_) => "CALL",
+        NodeEnum::ExplainStmt(_) => "EXPLAIN",
+        NodeEnum::ListenStmt(_) => "LISTEN",
+        NodeEnum::NotifyStmt(_) => "NOTIFY",
+        NodeEnum::UnlistenStmt(_) => "UNLISTEN",
+        NodeEnum::VacuumStmt(_) => "VACUUM/ANALYZE",
+        NodeEnum::CreateTableAsStmt(_) => "CREATE TABLE AS",
+        NodeEnum::TruncateStmt(_) => "TRUNCATE",
+        NodeEnum::LockStmt(_) => "LOCK",
+        NodeEnum::LoadStmt(_) => "LOAD",
+        NodeEnum::CheckPointStmt(_) => "CHECKPOINT",
+        NodeEnum::RefreshMatViewStmt(_) => "REFRESH MATERIALIZED VIEW",
+        NodeEnum::ClusterStmt(_) => "CLUSTER",
+        NodeEnum::ReindexStmt(_) => "REINDEX",
+        NodeEnum::GrantStmt(_) | NodeEnum::GrantRoleStmt(_) => "GRANT/REVOKE",
+        NodeEnum::AlterSystemStmt(_) => "ALTER SYSTEM",
+        NodeEnum::ConstraintsSetStmt(_) => "SET CONSTRAINTS",
+        NodeEnum::SecLabelStmt(_) => "SECURITY LABEL",
+        NodeEnum::CommentStmt(_) => "COMMENT",
+        _ => {
+            let name = super::expr::node_name(n);
+            return if name.starts_with("Create")
+                || name.starts_with("Alter")
+                || name.starts_with("Drop")
+                || name.contains("Rename")
+            {
+                format!("DDL ({name})")
+            } else {
+                format!("statement {name}")
+            };
+        }
+    };
+    s.to_owned()
+}

@@ -1,0 +1,161 @@
+//! What an analyst and a BI tool send, and must keep working.
+
+use super::*;
+
+#[test]
+fn counts_filters_and_joins_on_unprotected_columns() {
+    for sql in [
+        "SELECT 1",
+        "select count(*) from records",
+        "SELECT count(*) FROM records WHERE ward = 'icu' AND id > 10",
+        "SELECT ward, count(*) FROM records GROUP BY ward HAVING count(*) > 5 ORDER BY 2 DESC",
+        "SELECT r.id, p.ward FROM records r JOIN patients p ON p.id = r.patient_id",
+        "SELECT * FROM records r JOIN patients p USING (id)",
+        "SELECT id FROM records WHERE ward IN ('a', 'b') AND id BETWEEN 1 AND 9",
+        "SELECT id FROM records WHERE ward LIKE 'i%' OR ward IS NULL",
+        "SELECT id FROM records WHERE EXISTS (SELECT 1 FROM patients p WHERE p.id = records.patient_id)",
+        "SELECT id FROM records WHERE patient_id IN (SELECT id FROM patients WHERE ward = $1)",
+        "SELECT id, row_number() OVER (PARTITION BY ward ORDER BY id) FROM records",
+        "SELECT id FROM records ORDER BY id LIMIT 10 OFFSET 20",
+        "SELECT upper(ward) || '-' || id FROM records",
+        "SELECT CASE WHEN id > 3 THEN 'big' ELSE 'small' END, coalesce(ward, 'none') FROM records",
+        "SELECT id::text, ward::varchar(10) FROM records",
+        "SELECT extract(year FROM now())",
+        "VALUES (1, 'a'), (2, 'b')",
+        "SELECT id FROM records UNION SELECT id FROM patients ORDER BY 1",
+        "SELECT g FROM generate_series(1, 10) g",
+        "SELECT x FROM unnest(ARRAY[1, 2, 3]) AS t(x)",
+        "SELECT id FROM ONLY records",
+        "SELECT DISTINCT ward FROM records",
+        "SELECT ctid, xmin, id FROM records",
+        "SELECT $1::int + 1",
+        "",
+        ";",
+    ] {
+        ok(sql);
+    }
+}
+
+#[test]
+fn protected_columns_as_plain_output() {
+    assert_eq!(plan("SELECT note FROM records"), [note()]);
+    assert_eq!(
+        plan("SELECT r.note AS n, id FROM records r"),
+        [note(), None]
+    );
+    assert_eq!(plan("SELECT * FROM records"), [None, None, note(), None]);
+    assert_eq!(
+        plan("SELECT r.*, 1 FROM records r"),
+        [None, None, note(), None, None]
+    );
+    assert_eq!(plan("SELECT public.records.note FROM records"), [note()]);
+    assert_eq!(plan("TABLE records"), [None, None, note(), None]);
+    assert_eq!(
+        plan("SELECT note FROM records WHERE ward = 'x' ORDER BY id LIMIT 5"),
+        [note()]
+    );
+}
+
+#[test]
+fn star_over_joins_follows_postgres_column_order() {
+    // USING merges id: id, then the rest of records, then of patients.
+    assert_eq!(
+        plan("SELECT * FROM records JOIN patients USING (id)"),
+        [None, None, note(), None, None, None]
+    );
+    assert_eq!(
+        plan("SELECT j.* FROM (records r JOIN wards w ON w.id = r.id) AS j(a, b, c)"),
+        [None, None, note(), None, None, None]
+    );
+}
+
+#[test]
+fn protected_columns_pass_through_derived_tables_and_ctes() {
+    assert_eq!(
+        plan("SELECT n FROM (SELECT note AS n FROM records) s"),
+        [note()]
+    );
+    assert_eq!(
+        plan("SELECT s.* FROM (SELECT id, note FROM records) s"),
+        [None, note()]
+    );
+    assert_eq!(
+        plan("WITH x AS (SELECT id, note FROM records WHERE ward = 'a') SELECT note FROM x"),
+        [note()]
+    );
+    assert_eq!(
+        plan("WITH x(a, b) AS (SELECT id, note FROM records) SELECT b, a FROM x WHERE a > 3"),
+        [note(), None]
+    );
+    assert_eq!(
+        plan("SELECT x.n FROM records r, LATERAL (SELECT r.note AS n) x"),
+        [note()]
+    );
+    assert_eq!(
+        plan("SELECT count(*) FROM (SELECT note FROM records) s"),
+        [None]
+    );
+}
+
+#[test]
+fn inheritance_children_keep_their_parents_protection() {
+    assert_eq!(
+        plan("SELECT note FROM records_2024"),
+        [note_of("records_2024")]
+    );
+}
+
+fn note_of(table: &str) -> Option<String> {
+    Some(format!("public.{table}.note"))
+}
+
+#[test]
+fn sanitized_relations_are_relayed_as_they_are() {
+    assert_eq!(
+        plan("SELECT note, length(note) FROM analytics.records_safe WHERE note LIKE 'a%'"),
+        [None, None]
+    );
+}
+
+#[test]
+fn session_statements() {
+    for sql in [
+        "SHOW search_path",
+        "SHOW ALL",
+        "SET application_name = 'x'",
+        "SET TIME ZONE 'UTC'",
+        "SET LOCAL statement_timeout = 1000",
+        "SET client_encoding = 'UTF8'",
+        "RESET application_name",
+        "RESET ALL",
+        "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ",
+        "BEGIN",
+        "BEGIN ISOLATION LEVEL SERIALIZABLE READ ONLY",
+        "START TRANSACTION",
+        "SAVEPOINT a",
+        "RELEASE SAVEPOINT a",
+        "ROLLBACK TO SAVEPOINT a",
+        "COMMIT",
+        "ROLLBACK",
+        "DISCARD ALL",
+        "DEALLOCATE ALL",
+        "CLOSE ALL",
+    ] {
+        ok(sql);
+    }
+    assert_eq!(
+        ok("SHOW search_path").statements[0].output,
+        [OutputColumn::Plain]
+    );
+}
+
+#[test]
+fn an_unqualified_function_is_checked_against_the_search_path() {
+    // tools.upper shadows nothing while tools is not on the path.
+    assert!(analyze_with(
+        "SELECT upper(ward) FROM records",
+        &["public"],
+        &Session::new()
+    )
+    .is_ok());
+}

@@ -1,0 +1,396 @@
+//! Tests of the analyzer against a fixture catalog: a clinic with
+//! `public.records(id, patient_id, note, ward)` whose `note` is protected,
+//! a sanitized view `analytics.records_safe`, a user-defined function
+//! `public.leak(text)`, a schema `tools` that shadows `upper`, `=` and
+//! `text`, and enough of `pg_catalog` for psql and SQLAlchemy.
+
+mod allowed;
+mod attacks;
+mod introspection;
+mod refused;
+mod session;
+
+use super::catalog::{FunctionKind as K, Volatility as V};
+use super::*;
+
+fn rel(schema: &str, name: &str, kind: RelationKind, cols: &[&str]) -> RelationInfo {
+    RelationInfo {
+        schema: schema.into(),
+        name: name.into(),
+        kind,
+        columns: cols.iter().map(|c| (*c).to_owned()).collect(),
+        ancestors: Vec::new(),
+    }
+}
+
+const PG_CATALOG: &[(&str, &[&str])] = &[
+    (
+        "pg_class",
+        &[
+            "oid",
+            "relname",
+            "relnamespace",
+            "relkind",
+            "relowner",
+            "relchecks",
+            "relhasindex",
+            "relhasrules",
+            "relhastriggers",
+            "relrowsecurity",
+            "relforcerowsecurity",
+            "relispartition",
+            "reltablespace",
+            "reloftype",
+            "relpersistence",
+            "relreplident",
+            "relam",
+            "reltoastrelid",
+            "relpartbound",
+        ],
+    ),
+    ("pg_namespace", &["oid", "nspname", "nspowner"]),
+    ("pg_am", &["oid", "amname"]),
+    (
+        "pg_attribute",
+        &[
+            "attrelid",
+            "attname",
+            "atttypid",
+            "atttypmod",
+            "attnum",
+            "attnotnull",
+            "attisdropped",
+            "atthasdef",
+            "attcollation",
+            "attidentity",
+            "attgenerated",
+        ],
+    ),
+    ("pg_attrdef", &["oid", "adrelid", "adnum", "adbin"]),
+    ("pg_collation", &["oid", "collname"]),
+    ("pg_type", &["oid", "typname", "typcollation"]),
+    (
+        "pg_index",
+        &[
+            "indrelid",
+            "indexrelid",
+            "indisprimary",
+            "indisunique",
+            "indisclustered",
+            "indisvalid",
+            "indisreplident",
+        ],
+    ),
+    (
+        "pg_constraint",
+        &[
+            "oid",
+            "conrelid",
+            "conindid",
+            "contype",
+            "condeferrable",
+            "condeferred",
+            "conname",
+        ],
+    ),
+    (
+        "pg_inherits",
+        &["inhrelid", "inhparent", "inhseqno", "inhdetachpending"],
+    ),
+    (
+        "pg_statistic_ext",
+        &[
+            "oid",
+            "stxrelid",
+            "stxnamespace",
+            "stxname",
+            "stxkind",
+            "stxstattarget",
+        ],
+    ),
+    ("pg_publication", &["oid", "pubname", "puballtables"]),
+    ("pg_publication_namespace", &["pnpubid", "pnnspid"]),
+    (
+        "pg_publication_rel",
+        &["prpubid", "prrelid", "prqual", "prattrs"],
+    ),
+    ("pg_statistic", &["starelid", "staattnum", "stavalues1"]),
+    (
+        "pg_stats",
+        &["schemaname", "tablename", "attname", "most_common_vals"],
+    ),
+    ("pg_settings", &["name", "setting"]),
+    (
+        "pg_description",
+        &["objoid", "classoid", "objsubid", "description"],
+    ),
+];
+
+fn pg_function(c: &mut MemoryCatalog, name: &str, v: V, k: K) {
+    c.add_function("pg_catalog", name, v, k);
+}
+
+fn pg_operator(c: &mut MemoryCatalog, symbol: &str, function: &str, v: V) {
+    c.add_operator(
+        "pg_catalog",
+        symbol,
+        QualName::new("pg_catalog", function),
+        v,
+    );
+}
+
+/// The fixture catalog.
+pub fn catalog() -> MemoryCatalog {
+    let mut c = MemoryCatalog::new();
+    let t = RelationKind::Table;
+    c.add_relation(rel(
+        "public",
+        "records",
+        t,
+        &["id", "patient_id", "note", "ward"],
+    ));
+    c.add_relation(rel("public", "patients", t, &["id", "name", "ward"]));
+    c.add_relation(rel("public", "wards", t, &["id", "name"]));
+    let mut child = rel(
+        "public",
+        "records_2024",
+        t,
+        &["id", "patient_id", "note", "ward"],
+    );
+    child.ancestors = vec![QualName::new("public", "records")];
+    c.add_relation(child);
+    c.add_relation(rel("public", "renamed", t, &["id", "body"]));
+    c.add_relation(rel(
+        "public",
+        "records_view",
+        RelationKind::View,
+        &["id", "note"],
+    ));
+    c.add_relation(rel(
+        "public",
+        "records_mv",
+        RelationKind::MaterializedView,
+        &["id", "note"],
+    ));
+    c.add_relation(rel(
+        "public",
+        "records_id_seq",
+        RelationKind::Other,
+        &["last_value"],
+    ));
+    c.add_relation(rel(
+        "analytics",
+        "records_safe",
+        RelationKind::View,
+        &["id", "note", "ward"],
+    ));
+    c.add_relation(rel(
+        "pg_toast",
+        "pg_toast_16384",
+        t,
+        &["chunk_id", "chunk_seq", "chunk_data"],
+    ));
+    for (name, cols) in PG_CATALOG {
+        c.add_relation(rel("pg_catalog", name, t, cols));
+    }
+    c.add_relation(rel(
+        "information_schema",
+        "tables",
+        RelationKind::View,
+        &["table_catalog", "table_schema", "table_name", "table_type"],
+    ));
+
+    use K::{Aggregate as A, Function as F, Window as W};
+    for (name, v, k) in [
+        ("lower", V::Immutable, F),
+        ("upper", V::Immutable, F),
+        ("length", V::Immutable, F),
+        ("substring", V::Immutable, F),
+        ("btrim", V::Immutable, F),
+        ("md5", V::Immutable, F),
+        ("array_upper", V::Immutable, F),
+        ("generate_series", V::Immutable, F),
+        ("unnest", V::Immutable, F),
+        ("jsonb_each", V::Immutable, F),
+        ("similar_to_escape", V::Immutable, F),
+        ("count", V::Immutable, A),
+        ("sum", V::Immutable, A),
+        ("min", V::Immutable, A),
+        ("max", V::Immutable, A),
+        ("string_agg", V::Immutable, A),
+        ("array_agg", V::Immutable, A),
+        ("row_number", V::Immutable, W),
+        ("lag", V::Immutable, W),
+        ("now", V::Stable, F),
+        ("extract", V::Immutable, F),
+        ("extract", V::Stable, F),
+        ("row_to_json", V::Stable, F),
+        ("to_json", V::Stable, F),
+        ("random", V::Volatile, F),
+        ("pg_notify", V::Volatile, F),
+        ("set_config", V::Volatile, F),
+        ("current_setting", V::Stable, F),
+        ("pg_read_file", V::Volatile, F),
+        ("pg_sleep", V::Volatile, F),
+        ("query_to_xml", V::Volatile, F),
+        ("pg_column_size", V::Stable, F),
+        ("format_type", V::Stable, F),
+        ("pg_get_expr", V::Stable, F),
+        ("pg_table_is_visible", V::Stable, F),
+        ("pg_get_indexdef", V::Stable, F),
+        ("pg_get_constraintdef", V::Stable, F),
+        ("pg_get_userbyid", V::Stable, F),
+        ("pg_relation_is_publishable", V::Stable, F),
+        ("pg_get_statisticsobjdef_columns", V::Stable, F),
+        ("obj_description", V::Stable, F),
+        ("version", V::Stable, F),
+        ("current_schema", V::Stable, F),
+        ("pg_stat_get_numscans", V::Stable, F),
+    ] {
+        pg_function(&mut c, name, v, k);
+    }
+    c.add_function("public", "leak", V::Volatile, F);
+    c.add_function("public", "pure_leak", V::Immutable, F);
+    c.add_function("tools", "upper", V::Immutable, F);
+    c.add_function("public", "archive", V::Volatile, K::Procedure);
+
+    for (symbol, function, v) in [
+        ("=", "int4eq", V::Immutable),
+        ("=", "texteq", V::Immutable),
+        ("=", "date_eq_timestamptz", V::Stable),
+        ("<>", "int4ne", V::Immutable),
+        ("<>", "textne", V::Immutable),
+        ("<", "int4lt", V::Immutable),
+        ("<=", "int4le", V::Immutable),
+        (">", "int4gt", V::Immutable),
+        (">", "text_gt", V::Immutable),
+        (">=", "int4ge", V::Immutable),
+        ("+", "int4pl", V::Immutable),
+        ("||", "textcat", V::Immutable),
+        ("||", "anytextcat", V::Stable),
+        ("~~", "textlike", V::Immutable),
+        ("!~~", "textnlike", V::Immutable),
+        ("~~*", "texticlike", V::Immutable),
+        ("~", "textregexeq", V::Immutable),
+        ("!~", "textregexne", V::Immutable),
+        ("@@", "ts_match_vq", V::Immutable),
+        ("@@", "ts_match_tq", V::Stable),
+        ("<->", "pg_sleep_op", V::Volatile),
+    ] {
+        pg_operator(&mut c, symbol, function, v);
+    }
+    c.add_operator(
+        "public",
+        "===",
+        QualName::new("public", "leak_eq"),
+        V::Immutable,
+    );
+    c.add_operator(
+        "tools",
+        "=",
+        QualName::new("tools", "tools_eq"),
+        V::Immutable,
+    );
+
+    for t in [
+        "text",
+        "int4",
+        "int8",
+        "int2",
+        "bytea",
+        "bool",
+        "numeric",
+        "varchar",
+        "regclass",
+        "regtype",
+        "regnamespace",
+        "oid",
+        "date",
+        "timestamptz",
+        "float8",
+        "name",
+        "char",
+        "interval",
+        "json",
+        "jsonb",
+    ] {
+        c.add_type("pg_catalog", t);
+    }
+    c.add_type("public", "mood");
+    c.add_type("tools", "text");
+    c
+}
+
+/// The fixture policy: `public.records.note` protected, the view
+/// `analytics.records_safe` sanitized, `public.renamed.note` protected
+/// although the table has no such column.
+pub fn policy() -> Policy {
+    let mut p = Policy::default();
+    p.protect("public", "records", "note", "deidentify");
+    p.protect("public", "renamed", "note", "deidentify");
+    p.sanitize("analytics", "records_safe");
+    p
+}
+
+/// Analyzes `sql` with search path `path` and session `session`.
+pub fn analyze_with(sql: &str, path: &[&str], session: &Session) -> Result<Analysis, Refusal> {
+    let catalog = catalog();
+    let policy = policy();
+    let cache = ParseCache::default();
+    let path: Vec<String> = path.iter().map(|s| (*s).to_owned()).collect();
+    let ctx = Context {
+        catalog: &catalog,
+        policy: &policy,
+        search_path: &path,
+        user: "analyst",
+        cache: &cache,
+    };
+    analyze(sql, &ctx, session)
+}
+
+/// Analyzes `sql` with the default search path and a fresh session.
+pub fn check(sql: &str) -> Result<Analysis, Refusal> {
+    analyze_with(sql, &["$user", "public"], &Session::new())
+}
+
+/// Asserts that `sql` is allowed; returns its analysis.
+#[track_caller]
+pub fn ok(sql: &str) -> Analysis {
+    match check(sql) {
+        Ok(a) => a,
+        Err(r) => panic!("refused: {sql}\n  {r}"),
+    }
+}
+
+/// Asserts that `sql` is refused by `rule`; returns the refusal.
+#[track_caller]
+pub fn refused(sql: &str, rule: Rule) -> Refusal {
+    match check(sql) {
+        Ok(a) => panic!("allowed: {sql}\n  {a:?}"),
+        Err(r) => {
+            assert_eq!(r.rule, rule, "{sql}\n  {r}");
+            r
+        }
+    }
+}
+
+/// The output plan of a one-statement `sql`: for each column, the rule
+/// of the protected column it carries, or `None`.
+#[track_caller]
+pub fn plan(sql: &str) -> Vec<Option<String>> {
+    let a = ok(sql);
+    assert_eq!(a.statements.len(), 1, "{sql}");
+    a.statements[0]
+        .output
+        .iter()
+        .map(|o| match o {
+            OutputColumn::Plain => None,
+            OutputColumn::Protected(p) => Some(format!("{}.{}", p.table, p.column)),
+        })
+        .collect()
+}
+
+/// `Some("public.records.note")`.
+pub fn note() -> Option<String> {
+    Some("public.records.note".to_owned())
+}

@@ -1,0 +1,142 @@
+//! Cursors, prepared statements, the extended protocol, and the cache.
+
+use super::*;
+
+fn session_after(statements: &str) -> Session {
+    let mut s = Session::new();
+    let a = analyze_with(statements, &["public"], &s).expect("setup statements are allowed");
+    for st in &a.statements {
+        if let Some(e) = &st.effect {
+            s.apply(e);
+        }
+    }
+    s
+}
+
+#[test]
+fn declare_fetch_close() {
+    let a = ok("BEGIN; DECLARE c CURSOR FOR SELECT id, note FROM records; FETCH 10 FROM c; CLOSE c; COMMIT");
+    let kinds: Vec<StatementKind> = a.statements.iter().map(|s| s.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            StatementKind::Transaction,
+            StatementKind::DeclareCursor,
+            StatementKind::Fetch,
+            StatementKind::Close,
+            StatementKind::Transaction
+        ]
+    );
+    assert!(a.statements[1].output.is_empty());
+    assert!(!a.statements[2].output[0].is_protected());
+    assert!(a.statements[2].output[1].is_protected());
+
+    let s = session_after("DECLARE c CURSOR WITH HOLD FOR SELECT note FROM records");
+    let a = analyze_with("FETCH ALL IN c", &["public"], &s).unwrap();
+    assert!(a.statements[0].output[0].is_protected());
+    assert_eq!(
+        analyze_with("FETCH ALL IN d", &["public"], &s)
+            .unwrap_err()
+            .rule,
+        Rule::CursorUnknown
+    );
+    refused(
+        "DECLARE c CURSOR FOR SELECT note FROM records ORDER BY note",
+        Rule::ProtectedInOrderBy,
+    );
+    ok("MOVE FORWARD 5 IN c");
+}
+
+#[test]
+fn prepare_execute_deallocate() {
+    let a =
+        ok("PREPARE p(int) AS SELECT note FROM records WHERE id = $1; EXECUTE p(3); DEALLOCATE p");
+    assert_eq!(a.statements[1].kind, StatementKind::Execute);
+    assert!(a.statements[1].output[0].is_protected());
+    refused("EXECUTE q(1)", Rule::PreparedUnknown);
+    refused("DEALLOCATE p; EXECUTE p(1)", Rule::PreparedUnknown);
+    refused(
+        "PREPARE p AS SELECT id FROM records WHERE note = $1",
+        Rule::ProtectedInWhere,
+    );
+
+    let s = session_after("PREPARE p(int) AS SELECT id FROM records WHERE id = $1");
+    assert!(analyze_with("EXECUTE p(1)", &["public"], &s).is_ok());
+    let r = analyze_with("EXECUTE p(pg_read_file('/etc/passwd'))", &["public"], &s).unwrap_err();
+    assert_eq!(r.rule, Rule::FunctionNotAllowed);
+    let s = session_after("PREPARE p(int) AS SELECT 1; DISCARD ALL");
+    assert!(s.prepared("p").is_none());
+}
+
+#[test]
+fn effects_wait_for_the_server() {
+    // Analysis alone changes nothing: a PREPARE the server refuses must
+    // not replace what the name holds there.
+    let mut s = Session::new();
+    s.record_statement("p", vec![OutputColumn::Plain]);
+    let a = analyze_with("PREPARE p AS SELECT note FROM records", &["public"], &s).unwrap();
+    assert_eq!(s.prepared("p"), Some(&[OutputColumn::Plain][..]));
+    s.apply(a.statements[0].effect.as_ref().unwrap());
+    assert!(s.prepared("p").unwrap()[0].is_protected());
+}
+
+#[test]
+fn extended_protocol_parse_holds_one_statement() {
+    let catalog = catalog();
+    let policy = policy();
+    let cache = ParseCache::default();
+    let path = vec!["public".to_owned()];
+    let ctx = Context {
+        catalog: &catalog,
+        policy: &policy,
+        search_path: &path,
+        user: "analyst",
+        cache: &cache,
+    };
+    let s = Session::new();
+    let a = analyze_parse("SELECT note FROM records WHERE id = $1", &ctx, &s).unwrap();
+    assert!(a.output[0].is_protected());
+    let r = analyze_parse("SELECT 1; SELECT 2", &ctx, &s).unwrap_err();
+    assert_eq!(r.rule, Rule::StatementKind);
+    let r = analyze_parse("SELECT id FROM records WHERE note = $1", &ctx, &s).unwrap_err();
+    assert_eq!(r.rule, Rule::ProtectedInWhere);
+}
+
+#[test]
+fn the_cache_keeps_trees_by_text_within_its_bound() {
+    let cache = ParseCache::new(64 << 10);
+    let a = cache.parse("SELECT 1").unwrap();
+    let b = cache.parse("SELECT 1").unwrap();
+    assert!(std::sync::Arc::ptr_eq(&a, &b));
+    assert_eq!(cache.entry_count(), 1);
+    for i in 0..2000 {
+        cache
+            .parse(&format!("SELECT {i} FROM records WHERE id = {i}"))
+            .unwrap();
+    }
+    // 64 KiB at about 2 KiB a statement.
+    assert!(cache.entry_count() < 64, "{}", cache.entry_count());
+    assert_eq!(cache.parse("SELEC 1").unwrap_err().rule, Rule::ParseError);
+}
+
+#[test]
+fn search_path_resolution() {
+    // pg_catalog comes first unless listed.
+    assert_eq!(
+        analyze_with("SELECT relname FROM pg_class", &["public"], &Session::new())
+            .unwrap()
+            .statements[0]
+            .output,
+        [OutputColumn::Plain]
+    );
+    // $user expands to the session user, who has no schema here.
+    assert!(analyze_with("SELECT id FROM records", &["$user"], &Session::new()).is_err());
+    // analytics on the path: the sanitized view by its bare name.
+    let a = analyze_with(
+        "SELECT note FROM records_safe",
+        &["analytics"],
+        &Session::new(),
+    )
+    .unwrap();
+    assert_eq!(a.statements[0].output, [OutputColumn::Plain]);
+}
