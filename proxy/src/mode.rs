@@ -150,10 +150,7 @@ pub fn column_rules(rules: &[RuleConfig]) -> Result<Vec<ColumnRule>> {
         }
         let parsed = dptext_core::rules::parse_column_label(&format!("MASKED WITH {}", r.rule))
             .map_err(|e| {
-                ProxyError::Config(format!(
-                    "[[rule]] {schema}.{table}.{}: {e}",
-                    r.column
-                ))
+                ProxyError::Config(format!("[[rule]] {schema}.{table}.{}: {e}", r.column))
             })?;
         if out
             .iter()

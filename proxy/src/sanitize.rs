@@ -13,9 +13,10 @@
 //! the SCRAM salts' secret itself), so asking again returns the same text
 //! and averaging repeated answers learns nothing new.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, PoisonError, RwLock};
 
-use dptext_core::mechanisms::Mechanism;
+use dptext_core::mechanisms::{Mechanism, MechanismSpec};
 use dptext_core::{Engine, EngineConfig, RandomMode};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -24,15 +25,20 @@ use tokio::sync::{mpsc, oneshot};
 use crate::error::{ProxyError, Result};
 use crate::mode::{ColumnRule, Masking};
 
-/// One worker's share of a batch: (rule index, value) pairs.
+/// One worker's share of a batch: (rule label, value) pairs.
 struct Job {
-    items: Vec<(usize, String)>,
+    items: Vec<(Arc<str>, String)>,
     reply: oneshot::Sender<Result<Vec<String>>>,
 }
 
-/// The built rules and the worker pool (cheap to share: `Arc`).
+/// Built mechanisms by rule label (the canonical `MASKED WITH ...` text).
+type Built = Arc<RwLock<HashMap<Arc<str>, Arc<dyn Mechanism>>>>;
+
+/// The engine, the built rules and the worker pool (shared by every
+/// session: `Arc`).
 pub struct Sanitizer {
-    rules: Vec<ColumnRule>,
+    engine: Arc<Engine>,
+    built: Built,
     tx: mpsc::Sender<Job>,
     workers: usize,
 }
@@ -40,7 +46,6 @@ pub struct Sanitizer {
 impl std::fmt::Debug for Sanitizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Sanitizer")
-            .field("rules", &self.rules.len())
             .field("workers", &self.workers)
             .finish()
     }
@@ -58,10 +63,10 @@ fn output_mode(key: &[u8]) -> Result<RandomMode> {
 }
 
 impl Sanitizer {
-    /// Loads nothing yet (models load on first use), builds every rule's
-    /// mechanism (a bad rule or missing asset fails here, at start-up, not
-    /// in a session) and starts the workers.
-    pub fn start(masking: &Masking, rules: Vec<ColumnRule>, key: &[u8]) -> Result<Arc<Self>> {
+    /// Starts the workers (models load on first use) and builds the
+    /// configuration's rules, so that a bad rule or a missing asset fails
+    /// at start-up rather than in a session.
+    pub fn start(masking: &Masking, rules: &[ColumnRule], key: &[u8]) -> Result<Arc<Self>> {
         let mut config = EngineConfig::new(dptext_core::assets::resolve_dir(
             masking.assets_dir.as_deref(),
         ));
@@ -79,17 +84,7 @@ impl Sanitizer {
         // A missing CusText mapping would take minutes of every core.
         config.build_mappings = false;
         let engine = Arc::new(Engine::new(config));
-        let mut built: Vec<Arc<dyn Mechanism>> = Vec::with_capacity(rules.len());
-        for r in &rules {
-            let m = engine.build(&r.spec).map_err(|e| {
-                ProxyError::Config(format!(
-                    "[[rule]] {}.{}.{} ({}): {e}",
-                    r.schema, r.table, r.column, r.text
-                ))
-            })?;
-            built.push(Arc::from(m));
-        }
-        let built = Arc::new(built);
+        let built: Built = Arc::default();
         let mode = output_mode(key)?;
         let (tx, rx) = mpsc::channel::<Job>(workers * 4);
         let rx = Arc::new(std::sync::Mutex::new(rx));
@@ -102,17 +97,22 @@ impl Sanitizer {
                 .name(format!("dptext-sanitize-{i}"))
                 .spawn(move || loop {
                     let job = {
-                        let mut guard = rx.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                        let mut guard = rx.lock().unwrap_or_else(PoisonError::into_inner);
                         guard.blocking_recv()
                     };
                     let Some(job) = job else { return };
                     let out = job
                         .items
                         .iter()
-                        .map(|(rule, text)| {
-                            let m = built.get(*rule).ok_or_else(|| {
-                                ProxyError::Protocol(format!("no rule {rule}"))
-                            })?;
+                        .map(|(label, text)| {
+                            let m = built
+                                .read()
+                                .unwrap_or_else(PoisonError::into_inner)
+                                .get(label)
+                                .cloned()
+                                .ok_or_else(|| {
+                                    ProxyError::Protocol(format!("rule {label} was not built"))
+                                })?;
                             Ok(engine.run(m.as_ref(), text, &mode, &[])?.text)
                         })
                         .collect::<Result<Vec<String>>>();
@@ -120,21 +120,50 @@ impl Sanitizer {
                 })
                 .map_err(|e| ProxyError::Config(format!("starting a sanitizing thread: {e}")))?;
         }
-        Ok(Arc::new(Sanitizer {
-            rules,
+        let s = Arc::new(Sanitizer {
+            engine,
+            built,
             tx,
             workers,
-        }))
+        });
+        for r in rules {
+            let label = dptext_core::rules::Rule {
+                spec: r.spec.clone(),
+            }
+            .to_label();
+            s.prepare(&label, &r.spec).map_err(|e| {
+                ProxyError::Config(format!(
+                    "[[rule]] {}.{}.{} ({}): {e}",
+                    r.schema, r.table, r.column, r.text
+                ))
+            })?;
+        }
+        Ok(s)
     }
 
-    /// The rules, in the order their indexes refer to.
-    pub fn rules(&self) -> &[ColumnRule] {
-        &self.rules
+    /// Builds the mechanism of rule `label` unless built already (loads
+    /// vectors or models: call it off the async runtime's threads).
+    pub fn prepare(&self, label: &str, spec: &MechanismSpec) -> Result<()> {
+        if self
+            .built
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains_key(label)
+        {
+            return Ok(());
+        }
+        let m: Arc<dyn Mechanism> = Arc::from(self.engine.build(spec)?);
+        self.built
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(Arc::from(label), m);
+        Ok(())
     }
 
-    /// Sanitizes `items` ((rule index, value) pairs), returning the outputs
-    /// in the same order; the batch is shared among the workers.
-    pub async fn run(&self, items: Vec<(usize, String)>) -> Result<Vec<String>> {
+    /// Sanitizes `items` ((rule label, value) pairs, every rule prepared),
+    /// returning the outputs in the same order; the batch is shared among
+    /// the workers.
+    pub async fn run(&self, items: Vec<(Arc<str>, String)>) -> Result<Vec<String>> {
         if items.is_empty() {
             return Ok(Vec::new());
         }
@@ -142,7 +171,7 @@ impl Sanitizer {
         let mut waits = Vec::new();
         let mut items = items.into_iter().peekable();
         while items.peek().is_some() {
-            let share: Vec<(usize, String)> = items.by_ref().take(per).collect();
+            let share: Vec<(Arc<str>, String)> = items.by_ref().take(per).collect();
             let (reply, wait) = oneshot::channel();
             self.tx
                 .send(Job {

@@ -10,11 +10,17 @@
 //!    client's start-up parameters ([`startup`]: an allow-list for masked
 //!    users), and, for a masked user, the masking check over a control
 //!    connection ([`crate::masking`]); a failed check refuses the session;
-//! 4. the relay ([`relay`]): bytes both ways, unchanged.
+//! 4. the relay ([`relay`]): bytes both ways, unchanged; or, for a masked
+//!    user in proxy mode, the catalog read over the session's connection
+//!    ([`catalog`]) and the analyzing, sanitizing relay ([`filter`]), with
+//!    errors and notices scrubbed ([`scrub`]).
 
 pub mod auth;
 pub mod cancel;
+pub mod catalog;
+pub mod filter;
 pub mod relay;
+pub mod scrub;
 pub mod startup;
 
 use std::sync::Arc;
@@ -39,6 +45,19 @@ pub struct Shared {
     pub accounts: Accounts,
     /// TLS, when configured.
     pub tls: Option<tokio_rustls::TlsAcceptor>,
+    /// Proxy mode's parse cache, rules and sanitizer (`None` in database
+    /// mode).
+    pub proxy_mode: Option<ProxyModeShared>,
+}
+
+/// What proxy-mode sessions share.
+pub struct ProxyModeShared {
+    /// Parse trees by statement text.
+    pub cache: crate::analysis::ParseCache,
+    /// The configuration's rules, checked.
+    pub rules: Vec<crate::mode::ColumnRule>,
+    /// The sanitizing pool.
+    pub sanitizer: Arc<crate::sanitize::Sanitizer>,
 }
 
 impl Shared {
@@ -51,10 +70,32 @@ impl Shared {
             .map_or(fallback_secret, |k| k.expose().as_bytes());
         let accounts = Accounts::new(&config.users, secret);
         let tls = config.tls.as_ref().map(crate::tls::acceptor).transpose()?;
+        let proxy_mode = match (&config.masking.mode, &config.key) {
+            (crate::mode::Mode::Proxy, Some(key)) => {
+                let rules = crate::mode::column_rules(&config.rules)?;
+                let sanitizer = crate::sanitize::Sanitizer::start(
+                    &config.masking,
+                    &rules,
+                    key.expose().as_bytes(),
+                )?;
+                Some(ProxyModeShared {
+                    cache: crate::analysis::ParseCache::default(),
+                    rules,
+                    sanitizer,
+                })
+            }
+            (crate::mode::Mode::Proxy, None) => {
+                return Err(ProxyError::Config(
+                    "[masking] mode = \"proxy\" needs the proxy's key".into(),
+                ))
+            }
+            (crate::mode::Mode::Database, _) => None,
+        };
         Ok(Shared {
             config,
             accounts,
             tls,
+            proxy_mode,
         })
     }
 }
@@ -230,6 +271,22 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         let params = startup::upstream_params(&params, user.masked)?;
         let login = Login::of(user);
         let cfg = &shared.config.upstream;
+        if let (true, Some(pm)) = (user.masked, &shared.proxy_mode) {
+            // Proxy mode: the upstream needs no extension; the session's
+            // own connection reads the catalog before any client message.
+            let mut up = upstream::connect(cfg, &login, &params).await?;
+            let catalog = catalog::load(&mut up, &pm.rules, &shared.config.sanitized).await?;
+            let sanitizer = pm.sanitizer.clone();
+            let rules: Vec<_> = catalog.rules.clone().into_iter().collect();
+            tokio::task::spawn_blocking(move || {
+                rules
+                    .iter()
+                    .try_for_each(|(label, spec)| sanitizer.prepare(label, spec))
+            })
+            .await
+            .map_err(|e| ProxyError::Protocol(format!("preparing the rules: {e}")))??;
+            return Ok((user, up, Some(catalog)));
+        }
         if user.masked {
             // The check runs over its own connection, beside the session's.
             let (up, check) = tokio::join!(
@@ -246,12 +303,12 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
             if report.superuser {
                 tracing::warn!(user = %user.name, upstream = %login.user, "masked user's upstream role is a superuser: it can remove its own label");
             }
-            Ok((user, up?))
+            Ok((user, up?, None))
         } else {
-            Ok((user, upstream::connect(cfg, &login, &params).await?))
+            Ok((user, upstream::connect(cfg, &login, &params).await?, None))
         }
     };
-    let (user, up) = match started.await {
+    let (user, up, proxy_catalog) = match started.await {
         Ok(s) => s,
         Err(e) => {
             let _ = fail(&mut cw, &e).await;
@@ -270,9 +327,21 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     }
     write(&mut cw, &Frame::new(b'Z', vec![b'I'])).await?;
     cw.flush().await?;
-    tracing::info!(user = %user.name, upstream = %user.upstream_user, masked = user.masked, "session started");
+    tracing::info!(user = %user.name, upstream = %user.upstream_user, masked = user.masked, proxy_mode = proxy_catalog.is_some(), "session started");
     let (ur, uw) = tokio::io::split(up.stream);
-    let r = relay::relay(cr, cw.into_inner(), ur, uw, &shared.config.limits).await;
+    let r = match (proxy_catalog, &shared.proxy_mode) {
+        (Some(catalog), Some(pm)) => {
+            let mode = filter::ProxyMode {
+                catalog,
+                cache: pm.cache.clone(),
+                sanitizer: pm.sanitizer.clone(),
+                batch_rows: shared.config.masking.batch_rows,
+            };
+            mode.relay(cr, cw.into_inner(), ur, uw, &shared.config.limits)
+                .await
+        }
+        _ => relay::relay(cr, cw.into_inner(), ur, uw, &shared.config.limits).await,
+    };
     drop(registration);
     r
 }

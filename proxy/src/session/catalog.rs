@@ -1,0 +1,292 @@
+//! Proxy mode's view of the database, read over the session's own
+//! upstream connection before its first statement: relations with their
+//! columns, functions, operators and types (for the statement analyzer),
+//! the session's `search_path` and user, and where the protected columns
+//! are (their tables' OIDs and column numbers, so that a result column
+//! that comes from one is recognised by its RowDescription too).
+//!
+//! The policy is the configuration's `[[rule]]`s and `[[sanitized]]`
+//! relations, plus the rules of `dptext.rules` when the upstream has the
+//! extension. A protected column whose type is not `text`, `varchar` or
+//! `char` refuses the session: its values cannot be sanitized as text.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::analysis::{
+    FunctionKind, MemoryCatalog, Policy, QualName, RelationInfo, RelationKind, Volatility,
+};
+use crate::error::{ProxyError, Result};
+use crate::mode::{self, ColumnRule};
+use crate::upstream::Upstream;
+
+/// What a proxy-mode session analyzes its statements against.
+#[derive(Debug)]
+pub struct SessionCatalog {
+    /// Relations, functions, operators and types.
+    pub catalog: MemoryCatalog,
+    /// Protected columns and the allow- and deny-lists.
+    pub policy: Policy,
+    /// The session's `search_path`, entries unquoted.
+    pub search_path: Vec<String>,
+    /// The session's user (for `$user`).
+    pub user: String,
+    /// (table OID, column number) of every protected column, with its
+    /// rule (the canonical label text the sanitizer knows it by).
+    pub origins: HashMap<(u32, i16), String>,
+    /// Every rule in force, by its canonical label text.
+    pub rules: HashMap<String, dptext_core::mechanisms::MechanismSpec>,
+}
+
+const RELATIONS_SQL: &str = "SELECT c.oid, n.nspname, c.relname, c.relkind \
+  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+ WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f')";
+const COLUMNS_SQL: &str = "SELECT a.attrelid, a.attnum, a.attname, a.atttypid \
+  FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid \
+ WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') AND a.attnum > 0 AND NOT a.attisdropped \
+ ORDER BY a.attrelid, a.attnum";
+const INHERITS_SQL: &str = "SELECT inhrelid, inhparent FROM pg_catalog.pg_inherits";
+const FUNCTIONS_SQL: &str = "SELECT n.nspname, p.proname, p.provolatile, p.prokind \
+  FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace";
+const OPERATORS_SQL: &str = "SELECT n.nspname, o.oprname, fn.nspname, f.proname, f.provolatile \
+  FROM pg_catalog.pg_operator o \
+  JOIN pg_catalog.pg_namespace n ON n.oid = o.oprnamespace \
+  JOIN pg_catalog.pg_proc f ON f.oid = o.oprcode \
+  JOIN pg_catalog.pg_namespace fn ON fn.oid = f.pronamespace";
+const TYPES_SQL: &str = "SELECT n.nspname, t.typname \
+  FROM pg_catalog.pg_type t JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace";
+const SESSION_SQL: &str = "SELECT pg_catalog.current_setting('search_path'), \
+  CURRENT_USER::pg_catalog.text, \
+  pg_catalog.to_regclass('dptext.rules') IS NOT NULL";
+const DB_RULES_SQL: &str =
+    "SELECT schema_name::pg_catalog.text, table_name::pg_catalog.text, column_name::pg_catalog.text, label \
+       FROM dptext.rules";
+
+/// Text types whose values (text and binary format alike) are UTF-8 text.
+const TEXT_TYPES: [u32; 3] = [25, 1043, 1042];
+
+/// Settings the analyzer's default list allows that proxy mode does not:
+/// the client encoding (sanitizing reads UTF-8) and the search path (the
+/// proxy resolves names with the path the session started with).
+const PROXY_MODE_FIXED_SETTINGS: [&str; 2] = ["client_encoding", "search_path"];
+
+type Rows = Vec<Vec<Option<String>>>;
+
+async fn rows(up: &mut Upstream, what: &str, sql: &str) -> Result<Rows> {
+    up.query(sql)
+        .await?
+        .map_err(|e| ProxyError::Upstream(format!("reading {what} for proxy mode: {e}")))
+}
+
+fn cell(row: &[Option<String>], i: usize) -> Result<&str> {
+    row.get(i)
+        .and_then(|c| c.as_deref())
+        .ok_or_else(|| ProxyError::Upstream("a catalog query returned NULL".into()))
+}
+
+fn num<T: std::str::FromStr>(row: &[Option<String>], i: usize) -> Result<T> {
+    let s = cell(row, i)?;
+    s.parse()
+        .map_err(|_| ProxyError::Upstream(format!("a catalog query returned \"{s}\"")))
+}
+
+/// Splits a `search_path` setting into its entries, unquoted.
+pub fn split_search_path(setting: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    let mut chars = setting.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' if quoted && chars.peek() == Some(&'"') => {
+                cur.push('"');
+                chars.next();
+            }
+            '"' => quoted = !quoted,
+            ',' if !quoted => out.push(std::mem::take(&mut cur)),
+            c if c.is_whitespace() && !quoted => {}
+            c => cur.push(c),
+        }
+    }
+    out.push(cur);
+    out.into_iter().filter(|s| !s.is_empty()).collect()
+}
+
+fn volatility(c: &str) -> Volatility {
+    match c {
+        "i" => Volatility::Immutable,
+        "s" => Volatility::Stable,
+        _ => Volatility::Volatile,
+    }
+}
+
+/// Reads everything a proxy-mode session needs, over its own connection
+/// (before any client message is relayed).
+pub async fn load(
+    up: &mut Upstream,
+    config_rules: &[ColumnRule],
+    sanitized: &[mode::Sanitized],
+) -> Result<SessionCatalog> {
+    let session = rows(up, "the session", SESSION_SQL).await?;
+    let first = session
+        .first()
+        .ok_or_else(|| ProxyError::Upstream("no session row".into()))?;
+    let search_path = split_search_path(cell(first, 0)?);
+    let user = cell(first, 1)?.to_owned();
+    let has_db_rules = cell(first, 2)? == "t";
+
+    let mut catalog = MemoryCatalog::new();
+    let mut names: HashMap<u32, (String, String, RelationKind)> = HashMap::new();
+    for r in rows(up, "relations", RELATIONS_SQL).await? {
+        let kind = match cell(&r, 3)? {
+            "r" | "p" => RelationKind::Table,
+            "v" => RelationKind::View,
+            "m" => RelationKind::MaterializedView,
+            _ => RelationKind::Other,
+        };
+        names.insert(
+            num(&r, 0)?,
+            (cell(&r, 1)?.to_owned(), cell(&r, 2)?.to_owned(), kind),
+        );
+    }
+    let mut columns: HashMap<u32, Vec<(i16, String, u32)>> = HashMap::new();
+    for r in rows(up, "columns", COLUMNS_SQL).await? {
+        columns.entry(num(&r, 0)?).or_default().push((
+            num(&r, 1)?,
+            cell(&r, 2)?.to_owned(),
+            num(&r, 3)?,
+        ));
+    }
+    let mut parents: HashMap<u32, Vec<u32>> = HashMap::new();
+    for r in rows(up, "inheritance", INHERITS_SQL).await? {
+        parents.entry(num(&r, 0)?).or_default().push(num(&r, 1)?);
+    }
+    let ancestors_of = |oid: u32| -> Vec<u32> {
+        let mut seen = HashSet::new();
+        let mut todo = parents.get(&oid).cloned().unwrap_or_default();
+        while let Some(p) = todo.pop() {
+            if seen.insert(p) {
+                todo.extend(parents.get(&p).cloned().unwrap_or_default());
+            }
+        }
+        seen.into_iter().collect()
+    };
+
+    // The policy: configuration rules, then the database's own labels.
+    let mut policy = Policy::default();
+    for s in PROXY_MODE_FIXED_SETTINGS {
+        policy.allowed_settings.remove(s);
+    }
+    let mut rules: HashMap<String, dptext_core::mechanisms::MechanismSpec> = HashMap::new();
+    let mut protect = |policy: &mut Policy,
+                       schema: &str,
+                       table: &str,
+                       column: &str,
+                       spec: &dptext_core::mechanisms::MechanismSpec| {
+        let label = dptext_core::rules::Rule { spec: spec.clone() }.to_label();
+        policy.protect(schema, table, column, &label);
+        rules.insert(label, spec.clone());
+    };
+    for r in config_rules {
+        protect(&mut policy, &r.schema, &r.table, &r.column, &r.spec);
+    }
+    if has_db_rules {
+        for r in rows(up, "dptext.rules", DB_RULES_SQL).await? {
+            let label = cell(&r, 3)?;
+            let parsed = dptext_core::rules::parse_column_label(label).map_err(|e| {
+                ProxyError::Upstream(format!(
+                    "a dptext.rules label could not be read ({e}): {label}"
+                ))
+            })?;
+            let (schema, table, column) = (cell(&r, 0)?, cell(&r, 1)?, cell(&r, 2)?);
+            let already = policy
+                .protected
+                .get(&QualName::new(schema, table))
+                .is_some_and(|cols| cols.contains_key(column));
+            if !already {
+                protect(&mut policy, schema, table, column, &parsed.spec);
+            }
+        }
+    }
+    for s in sanitized {
+        let (schema, name) = mode::qualified(&s.relation)?;
+        policy.sanitize(&schema, &name);
+    }
+
+    // Relations, and where protected columns are.
+    let mut origins: HashMap<(u32, i16), String> = HashMap::new();
+    for (oid, (schema, name, kind)) in &names {
+        let cols = columns.get(oid).cloned().unwrap_or_default();
+        let ancestors: Vec<QualName> = ancestors_of(*oid)
+            .into_iter()
+            .filter_map(|a| names.get(&a).map(|(s, n, _)| QualName::new(s, n)))
+            .collect();
+        let mut owners = vec![QualName::new(schema, name)];
+        owners.extend(ancestors.iter().cloned());
+        for (attnum, col, typ) in &cols {
+            let rule = owners
+                .iter()
+                .find_map(|o| policy.protected.get(o).and_then(|c| c.get(col)).cloned());
+            if let Some(rule) = rule {
+                if !TEXT_TYPES.contains(typ) {
+                    return Err(ProxyError::Config(format!(
+                        "protected column {schema}.{name}.{col} has type oid {typ}: proxy mode sanitizes text, varchar and char columns only"
+                    )));
+                }
+                origins.insert((*oid, *attnum), rule);
+            }
+        }
+        catalog.add_relation(RelationInfo {
+            schema: schema.clone(),
+            name: name.clone(),
+            kind: *kind,
+            columns: cols.into_iter().map(|(_, c, _)| c).collect(),
+            ancestors,
+        });
+    }
+    for r in rows(up, "functions", FUNCTIONS_SQL).await? {
+        let kind = match cell(&r, 3)? {
+            "a" => FunctionKind::Aggregate,
+            "w" => FunctionKind::Window,
+            "p" => FunctionKind::Procedure,
+            _ => FunctionKind::Function,
+        };
+        catalog.add_function(cell(&r, 0)?, cell(&r, 1)?, volatility(cell(&r, 2)?), kind);
+    }
+    for r in rows(up, "operators", OPERATORS_SQL).await? {
+        catalog.add_operator(
+            cell(&r, 0)?,
+            cell(&r, 1)?,
+            QualName::new(cell(&r, 2)?, cell(&r, 3)?),
+            volatility(cell(&r, 4)?),
+        );
+    }
+    for r in rows(up, "types", TYPES_SQL).await? {
+        catalog.add_type(cell(&r, 0)?, cell(&r, 1)?);
+    }
+    Ok(SessionCatalog {
+        catalog,
+        policy,
+        search_path,
+        user,
+        origins,
+        rules,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_search_path;
+
+    #[test]
+    fn search_paths_are_split_and_unquoted() {
+        assert_eq!(
+            split_search_path("\"$user\", public"),
+            vec!["$user", "public"]
+        );
+        assert_eq!(
+            split_search_path("\"My Schema\",\"a\"\"b\", x"),
+            vec!["My Schema", "a\"b", "x"]
+        );
+        assert_eq!(split_search_path(""), Vec::<String>::new());
+    }
+}
