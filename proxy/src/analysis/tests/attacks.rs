@@ -298,8 +298,14 @@ fn deep_nesting_is_refused_not_overflowed() {
 fn output_names_and_input_names_follow_postgres_precedence() {
     // ORDER BY prefers an output name, GROUP BY an input column.
     ok("SELECT id AS note FROM records ORDER BY note");
-    refused("SELECT id AS note FROM records GROUP BY note", Rule::ProtectedInGroupBy);
-    refused("SELECT note AS id FROM records ORDER BY id", Rule::ProtectedInOrderBy);
+    refused(
+        "SELECT id AS note FROM records GROUP BY note",
+        Rule::ProtectedInGroupBy,
+    );
+    refused(
+        "SELECT note AS id FROM records ORDER BY id",
+        Rule::ProtectedInOrderBy,
+    );
     ok("SELECT note FROM records GROUP BY id");
     ok("SELECT r.id FROM records r JOIN patients p ON p.id = r.id ORDER BY id");
 }
