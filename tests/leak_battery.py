@@ -2,7 +2,7 @@
 """The masking leak battery: a masked role attacks labelled columns through
 every channel a PostgreSQL session has, and every answer is decoded.
 
-    leak_battery.py --owner-dsn DSN --key-file PATH [--masked-dsn DSN]
+    leak_battery.py --owner-dsn DSN --key-file PATH [--masked-dsn DSN] [--mode database|proxy]
 
 With --owner-dsn (a superuser, direct) it creates its own fixtures: tables
 with planted marker values under dptext labels, views, functions, partitions
@@ -15,6 +15,14 @@ and payload), ParameterStatus reports, COPY output. Each capture is decoded
 symbol mapping, md5 of the raw value) and no planted marker may appear in
 any decoding. A last section checks what must keep working: the owner reads
 raw values, masked outputs repeat under the key, refusals carry 42501.
+
+--mode proxy runs the same attacks against dptext-proxy's proxy mode: the
+masked DSN then logs in (through the proxy) as `leak_pm`, a role with the
+same grants and no label, so only the proxy stands between it and the raw
+values; the proxy takes its rules from the fixtures' dptext labels. The
+checks that need a masked database session (session_masking, DDL races,
+views the masked role owns) are replaced by checks that the proxy refuses
+what they would need.
 
 Prints one line per check and 'N passed, M failed'; exits 1 on a failure.
 """
@@ -344,6 +352,22 @@ ATTACKS = [
     ]),
 ]
 
+# Proxy mode's masked role: every grant of leak_masked, and no label (the
+# proxy alone masks it).
+PROXY_MODE_ROLE = """
+DO $$ BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'leak_pm') THEN
+    CREATE ROLE leak_pm LOGIN;
+  END IF;
+END $$;
+SECURITY LABEL FOR dptext ON ROLE leak_pm IS NULL;
+GRANT SELECT ON leak_t, leak_p, leak_p1, leak_parent, leak_child, leak_v, leak_mv_raw, leak_mv_fn,
+  leak_mv_part, leak_mv_filter TO leak_pm;
+GRANT ALL ON leak_out TO leak_pm;
+GRANT INSERT, UPDATE, DELETE, TRUNCATE ON leak_t TO leak_pm;
+GRANT EXECUTE ON FUNCTION leak_secdef(), leak_inlined() TO leak_pm;
+"""
+
 REFUSED = [
     ("INSERT into a labelled table", "INSERT INTO leak_t VALUES (9, 'x', 'y', 1)"),
     ("UPDATE a labelled table", "UPDATE leak_t SET n = n + 1"),
@@ -373,7 +397,9 @@ def main():
     ap.add_argument("--key-file", required=True)
     ap.add_argument("--masked-dsn")
     ap.add_argument("--no-fixtures", action="store_true", help="the fixtures exist already")
+    ap.add_argument("--mode", choices=["database", "proxy"], default="database")
     args = ap.parse_args()
+    proxy_mode = args.mode == "proxy"
     masked_dsn = args.masked_dsn or f"{args.owner_dsn} user=leak_masked"
 
     with psycopg.connect(args.owner_dsn, autocommit=True) as owner:
@@ -387,13 +413,19 @@ def main():
             owner.execute("ANALYZE leak_t")
             for mv in ("leak_mv_raw", "leak_mv_part", "leak_mv_fn", "leak_mv_filter"):
                 owner.execute(f"REFRESH MATERIALIZED VIEW {mv}")
+            # Proxy mode's upstream role: the same grants, no label.
+            owner.execute(PROXY_MODE_ROLE)
         raw = [r[0] for r in owner.execute("SELECT note FROM leak_t ORDER BY id").fetchall()]
 
     b = Battery(masked_dsn, args.owner_dsn)
     b.check("the owner reads raw values", raw == [n for _, n, _ in NOTES], f"{raw}")
-    with b.connect() as c:
-        st = c.execute("SELECT dptext.session_masking()").fetchone()[0]
-        b.check("the session is masked and keyed", st["masked"] and st["keyed"], f"{st}")
+    if proxy_mode:
+        b.no_leak("dptext functions are not callable in proxy mode",
+                  b.run(["SELECT dptext.session_masking()"]), expect_error="42501")
+    else:
+        with b.connect() as c:
+            st = c.execute("SELECT dptext.session_masking()").fetchone()[0]
+            b.check("the session is masked and keyed", st["masked"] and st["keyed"], f"{st}")
 
     for name, stmts in ATTACKS:
         b.no_leak(name, b.run(stmts))
@@ -414,6 +446,15 @@ def main():
     b.check("asks in other queries and sessions give the same answer", {again, other} == set(many),
             f"{again!r} {other!r} {many[0]!r}")
     b.check("the masked text differs from the raw one", many[0] != NOTES[0][1], many[0])
+
+    if proxy_mode:
+        # What the database-mode checks below need is refused in proxy mode.
+        for name, stmt in [("DDL in proxy mode", "CREATE TABLE leak_s.leak_t (id int)"),
+                           ("SET search_path in proxy mode", "SET search_path = leak_s, public"),
+                           ("a view in proxy mode", "CREATE VIEW leak_pm_view AS SELECT note FROM leak_t")]:
+            b.no_leak(name, b.run([stmt]), expect_error="42501")
+        print(f"\nleak battery (proxy mode): {b.passed} passed, {b.failed} failed")
+        sys.exit(1 if b.failed else 0)
 
     # COPY and TRUNCATE resolve the relation they check under the lock the
     # command takes: a table of the same name renamed away in another

@@ -555,7 +555,24 @@ upstream_user = "reader"
         assert!(e.contains("upstream_user"), "{e}");
         // Keys of the removed output rewriting.
         let e = parse_err(&format!("{GOOD}[masking]\nexpressions = \"refuse\"\n"));
-        assert!(e.contains("unknown field `masking`"), "{e}");
+        assert!(e.contains("unknown field `expressions`"), "{e}");
+        // Proxy mode needs the key; rules belong to proxy mode.
+        let no_key = GOOD.replace("key = \"0123456789abcdef0123\"\n", "");
+        let c = Config::parse(&format!("{no_key}[masking]\nmode = \"proxy\"\n")).unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("needs the proxy's key"), "{e}");
+        let c = Config::parse(&format!(
+            "{GOOD}[[rule]]\ntable = \"t\"\ncolumn = \"c\"\nrule = \"santext(eps => 3)\"\n"
+        ))
+        .unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("proxy mode only"), "{e}");
+        let c = Config::parse(&format!(
+            "{GOOD}[masking]\nmode = \"proxy\"\n[[rule]]\ntable = \"t\"\ncolumn = \"c\"\nrule = \"santext(eps => -3)\"\n"
+        ))
+        .unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("[[rule]] public.t.c"), "{e}");
         let e = parse_err(&GOOD.replace("upstream_user = \"reader\"\n", ""));
         assert!(e.contains("missing field `upstream_user`"), "{e}");
         let c = Config::parse(&GOOD.replace("0123456789abcdef0123", "short")).unwrap();

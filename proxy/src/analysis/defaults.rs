@@ -128,6 +128,12 @@ pub const STABLE_FUNCTIONS: &[&str] = &[
     "current_database",
     "version",
     "array_to_string",
+    // length(bytea, encoding name) is STABLE (an encoding lookup); every
+    // other overload is IMMUTABLE
+    "length",
+    // generate_series(timestamptz, timestamptz, interval) is STABLE (the
+    // time zone); the numeric overloads are IMMUTABLE
+    "generate_series",
     // date and time, formatting
     "now",
     "transaction_timestamp",

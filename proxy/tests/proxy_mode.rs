@@ -1,0 +1,262 @@
+//! Proxy mode end to end, against the test server: a database without the
+//! extension (rules from the configuration) and the test database (rules
+//! from its dptext labels), a masked user whose upstream role is not
+//! labelled, statements that must work, one statement per rule that must
+//! be refused (with the rule named), sanitized and keyed outputs, scrubbed
+//! errors, and the extended protocol through psycopg.
+//!
+//! Needs what the other proxy tests need (`DPTEXT_TEST_DB`, `PGHOST`,
+//! `PGPORT`) and the assets (`DPTEXT_ASSETS`); skipped without the
+//! database unless `DPTEXT_REQUIRE_PG=1`.
+
+mod common;
+
+use std::sync::OnceLock;
+
+use common::*;
+
+/// The proxy-mode proxy's port (one per test binary).
+fn proxy_port(env: &Env) -> u16 {
+    static PORT: OnceLock<u16> = OnceLock::new();
+    *PORT.get_or_init(|| {
+        direct(
+            NO_EXTENSION_DB,
+            &format!(
+                "DROP TABLE IF EXISTS pm_t, pm_visits CASCADE;
+                 CREATE TABLE pm_t (id int PRIMARY KEY, patient text, note text, ward text);
+                 INSERT INTO pm_t VALUES
+                   (1, '{m0}', 'Seen by {m0} on Monday.', 'north'),
+                   (2, '{m1}', 'Called {m1} about results.', 'south'),
+                   (3, '{m2}', 'Letter from {m2}.', 'north');
+                 CREATE TABLE pm_visits (id int, pm_id int REFERENCES pm_t, at date);
+                 INSERT INTO pm_visits VALUES (10, 1, '2026-01-02'), (11, 1, '2026-02-03'), (12, 3, '2026-03-04');
+                 GRANT SELECT ON pm_t, pm_visits TO proxy_unlabelled;",
+                m0 = MARKERS[0],
+                m1 = MARKERS[1],
+                m2 = MARKERS[2],
+            ),
+        );
+        let config = format!(
+            "listen = \"127.0.0.1:0\"\nkey = \"a proxy-mode test key, not secret\"\n{}\
+             [[user]]\nname = \"pm\"\npassword = \"pm-pw\"\nmasked = true\n\
+             upstream_user = \"proxy_unlabelled\"\nupstream_password = \"unlabelled-up-pw\"\n\
+             [masking]\nmode = \"proxy\"\nbatch_rows = 2\n\
+             [[rule]]\ntable = \"pm_t\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n\
+             [[rule]]\ntable = \"public.pm_t\"\ncolumn = \"patient\"\n\
+             rule = \"deidentify(whole => true, strategy => typed_placeholder)\"\n",
+            upstream_toml(env, NO_EXTENSION_DB)
+        );
+        spawn_proxy(&config).0
+    })
+}
+
+fn pm(env: &Env, sql: &str) -> String {
+    let out = psql_cmd(proxy_port(env), NO_EXTENSION_DB, "pm", "pm-pw")
+        .args(["-c", sql])
+        .output()
+        .expect("psql");
+    text(&out)
+}
+
+#[test]
+fn what_analysts_and_tools_send_works_and_protected_columns_come_back_sanitized() {
+    let Some(env) = env() else { return };
+    let works = [
+        ("a count", "SELECT count(*) FROM pm_t", "3"),
+        (
+            "a filter on an unprotected column",
+            "SELECT id FROM pm_t WHERE ward = 'north' ORDER BY id",
+            "1\n3",
+        ),
+        (
+            "a join on ids",
+            "SELECT count(*) FROM pm_t t JOIN pm_visits v ON v.pm_id = t.id",
+            "3",
+        ),
+        (
+            "grouping on unprotected columns",
+            "SELECT ward, count(*) FROM pm_t GROUP BY ward ORDER BY ward",
+            "north|2\nsouth|1",
+        ),
+        ("a constant", "SELECT 1", "1"),
+        ("SHOW", "SHOW transaction_isolation", "read committed"),
+        (
+            "SET of an allowed setting",
+            "SET application_name = 'bi tool'",
+            "SET",
+        ),
+        ("a transaction", "BEGIN; SELECT 2; COMMIT", "2"),
+    ];
+    for (what, sql, expect) in works {
+        let out = pm(env, sql);
+        assert!(out.contains(expect), "{what}: {sql}\n{out}");
+        assert!(!out.contains("ERROR"), "{what}: {sql}\n{out}");
+    }
+    // Protected columns as plain output: sanitized, never raw.
+    for sql in [
+        "SELECT * FROM pm_t ORDER BY id",
+        "SELECT id, note AS n, patient FROM pm_t ORDER BY id",
+        "SELECT t.note FROM pm_t t JOIN pm_visits v ON v.pm_id = t.id",
+        "WITH c AS (SELECT id, note FROM pm_t) SELECT note FROM c WHERE id > 1",
+        "SELECT n FROM (SELECT note AS n FROM pm_t) s",
+        "BEGIN; DECLARE c CURSOR FOR SELECT note FROM pm_t; FETCH 2 FROM c; COMMIT",
+        "PREPARE p(int) AS SELECT note FROM pm_t WHERE id = $1; EXECUTE p(1)",
+    ] {
+        let out = pm(env, sql);
+        assert!(!out.contains("ERROR"), "{sql}\n{out}");
+        assert_no_marker(sql, &out);
+        assert!(!out.trim().is_empty(), "{sql}: nothing came back");
+    }
+    let names = pm(env, "SELECT patient FROM pm_t ORDER BY id");
+    assert!(names.contains("<PERSON>"), "{names}");
+    // Keyed: the same answer in another session.
+    let a = pm(env, "SELECT note FROM pm_t WHERE id = 1");
+    let b = pm(env, "SELECT note FROM pm_t WHERE id = 1");
+    assert_eq!(a, b);
+    // The catalog as psql lists it.
+    let dt = pm(env, "\\dt");
+    assert!(dt.contains("pm_t"), "{dt}");
+}
+
+#[test]
+fn every_rule_of_the_allow_list_refuses_with_its_name() {
+    let Some(env) = env() else { return };
+    let refused = [
+        (
+            "protected_in_where",
+            "SELECT count(*) FROM pm_t WHERE note LIKE 'Seen%'",
+        ),
+        ("protected_in_expression", "SELECT length(note) FROM pm_t"),
+        ("protected_in_expression", "SELECT upper(note) FROM pm_t"),
+        ("protected_in_expression", "SELECT note::bytea FROM pm_t"),
+        (
+            "protected_in_join",
+            "SELECT 1 FROM pm_t a JOIN pm_t b ON a.note = b.note",
+        ),
+        (
+            "protected_in_group_by",
+            "SELECT note FROM pm_t GROUP BY note",
+        ),
+        ("protected_in_order_by", "SELECT note FROM pm_t ORDER BY 1"),
+        ("protected_in_distinct", "SELECT DISTINCT note FROM pm_t"),
+        (
+            "protected_in_aggregate",
+            "SELECT string_agg(note, ',') FROM pm_t",
+        ),
+        (
+            "protected_in_window",
+            "SELECT first_value(note) OVER () FROM pm_t",
+        ),
+        (
+            "protected_in_set_operation",
+            "SELECT note FROM pm_t UNION ALL SELECT ward FROM pm_t",
+        ),
+        (
+            "protected_in_subquery",
+            "SELECT (SELECT note FROM pm_t LIMIT 1)",
+        ),
+        ("whole_row_reference", "SELECT t FROM pm_t t"),
+        ("statement_kind", "DELETE FROM pm_t"),
+        ("statement_kind", "COPY pm_t TO STDOUT"),
+        ("statement_kind", "LISTEN x"),
+        ("statement_kind", "EXPLAIN SELECT id FROM pm_t"),
+        ("statement_kind", "DO $$BEGIN END$$"),
+        ("row_locking", "SELECT id FROM pm_t FOR UPDATE"),
+        ("relation_unresolved", "SELECT * FROM no_such_table"),
+        (
+            "function_not_allowed",
+            "SELECT pg_notify('c', ward) FROM pm_t",
+        ),
+        (
+            "function_not_allowed",
+            "SELECT set_config('a', ward, false) FROM pm_t",
+        ),
+        ("setting_not_allowed", "SET search_path = public"),
+        ("catalog_relation", "SELECT * FROM pg_stats"),
+        ("parse_error", "SELEC 1"),
+    ];
+    for (rule, sql) in refused {
+        let out = pm(env, sql);
+        assert!(
+            out.contains(&format!("statement refused ({rule})")),
+            "{sql}: expected a refusal by {rule}:\n{out}"
+        );
+        assert_no_marker(sql, &out);
+    }
+    // A refusal in the middle of a multi-statement query refuses it whole,
+    // and the session goes on.
+    let out = pm(env, "SELECT 1; SELECT upper(note) FROM pm_t");
+    assert!(out.contains("refused"), "{out}");
+    assert!(!out.lines().any(|l| l.trim() == "1"), "{out}");
+}
+
+#[test]
+fn server_errors_keep_only_severity_sqlstate_and_a_safe_message() {
+    let Some(env) = env() else { return };
+    // A cast error quotes the value it could not read.
+    let out = pm(env, "SELECT ward::int FROM pm_t");
+    assert!(out.contains("SQLSTATE 22P02"), "{out}");
+    assert!(!out.contains("north"), "{out}");
+    // Access errors keep their message (it names objects only).
+    let out = pm(env, "SELECT * FROM pg_catalog.pg_authid");
+    assert!(out.contains("ERROR"), "{out}");
+}
+
+#[test]
+fn the_extended_protocol_is_analyzed_too() {
+    let Some(env) = env() else { return };
+    let port = proxy_port(env);
+    let conninfo =
+        format!("host=127.0.0.1 port={port} user=pm password=pm-pw dbname={NO_EXTENSION_DB}");
+    let Some(out) = python_client("proxy_mode_client.py", &[&conninfo]) else {
+        return;
+    };
+    let text = out.to_string();
+    assert_no_marker("psycopg through proxy mode", &text);
+    assert_eq!(out["ids"], serde_json::json!([[1], [3]]), "{text}");
+    assert_eq!(out["rows"].as_array().map(Vec::len), Some(3), "{text}");
+    assert_eq!(
+        out["binary_rows"].as_array().map(Vec::len),
+        Some(1),
+        "{text}"
+    );
+    assert!(
+        out["refused"]
+            .as_str()
+            .is_some_and(|s| s.contains("protected_in_where")),
+        "{text}"
+    );
+    assert_eq!(out["after_refusal"], serde_json::json!([[1]]), "{text}");
+    assert_eq!(out["repeat_equal"], serde_json::json!(true), "{text}");
+}
+
+#[test]
+fn database_labels_protect_columns_in_proxy_mode_too() {
+    let Some(env) = env() else { return };
+    // The test database has the extension: its label on proxy_t.note
+    // protects the column for a proxy-mode user whose role is unlabelled.
+    let config = format!(
+        "listen = \"127.0.0.1:0\"\nkey = \"a proxy-mode test key, not secret\"\n{}\
+         [[user]]\nname = \"pm2\"\npassword = \"pm2-pw\"\nmasked = true\n\
+         upstream_user = \"proxy_unlabelled\"\nupstream_password = \"unlabelled-up-pw\"\n\
+         [masking]\nmode = \"proxy\"\n",
+        upstream_toml(env, &env.db)
+    );
+    let (port, _) = spawn_proxy(&config);
+    let run = |sql: &str| {
+        text(
+            &psql_cmd(port, &env.db, "pm2", "pm2-pw")
+                .args(["-c", sql])
+                .output()
+                .expect("psql"),
+        )
+    };
+    let out = run("SELECT id, note, code FROM proxy_t ORDER BY id");
+    assert!(out.contains("plain code one"), "{out}");
+    assert_no_marker("a labelled column in proxy mode", &out);
+    let out = run("SELECT id FROM proxy_t WHERE note LIKE 'Seen%'");
+    assert!(
+        out.contains("statement refused (protected_in_where)"),
+        "{out}"
+    );
+}
