@@ -45,9 +45,25 @@ async fn check(file: &std::path::Path) -> dptext_proxy::Result<()> {
     println!("{}: syntax and values ok", file.display());
     let up = &c.upstream;
     println!(
-        "upstream {}:{} database \"{}\"; mode: database (masked users map to roles that dptext masks at the source; rows are relayed unchanged)",
+        "upstream {}:{} database \"{}\"",
         up.host, up.port, up.dbname
     );
+    println!(
+        "{}",
+        dptext_proxy::mode::describe(&c.masking, &c.rules, &c.sanitized)
+    );
+    let proxy_mode = c.masking.mode == dptext_proxy::mode::Mode::Proxy;
+    if proxy_mode {
+        // Builds every rule: a bad rule or a missing asset shows here.
+        let rules = dptext_proxy::mode::column_rules(&c.rules)?;
+        let key = c
+            .key
+            .as_ref()
+            .map(|k| k.expose().as_bytes().to_vec())
+            .unwrap_or_default();
+        dptext_proxy::sanitize::Sanitizer::start(&c.masking, &rules, &key)?;
+        println!("proxy mode: {} rule(s) built", rules.len());
+    }
     let mut refused = 0;
     for u in &c.users {
         let login = Login::of(u);
@@ -57,6 +73,16 @@ async fn check(file: &std::path::Path) -> dptext_proxy::Result<()> {
             if u.masked { "masked" } else { "unmasked" },
             u.upstream_user
         );
+        if u.masked && proxy_mode {
+            match dptext_proxy::session::catalog::probe(up, &login, &c).await {
+                Ok(summary) => println!("{head}: connected; proxy mode: {summary}"),
+                Err(e) => {
+                    println!("{head}: REFUSED: {e}");
+                    refused += 1;
+                }
+            }
+            continue;
+        }
         let report = if u.masked {
             match masking::check(up, &login, &u.name).await {
                 Ok(r) => {

@@ -226,15 +226,14 @@ pub fn describe(m: &Masking, rules: &[RuleConfig], sanitized: &[Sanitized]) -> S
         Mode::Proxy => format!(
             "masking mode: proxy (masked users' statements are parsed and allowed only in safe \
              shapes; {} protected column(s) and {} sanitized relation(s) from the configuration, \
-             plus dptext.rules where the upstream has it; the proxy sanitizes on {} with {} \
-             thread(s))",
+             plus dptext.rules where the upstream has it; the proxy sanitizes on {} with {})",
             rules.len(),
             sanitized.len(),
             m.device,
             if m.workers == 0 {
-                "one per core".to_string()
+                "a thread per core".to_string()
             } else {
-                m.workers.to_string()
+                format!("{} thread(s)", m.workers)
             }
         ),
     }

@@ -290,3 +290,41 @@ mod tests {
         assert_eq!(split_search_path(""), Vec::<String>::new());
     }
 }
+
+/// What `dptext-proxy check` says of a proxy-mode user: connects as
+/// `login`, reads the catalog as a session would, and counts the protected
+/// columns found (a configured column that does not exist is reported).
+pub async fn probe(
+    cfg: &crate::config::Upstream,
+    login: &crate::upstream::Login,
+    config: &crate::config::Config,
+) -> Result<String> {
+    let rules = mode::column_rules(&config.rules)?;
+    let mut up = crate::upstream::connect(cfg, login, &[]).await?;
+    let c = load(&mut up, &rules, &config.sanitized).await?;
+    let mut missing = Vec::new();
+    for (table, cols) in &c.policy.protected {
+        let Some(rel) = crate::analysis::Catalog::relation(&c.catalog, &table.schema, &table.name)
+        else {
+            missing.push(table.to_string());
+            continue;
+        };
+        for col in cols.keys() {
+            if !rel.columns.contains(col) {
+                missing.push(format!("{table}.{col}"));
+            }
+        }
+    }
+    if !missing.is_empty() {
+        return Err(ProxyError::Config(format!(
+            "protected columns not found upstream: {}",
+            missing.join(", ")
+        )));
+    }
+    Ok(format!(
+        "{} protected column(s) found ({} rule(s)), search_path {}",
+        c.origins.len(),
+        c.rules.len(),
+        c.search_path.join(", ")
+    ))
+}
