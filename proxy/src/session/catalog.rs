@@ -273,24 +273,6 @@ pub async fn load(
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::split_search_path;
-
-    #[test]
-    fn search_paths_are_split_and_unquoted() {
-        assert_eq!(
-            split_search_path("\"$user\", public"),
-            vec!["$user", "public"]
-        );
-        assert_eq!(
-            split_search_path("\"My Schema\",\"a\"\"b\", x"),
-            vec!["My Schema", "a\"b", "x"]
-        );
-        assert_eq!(split_search_path(""), Vec::<String>::new());
-    }
-}
-
 /// What `dptext-proxy check` says of a proxy-mode user: connects as
 /// `login`, reads the catalog as a session would, and counts the protected
 /// columns found (a configured column that does not exist is reported).
@@ -327,4 +309,22 @@ pub async fn probe(
         c.rules.len(),
         c.search_path.join(", ")
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_search_path;
+
+    #[test]
+    fn search_paths_are_split_and_unquoted() {
+        assert_eq!(
+            split_search_path("\"$user\", public"),
+            vec!["$user", "public"]
+        );
+        assert_eq!(
+            split_search_path("\"My Schema\",\"a\"\"b\", x"),
+            vec!["My Schema", "a\"b", "x"]
+        );
+        assert_eq!(split_search_path(""), Vec::<String>::new());
+    }
 }
