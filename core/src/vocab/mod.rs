@@ -54,3 +54,6 @@ pub fn check_name(name: &str) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod engine_tests;
