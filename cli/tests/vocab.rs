@@ -136,6 +136,6 @@ fn bad_release_parameters_are_clear_errors() {
         &[],
     );
     assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("vocabulary nope"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no vocabulary named \"nope\""));
     fs::remove_dir_all(a).unwrap();
 }

@@ -74,9 +74,17 @@ fn read(name: &str, funcname: &'static str) -> Option<VocabularyAsset> {
          pg_catalog.to_char(v.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), \
          v.embedding, v.embedding_rows::pg_catalog.text, v.digest, \
          pg_catalog.array_to_json(v.words)::pg_catalog.text \
-         FROM dptext.vocabularies v \
-         WHERE pg_catalog.to_regclass('dptext.vocabularies') IS NOT NULL AND v.name = '{name}'"
+         FROM dptext.vocabularies v WHERE v.name = '{name}'"
     );
+    let exists = crate::ffi::catalog::read_only_rows(
+        c"SELECT pg_catalog.to_regclass('dptext.vocabularies') IS NOT NULL",
+    )
+    .ok()
+    .and_then(|r| r.first().and_then(|r| r.first()).cloned().flatten());
+    if exists.as_deref() != Some("t") {
+        // A catalog without the table (an older version): the assets only.
+        return None;
+    }
     let sql = CString::new(sql).unwrap_or_default();
     let rows = crate::ffi::catalog::read_only_rows(&sql)
         .unwrap_or_else(|e| pgrx::error!("dptext: could not read dptext.vocabularies: {e}"));

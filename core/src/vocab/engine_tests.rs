@@ -7,7 +7,7 @@ use super::*;
 use crate::assets::load_or_skip;
 use crate::mechanisms::{EmbeddingChoice, MechanismSpec};
 use crate::text::Segmented;
-use crate::{Engine, EngineConfig, Error, RandomMode};
+use crate::{Engine, EngineConfig, RandomMode};
 
 const NOTES: [&str; 4] = [
     "the patient reported chest pain and fever",
@@ -141,7 +141,10 @@ fn unknown_or_misplaced_vocabularies_are_errors() {
     let Err(e) = engine.build(&spec) else {
         panic!("an unknown vocabulary built")
     };
-    assert!(matches!(e, Error::MissingAsset { .. }), "{e}");
+    assert!(
+        e.to_string().contains("no vocabulary named \"nope\""),
+        "{e}"
+    );
     let wp = MechanismSpec::parse(
         "santext",
         &serde_json::json!({"eps": 3, "vocabulary": "notes", "embedding": "wordpiece"}),
@@ -159,4 +162,19 @@ fn unknown_or_misplaced_vocabularies_are_errors() {
         .with_vocabulary(Some("notes".into()))
         .unwrap_err();
     assert!(nd.to_string().contains("takes no vocabulary"), "{nd}");
+}
+
+#[test]
+fn a_rule_names_its_vocabulary() {
+    let rule = crate::rules::parse_column_label(
+        "MASKED WITH santext(eps => 3, vocabulary => notes_vocab)",
+    )
+    .unwrap();
+    assert_eq!(rule.spec.vocabulary(), Some("notes_vocab"));
+    assert_eq!(
+        rule.params(),
+        serde_json::json!({"eps": 3.0, "embedding": "glove", "vocabulary": "notes_vocab"})
+    );
+    let again = crate::rules::parse_column_label(&rule.to_label()).unwrap();
+    assert_eq!(again.spec, rule.spec);
 }
