@@ -100,13 +100,18 @@ SELECT source_schema,
             ELSE sum(coalesce((guarantee ->> 'eps0')::float8, 'infinity')) END AS eps0_total,
        bool_or(NOT materialized AND random_id IS NULL) AS unbounded,
        min(built_at) AS first_release,
-       max(built_at) AS last_release
+       max(built_at) AS last_release,
+       -- Vocabulary releases (kind set_union) only: their deltas, summed.
+       CASE WHEN guarantee ->> 'kind' <> 'set_union' THEN NULL
+            ELSE sum((guarantee ->> 'delta')::float8) END AS delta_total
   FROM releases
  GROUP BY source_oid, source_schema, source_table, column_name, guarantee ->> 'kind';
 COMMENT ON VIEW dptext.budget IS
   'Epsilon spent per source column and kind of guarantee: per-token (per-span for deidentify) eps summed over independent releases';
 COMMENT ON COLUMN dptext.budget.eps_total IS
   'Per token (per span for deidentify), summed over independent releases; NOT per value: a value of n tokens composes to up to n times this (the cost''s worst_case_eps states it per value)';
+COMMENT ON COLUMN dptext.budget.delta_total IS
+  'Vocabularies (kind set_union) only: delta summed over their releases; their eps is per value of the column, spent once per vocabulary however many mechanisms use it';
 COMMENT ON COLUMN dptext.budget.eps0_total IS
   'SanText+ only: the additive term ln(1/p) per token, summed over independent releases';
 
@@ -385,10 +390,110 @@ SELECT pg_catalog.pg_extension_config_dump('dptext.recognizers', '');
 SELECT pg_catalog.pg_extension_config_dump('dptext.allow_list', '');
 REVOKE EXECUTE ON FUNCTION dptext._recognizers_changed(oid) FROM PUBLIC;
 
+-- Vocabularies drawn from a column with differential privacy
+-- (docs/vocabulary.md): built by dptext.build_vocabulary, used by
+-- santext, santext_plus and custext with "vocabulary": name. A table, not
+-- a file, because the server cannot write into the assets directory. Only
+-- released words are stored (no exact counts), so everyone may read them.
+CREATE TABLE dptext.vocabularies (
+    name text PRIMARY KEY CHECK (name ~ '^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$'),
+    source text NOT NULL,
+    source_oid oid NOT NULL,
+    column_name name NOT NULL,
+    eps float8 NOT NULL,
+    delta float8 NOT NULL,
+    noise text NOT NULL CHECK (noise IN ('laplace', 'gaussian')),
+    threshold float8 NOT NULL,
+    max_words_per_value integer NOT NULL,
+    embedding text NOT NULL,
+    embedding_rows integer NOT NULL,
+    digest text NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    created_by name NOT NULL DEFAULT session_user,
+    words text[] NOT NULL CHECK (pg_catalog.array_ndims(words) IS NULL OR pg_catalog.array_ndims(words) = 1)
+);
+COMMENT ON TABLE dptext.vocabularies IS
+  'Vocabularies released with differential privacy (set union) from a column, by name, with their (eps, delta)';
+SELECT pg_catalog.pg_extension_config_dump('dptext.vocabularies', '');
+-- Every session drops its loaded vocabularies when the table changes.
+CREATE TRIGGER vocabularies_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
+  ON dptext.vocabularies FOR EACH STATEMENT EXECUTE FUNCTION dptext._recognizers_trigger();
+ALTER TABLE dptext.vocabularies ENABLE ALWAYS TRIGGER vocabularies_changed;
+
+-- Stores a released vocabulary and records its release in provenance,
+-- against the source column, once (SECURITY DEFINER: builders need no
+-- INSERT on the catalog).
+CREATE FUNCTION dptext._record_vocabulary(src regclass, col name, v jsonb)
+RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    rnd jsonb := dptext.randomness();
+BEGIN
+    INSERT INTO dptext.vocabularies (name, source, source_oid, column_name, eps, delta, noise,
+                                     threshold, max_words_per_value, embedding, embedding_rows,
+                                     digest, words)
+    VALUES (v ->> 'name', v ->> 'source', src, col, (v ->> 'eps')::float8, (v ->> 'delta')::float8,
+            v ->> 'noise', (v ->> 'threshold')::float8, (v ->> 'max_words_per_value')::integer,
+            v ->> 'embedding', (v ->> 'embedding_rows')::integer, v ->> 'digest',
+            ARRAY(SELECT jsonb_array_elements_text(v -> 'words')));
+    INSERT INTO dptext.provenance (build, event, source_oid, source_schema, source_table,
+                                   target_oid, target_name, materialized, column_name,
+                                   mechanism, params, guarantee, randomness, random_id, assets)
+    SELECT nextval('dptext.build_seq'), 'create', src, n.nspname, c.relname, 0,
+           'vocabulary ' || (v ->> 'name'), true, col, 'vocabulary',
+           jsonb_build_object('name', v -> 'name', 'eps', v -> 'eps', 'delta', v -> 'delta',
+                              'noise', v -> 'noise', 'max_words_per_value', v -> 'max_words_per_value',
+                              'embedding', v -> 'embedding', 'digest', v -> 'digest'),
+           jsonb_build_object('kind', 'set_union', 'eps', v -> 'eps', 'delta', v -> 'delta'),
+           rnd ->> 'mode', coalesce(rnd ->> 'key_id', 'seed ' || (rnd ->> 'seed')),
+           dptext.asset_versions()
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE c.oid = src;
+END $$;
+REVOKE EXECUTE ON FUNCTION dptext._record_vocabulary(regclass, name, jsonb) FROM PUBLIC;
+
+-- Draws a vocabulary from `column_name` of `source` with (eps, delta)-DP
+-- (set union: each value's distinct words counted once, at most
+-- max_words_per_value of them, noisy counts over a threshold set by
+-- delta), stores it as `name` and records the release in provenance.
+-- Reads the column with the caller's privileges. Returns a summary; its
+-- exact counts (values, candidates) are for the builder, not released.
+CREATE FUNCTION dptext.build_vocabulary(source regclass, column_name text, eps float8, delta float8,
+                                        name text, max_words_per_value integer DEFAULT 32,
+                                        noise text DEFAULT 'laplace')
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v jsonb;
+BEGIN
+    IF EXISTS (SELECT 1 FROM dptext.vocabularies x WHERE x.name = build_vocabulary.name) THEN
+        RAISE EXCEPTION 'vocabulary "%" already exists', build_vocabulary.name
+            USING ERRCODE = '42710',
+                  HINT = 'choose another name, or DELETE FROM dptext.vocabularies WHERE name = ... first (mechanisms that used it then draw differently)';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a
+                    WHERE a.attrelid = source AND a.attname = column_name
+                      AND a.attnum > 0 AND NOT a.attisdropped) THEN
+        RAISE EXCEPTION 'column "%" of % does not exist', column_name, source
+            USING ERRCODE = '42703';
+    END IF;
+    v := dptext._vocabulary_release(source::oid, column_name, eps, delta, build_vocabulary.name,
+                                    max_words_per_value, noise);
+    PERFORM dptext._record_vocabulary(source, column_name::name, v - 'summary');
+    RETURN pg_catalog.jsonb_build_object(
+        'name', v -> 'name', 'words', pg_catalog.jsonb_array_length(v -> 'words'),
+        'threshold', v -> 'threshold', 'eps', v -> 'eps', 'delta', v -> 'delta',
+        'noise', v -> 'noise', 'max_words_per_value', v -> 'max_words_per_value',
+        'digest', v -> 'digest') || (v -> 'summary');
+END $$;
+COMMENT ON FUNCTION dptext.build_vocabulary(regclass, text, float8, float8, text, integer, text) IS
+  'Draws a vocabulary from a column with (eps, delta)-DP set union, stores it in dptext.vocabularies and records the release in dptext.provenance';
+
 GRANT USAGE ON SCHEMA dptext TO PUBLIC;
 GRANT SELECT ON dptext.rules, dptext.masked_roles, dptext.provenance, dptext.budget TO PUBLIC;
 GRANT SELECT ON dptext.sanitized_tables TO PUBLIC;
 GRANT SELECT ON dptext.recognizers, dptext.allow_list TO PUBLIC;
+GRANT SELECT ON dptext.vocabularies TO PUBLIC;
 
 -- Privileges: keyed or seeded outputs are a function of the value, so
 -- whoever may call the functions while a key is set can test guesses
@@ -405,3 +510,5 @@ REVOKE EXECUTE ON FUNCTION ndd_distort(text, text, integer) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION dptext.apply_rule(text, text, jsonb) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION dptext.create_sanitized_view(regclass, text, boolean) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION dptext.refresh_sanitized_table(regclass) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION dptext.build_vocabulary(regclass, text, float8, float8, text, integer, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION dptext._vocabulary_release(oid, text, float8, float8, text, integer, text) FROM PUBLIC;

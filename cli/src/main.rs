@@ -5,6 +5,8 @@
 //! dptext assets verify           # check an installed set
 //! dptext sanitize --mechanism santext --eps 3 notes.txt
 //! dptext sanitize --format csv --field patient=deidentify --field note=santext_plus:eps=3 in.csv -o out.csv
+//! dptext vocab build --input notes.txt --eps 1 --delta 1e-6 --name notes
+//! dptext sanitize --field 'note=santext:eps=3,vocabulary=notes' --format csv in.csv
 //! ```
 //!
 //! `main` parses the command line and picks the assets directory
@@ -21,6 +23,7 @@ mod output;
 mod progress;
 mod sanitize;
 mod sanitize_cmd;
+mod vocab;
 mod wheel;
 
 use std::io;
@@ -79,6 +82,12 @@ enum Command {
     /// the assets directory; prints the time taken and the share of tokens
     /// with adjacent tokens (the paper's Table 4).
     CustextMap(custext_map::CustextMapArgs),
+    /// Vocabularies drawn from your data with differential privacy
+    /// (docs/vocabulary.md): build, list, show.
+    Vocab {
+        #[command(subcommand)]
+        action: vocab::VocabAction,
+    },
 }
 
 #[derive(Subcommand)]
@@ -155,5 +164,6 @@ fn run(command: Command, assets: &AssetsDir) -> Result<()> {
         ),
         Command::CustextMap(a) => custext_map::run(dir, &a),
         Command::Sanitize(a) => sanitize_cmd::run(dir, *a),
+        Command::Vocab { action } => vocab::run(dir, action),
     }
 }

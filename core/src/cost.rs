@@ -86,6 +86,25 @@ pub struct Cost {
     /// out of the JSON otherwise).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub stages: Vec<Cost>,
+    /// The released vocabulary the mechanism drew from, when it was not
+    /// the embedding's own (left out of the JSON otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vocabulary: Option<VocabularyCost>,
+}
+
+/// The release of a vocabulary drawn from private data
+/// ([`crate::vocab`]): spent once, when it was built, for every value of
+/// its source; every mechanism that uses it adds it once, not per call.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VocabularyCost {
+    /// The vocabulary's name.
+    pub name: String,
+    /// eps of its release (per value of the source).
+    pub eps: f64,
+    /// delta of its release.
+    pub delta: f64,
+    /// SHA-256 of its word list: which version was used.
+    pub digest: String,
 }
 
 /// What entity replacement did to the spans of one label.
@@ -128,6 +147,7 @@ mod tests {
             output_set_size: 2,
             labels: Vec::new(),
             stages: Vec::new(),
+            vocabulary: None,
         };
         let json = serde_json::to_value(&c).unwrap();
         assert!(json.get("embedding").is_none(), "{json}");

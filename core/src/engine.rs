@@ -32,6 +32,7 @@ use crate::mechanisms::{
 use crate::mlm::MaskedLm;
 use crate::rng::RandomMode;
 use crate::runtime::Device;
+use crate::vocab::VocabularyAsset;
 
 /// Default number of GloVe words loaded (the most frequent ones).
 pub const DEFAULT_GLOVE_WORDS: usize = 50_000;
@@ -42,6 +43,12 @@ pub const DEFAULT_MAX_INPUT_BYTES: usize = 64 << 20;
 /// Default largest input `detect` accepts, in bytes (the model reads every
 /// token, so detection is far costlier per byte than the word mechanisms).
 pub const DEFAULT_MAX_DETECT_BYTES: usize = 1 << 20;
+
+/// Largest released vocabulary whose CusText mapping any engine builds in
+/// memory, without a disk cache, whatever [`EngineConfig::build_mappings`]
+/// says: `n^2` distances, a few seconds on one core at this size, and a
+/// vocabulary built in SQL has no CLI step that could build them.
+pub const SMALL_VOCABULARY_WORDS: usize = 20_000;
 
 /// Default rows per masked-LM call.
 pub const DEFAULT_MLM_BATCH: usize = 64;
@@ -104,6 +111,11 @@ pub struct Engine {
     glove: Mutex<Option<Arc<Vocabulary>>>,
     wordpiece: Mutex<Option<Arc<Vocabulary>>>,
     mappings: Mutex<HashMap<MappingKey, Arc<Mapping>>>,
+    /// Released vocabularies by name: registered by the front end (the
+    /// extension reads them from its catalog) or read from the assets.
+    vocab_assets: Mutex<HashMap<String, Arc<VocabularyAsset>>>,
+    /// The GloVe vocabulary restricted to a released one, by (name, digest).
+    restricted: Mutex<HashMap<(String, String), Arc<Vocabulary>>>,
     detector: Mutex<Option<Arc<Detector>>>,
     /// The user's recognizers, handed to the detector when it loads.
     custom: Mutex<Arc<crate::detect::custom::Custom>>,
@@ -123,12 +135,9 @@ impl std::fmt::Debug for Hook {
     }
 }
 
-type MappingKey = (
-    EmbeddingChoice,
-    usize,
-    custext::MappingStrategy,
-    custext::Metric,
-);
+/// (embedding set name, K, strategy, metric): the name tells a restricted
+/// vocabulary, and its version, from the embedding's own.
+type MappingKey = (String, usize, custext::MappingStrategy, custext::Metric);
 
 impl Engine {
     /// An engine with nothing loaded yet.
@@ -139,6 +148,8 @@ impl Engine {
             glove: Mutex::new(None),
             wordpiece: Mutex::new(None),
             mappings: Mutex::new(HashMap::new()),
+            vocab_assets: Mutex::new(HashMap::new()),
+            restricted: Mutex::new(HashMap::new()),
             detector: Mutex::new(None),
             custom: Mutex::new(Arc::default()),
             mlms: moka::sync::Cache::new(4),
@@ -237,6 +248,67 @@ impl Engine {
         );
         let v = Arc::new(Vocabulary::new(emb, self.config.cache_bytes));
         *guard = Some(v.clone());
+        Ok(v)
+    }
+
+    /// Makes the released vocabulary `asset` known by its name (checked
+    /// first), replacing one of the same name: for front ends that keep
+    /// vocabularies elsewhere than the assets directory (the extension's
+    /// catalog table).
+    pub fn register_vocabulary(&self, asset: VocabularyAsset) -> Result<()> {
+        asset.check()?;
+        self.vocab_assets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(asset.name.clone(), Arc::new(asset));
+        Ok(())
+    }
+
+    /// The released vocabulary `name`: a registered one, else
+    /// `<assets>/vocabularies/<name>.json` (read once and kept).
+    pub fn vocabulary_asset(&self, name: &str) -> Result<Arc<VocabularyAsset>> {
+        let mut assets = self
+            .vocab_assets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(a) = assets.get(name) {
+            return Ok(a.clone());
+        }
+        let a = Arc::new(VocabularyAsset::load(&self.config.assets_dir, name)?);
+        assets.insert(name.to_string(), a.clone());
+        Ok(a)
+    }
+
+    /// The vocabulary a word mechanism draws from: the embedding's own, or
+    /// (with a name) the GloVe words restricted to a released vocabulary.
+    pub fn word_vocabulary(
+        &self,
+        which: EmbeddingChoice,
+        name: Option<&str>,
+    ) -> Result<Arc<Vocabulary>> {
+        let Some(name) = name else {
+            return self.vocabulary(which);
+        };
+        let asset = self.vocabulary_asset(name)?;
+        let key = (asset.name.clone(), asset.digest.clone());
+        if let Some(v) = self
+            .restricted
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&key)
+        {
+            return Ok(v.clone());
+        }
+        let base = self.vocabulary(which)?;
+        let v = Arc::new(Vocabulary::restricted(
+            &base,
+            &asset,
+            self.config.cache_bytes,
+        )?);
+        self.restricted
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(key, v.clone());
         Ok(v)
     }
 
@@ -367,15 +439,26 @@ impl Engine {
         // Mapping builds run for minutes: cancellable.
         let _scope = self.scope();
         Ok(match *spec {
-            MechanismSpec::SanText { eps, embedding } => {
-                Box::new(SanText::new(self.vocabulary(embedding)?, eps)?)
-            }
+            MechanismSpec::SanText {
+                eps,
+                embedding,
+                ref vocabulary,
+            } => Box::new(SanText::new(
+                self.word_vocabulary(embedding, vocabulary.as_deref())?,
+                eps,
+            )?),
             MechanismSpec::SanTextPlus {
                 eps,
                 p,
                 w,
                 embedding,
-            } => Box::new(SanTextPlus::new(self.vocabulary(embedding)?, eps, p, w)?),
+                ref vocabulary,
+            } => Box::new(SanTextPlus::new(
+                self.word_vocabulary(embedding, vocabulary.as_deref())?,
+                eps,
+                p,
+                w,
+            )?),
             MechanismSpec::CusText {
                 eps,
                 k,
@@ -384,9 +467,11 @@ impl Engine {
                 level,
                 keep_stopwords,
                 embedding,
+                ref vocabulary,
             } => {
-                let vocab = self.vocabulary(embedding)?;
-                let m = self.mapping(&vocab, (embedding, k, mapping, metric))?;
+                let vocab = self.word_vocabulary(embedding, vocabulary.as_deref())?;
+                let name = vocab.embeddings().name().to_string();
+                let m = self.mapping(&vocab, (name, k, mapping, metric))?;
                 Box::new(CusText::new(vocab, m, eps, level, keep_stopwords)?)
             }
             MechanismSpec::Deidentify(ref d) => {
@@ -425,14 +510,26 @@ impl Engine {
             return Ok(m.clone());
         }
         let dir = self.config.assets_dir.join("custext");
-        let m = Arc::new(Mapping::load_or_build(
-            vocab.embeddings(),
-            &dir,
-            key.1,
-            key.2,
-            key.3,
-            self.config.build_mappings,
-        )?);
+        let small = vocab.release().is_some() && vocab.embeddings().len() <= SMALL_VOCABULARY_WORDS;
+        let m = Arc::new(if small {
+            // Built in memory: cheap, and no file per vocabulary version.
+            Mapping::build(
+                vocab.embeddings(),
+                key.1,
+                key.2,
+                key.3,
+                self.config.model_threads.max(1),
+            )?
+        } else {
+            Mapping::load_or_build(
+                vocab.embeddings(),
+                &dir,
+                key.1,
+                key.2,
+                key.3,
+                self.config.build_mappings,
+            )?
+        });
         maps.insert(key, m.clone());
         Ok(m)
     }

@@ -15,7 +15,9 @@
 //! - [`rules`]: masking rules as written in security labels;
 //! - [`engine`]: what front ends call: lazy loading, parameter validation,
 //!   input limits per mechanism, the right random stream per call;
-//! - [`cancel`]: the cancellation check every long loop calls.
+//! - [`cancel`]: the cancellation check every long loop calls;
+//! - [`vocab`]: vocabularies drawn from private data with differential
+//!   privacy (set union), saved as named assets.
 //!
 //! The crate has no PostgreSQL and no async dependency; the extension, the
 //! proxy and the CLI are thin front ends over [`Engine`].
@@ -36,6 +38,7 @@ pub mod rng;
 pub mod rules;
 pub mod runtime;
 pub mod text;
+pub mod vocab;
 
 pub use engine::{Engine, EngineConfig};
 pub use error::{Error, ErrorKind, Result};

@@ -23,6 +23,7 @@ pub mod guc;
 pub mod masking;
 mod recognizers;
 pub mod rules;
+mod vocabularies;
 
 use error::OrRaise;
 use ffi::interrupts::{Params, Utf8Text};
@@ -80,6 +81,7 @@ fn engine() -> Arc<Engine> {
 
 fn run(spec: MechanismSpec, t: &str, funcname: &'static str) -> dptext_core::mechanisms::Sanitized {
     let engine = engine();
+    vocabularies::ensure(&engine, &spec, funcname);
     let mechanism = engine.build(&spec).or_raise(funcname);
     engine
         .run(
@@ -108,6 +110,7 @@ fn santext(t: Utf8Text, eps: f64, embedding: default!(&str, "'glove'")) -> Strin
     let spec = MechanismSpec::SanText {
         eps,
         embedding: self::embedding(embedding, "santext"),
+        vocabulary: None,
     };
     run(spec, t.0, "santext").text
 }
@@ -133,6 +136,7 @@ fn santext_plus(
         p,
         w,
         embedding: self::embedding(embedding, "santext_plus"),
+        vocabulary: None,
     };
     run(spec, t.0, "santext_plus").text
 }

@@ -6,7 +6,7 @@
 //! naming it, and nothing at all is written (see [`crate::output`]).
 
 mod fields;
-mod jsonl;
+pub(crate) mod jsonl;
 mod table;
 
 use std::io::{BufRead, Write};

@@ -177,6 +177,25 @@ impl Embeddings {
         })
     }
 
+    /// A new embedding set holding only the rows `ids`, in that order (the
+    /// order becomes the new frequency order), named `name`: a vocabulary
+    /// restricted to a released word list ([`crate::vocab`]).
+    pub fn subset(&self, name: &str, ids: &[u32]) -> Result<Self> {
+        let rows = self.rows();
+        let mut words = Vec::with_capacity(ids.len());
+        let mut vectors = Vec::with_capacity(ids.len() * self.dim());
+        for &id in ids {
+            if id as usize >= self.len() {
+                return Err(Error::invalid("words", format!("row {id} is out of range")));
+            }
+            words.push(self.words[id as usize].clone());
+            vectors.extend_from_slice(rows.get(id));
+        }
+        let mut e = Embeddings::from_parts(name, self.kind(), words, vectors, self.dim())?;
+        e.meta.source = self.meta.source.clone();
+        Ok(e)
+    }
+
     /// Loads an embedding directory (see the module docs) into memory,
     /// keeping only the `limit` most frequent tokens when a limit is given.
     pub fn load(dir: &Path, limit: Option<usize>) -> Result<Self> {

@@ -95,6 +95,8 @@ impl Mechanism for Chain {
             embedding: String::new(),
             output_set_size: last.output_set_size,
             labels: Vec::new(),
+            // A vocabulary any stage drew from is spent with the chain.
+            vocabulary: costs.iter().find_map(|c| c.vocabulary.clone()),
             stages: costs,
         };
         Ok(Sanitized {

@@ -275,6 +275,7 @@ impl Deidentify {
             output_set_size: replaced,
             labels,
             stages: Vec::new(),
+            vocabulary: None,
         };
         Sanitized { text: out, cost }
     }

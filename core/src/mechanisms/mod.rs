@@ -136,6 +136,8 @@ pub enum MechanismSpec {
         eps: f64,
         /// Embedding set.
         embedding: EmbeddingChoice,
+        /// A released vocabulary to restrict the words to ([`crate::vocab`]).
+        vocabulary: Option<String>,
     },
     /// SanText+ at `eps` with replacement probability `p` and sensitive fraction `w`.
     SanTextPlus {
@@ -147,6 +149,8 @@ pub enum MechanismSpec {
         w: f64,
         /// Embedding set.
         embedding: EmbeddingChoice,
+        /// A released vocabulary to restrict the words to ([`crate::vocab`]).
+        vocabulary: Option<String>,
     },
     /// Entity replacement over detected spans (no embedding involved).
     Deidentify(operators::DeidentifySpec),
@@ -179,6 +183,8 @@ pub enum MechanismSpec {
         keep_stopwords: bool,
         /// Embedding set.
         embedding: EmbeddingChoice,
+        /// A released vocabulary to restrict the words to ([`crate::vocab`]).
+        vocabulary: Option<String>,
     },
 }
 
@@ -245,6 +251,8 @@ struct CusTextParams {
     keep_stopwords: bool,
     #[serde(default)]
     embedding: Option<String>,
+    #[serde(default)]
+    vocabulary: Option<String>,
 }
 
 fn default_k() -> i64 {
@@ -263,6 +271,8 @@ struct SanTextParams {
     eps: f64,
     #[serde(default)]
     embedding: Option<String>,
+    #[serde(default)]
+    vocabulary: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -275,6 +285,8 @@ struct SanTextPlusParams {
     w: f64,
     #[serde(default)]
     embedding: Option<String>,
+    #[serde(default)]
+    vocabulary: Option<String>,
 }
 
 fn default_p() -> f64 {
@@ -304,6 +316,7 @@ impl MechanismSpec {
                 MechanismSpec::SanText {
                     eps: p.eps,
                     embedding: embedding(p.embedding)?,
+                    vocabulary: p.vocabulary,
                 }
             }
             "santext_plus" | "santext+" => {
@@ -313,6 +326,7 @@ impl MechanismSpec {
                     p: p.p,
                     w: p.w,
                     embedding: embedding(p.embedding)?,
+                    vocabulary: p.vocabulary,
                 }
             }
             "custext" => {
@@ -326,6 +340,7 @@ impl MechanismSpec {
                     p.keep_stopwords,
                     p.embedding.as_deref().unwrap_or("glove"),
                 )?
+                .with_vocabulary(p.vocabulary)?
             }
             "deidentify" => {
                 let p: DeidentifyParams = serde_json::from_value(params.clone()).map_err(bad)?;
@@ -413,9 +428,56 @@ impl MechanismSpec {
             level: level.parse()?,
             keep_stopwords,
             embedding: embedding.parse()?,
+            vocabulary: None,
         };
         spec.validate()?;
         Ok(spec)
+    }
+
+    /// This spec drawing from the released vocabulary `name` (`None` or an
+    /// empty name: the embedding's own), validated. Only SanText, SanText+
+    /// and CusText take one.
+    ///
+    /// ```
+    /// use dptext_core::mechanisms::MechanismSpec;
+    /// let spec = MechanismSpec::parse("santext", &serde_json::json!({"eps": 3})).unwrap();
+    /// let spec = spec.with_vocabulary(Some("notes".into())).unwrap();
+    /// assert_eq!(spec.vocabulary(), Some("notes"));
+    /// assert_eq!(spec.params_json()["vocabulary"], "notes");
+    /// ```
+    pub fn with_vocabulary(mut self, name: Option<String>) -> Result<Self> {
+        let name = name.filter(|n| !n.is_empty());
+        match self {
+            MechanismSpec::SanText {
+                ref mut vocabulary, ..
+            }
+            | MechanismSpec::SanTextPlus {
+                ref mut vocabulary, ..
+            }
+            | MechanismSpec::CusText {
+                ref mut vocabulary, ..
+            } => *vocabulary = name,
+            _ if name.is_none() => {}
+            _ => {
+                return Err(Error::invalid(
+                    "vocabulary",
+                    format!("{} takes no vocabulary", self.name()),
+                ))
+            }
+        }
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// The released vocabulary this spec (or a stage of it) draws from.
+    pub fn vocabulary(&self) -> Option<&str> {
+        match self {
+            MechanismSpec::SanText { vocabulary, .. }
+            | MechanismSpec::SanTextPlus { vocabulary, .. }
+            | MechanismSpec::CusText { vocabulary, .. } => vocabulary.as_deref(),
+            MechanismSpec::Chain(stages) => stages.iter().find_map(MechanismSpec::vocabulary),
+            MechanismSpec::Deidentify(_) | MechanismSpec::Ndd { .. } => None,
+        }
     }
 
     /// An NDD distortion spec from its SQL-level parameters, validated.
@@ -438,6 +500,30 @@ impl MechanismSpec {
 
     /// Checks every parameter's domain.
     pub fn validate(&self) -> Result<()> {
+        if let MechanismSpec::SanText {
+            vocabulary: Some(v),
+            embedding,
+            ..
+        }
+        | MechanismSpec::SanTextPlus {
+            vocabulary: Some(v),
+            embedding,
+            ..
+        }
+        | MechanismSpec::CusText {
+            vocabulary: Some(v),
+            embedding,
+            ..
+        } = self
+        {
+            crate::vocab::check_name(v)?;
+            if *embedding != EmbeddingChoice::Glove {
+                return Err(Error::invalid(
+                    "vocabulary",
+                    "a released vocabulary applies to the 'glove' embedding only",
+                ));
+            }
+        }
         match *self {
             MechanismSpec::SanText { eps, .. } | MechanismSpec::CusText { eps, .. } => {
                 check_eps(eps)
@@ -507,8 +593,8 @@ impl MechanismSpec {
     /// ```
     pub fn params_json(&self) -> serde_json::Value {
         use serde_json::json;
-        match *self {
-            MechanismSpec::SanText { eps, embedding } => {
+        let mut out = match *self {
+            MechanismSpec::SanText { eps, embedding, .. } => {
                 json!({"eps": eps, "embedding": embedding.name()})
             }
             MechanismSpec::SanTextPlus {
@@ -516,6 +602,7 @@ impl MechanismSpec {
                 p,
                 w,
                 embedding,
+                ..
             } => json!({"eps": eps, "p": p, "w": w, "embedding": embedding.name()}),
             MechanismSpec::CusText {
                 eps,
@@ -525,6 +612,7 @@ impl MechanismSpec {
                 level,
                 keep_stopwords,
                 embedding,
+                ..
             } => json!({
                 "eps": eps,
                 "k": k,
@@ -552,7 +640,18 @@ impl MechanismSpec {
                 "mu": mu,
                 "divergence": divergence.name(),
             }),
+        };
+        // Only when set, so that rules and provenance without one read as before.
+        if let (
+            Some(v),
+            MechanismSpec::SanText { .. }
+            | MechanismSpec::SanTextPlus { .. }
+            | MechanismSpec::CusText { .. },
+        ) = (self.vocabulary(), self)
+        {
+            out["vocabulary"] = v.into();
         }
+        out
     }
 
     /// The per-token (per-span for entity replacement) guarantee of every

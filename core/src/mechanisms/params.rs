@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 
 /// Every parameter name of every mechanism: an error names the parameter
 /// when its key is one of these.
-const NAMES: [&str; 15] = [
+const NAMES: [&str; 16] = [
     "eps",
     "p",
     "w",
@@ -32,6 +32,7 @@ const NAMES: [&str; 15] = [
     "candidates",
     "mu",
     "divergence",
+    "vocabulary",
 ];
 
 /// Parses mechanism parameters from JSON text. Numbers beyond the `f64`

@@ -94,6 +94,7 @@ impl Mechanism for SanText {
             output_set_size: emb.len(),
             labels: Vec::new(),
             stages: Vec::new(),
+            vocabulary: self.vocab.release().cloned(),
         };
         Ok(Sanitized { text, cost })
     }
@@ -198,6 +199,7 @@ impl Mechanism for SanTextPlus {
             output_set_size: emb.len() - self.split as usize,
             labels: Vec::new(),
             stages: Vec::new(),
+            vocabulary: self.vocab.release().cloned(),
         };
         Ok(Sanitized { text, cost })
     }

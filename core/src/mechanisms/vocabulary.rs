@@ -2,9 +2,11 @@
 
 use std::sync::Arc;
 
+use crate::cost::VocabularyCost;
 use crate::embeddings::{Embeddings, VocabKind, WordPieces};
 use crate::error::{Error, Result};
 use crate::mechanisms::exponential::{table_cache, ExpSampler, TableCache};
+use crate::vocab::VocabularyAsset;
 
 /// An embedding set plus the per-token table cache that every sampler
 /// over it shares, so tables survive across calls and the memory bound
@@ -12,6 +14,8 @@ use crate::mechanisms::exponential::{table_cache, ExpSampler, TableCache};
 pub struct Vocabulary {
     emb: Arc<Embeddings>,
     cache: TableCache,
+    /// The released vocabulary it was restricted to, if any.
+    release: Option<VocabularyCost>,
 }
 
 impl std::fmt::Debug for Vocabulary {
@@ -28,7 +32,74 @@ impl Vocabulary {
         Vocabulary {
             emb: Arc::new(emb),
             cache: table_cache(cache_bytes),
+            release: None,
         }
+    }
+
+    /// `base` restricted to the words of a released vocabulary, as the
+    /// SanText and CusText papers take theirs from the task corpus: the
+    /// words become both the input and the output set, in the release's
+    /// order (the column's noisy frequency order, which SanText+'s
+    /// sensitive set follows). Every word must be in `base`: a vocabulary
+    /// built over more GloVe words than are loaded is an error, not a
+    /// silently smaller set. The restricted set is named
+    /// `<base>@<vocabulary>-<first 8 hex digits of its digest>`, which
+    /// puts the version into every mechanism's parameters.
+    pub fn restricted(
+        base: &Vocabulary,
+        asset: &VocabularyAsset,
+        cache_bytes: u64,
+    ) -> Result<Self> {
+        let emb = base.embeddings();
+        if emb.kind() != VocabKind::Word {
+            return Err(Error::invalid(
+                "vocabulary",
+                "a released vocabulary applies to the word embedding ('glove'), not to WordPiece",
+            ));
+        }
+        if asset.words.is_empty() {
+            return Err(Error::invalid(
+                "vocabulary",
+                format!(
+                    "{} is empty: no word passed its threshold; build it again with more values, a larger eps or delta, or a smaller max_words_per_value",
+                    asset.name
+                ),
+            ));
+        }
+        let mut ids = Vec::with_capacity(asset.words.len());
+        let mut missing = Vec::new();
+        for w in &asset.words {
+            match emb.id(w) {
+                Some(id) => ids.push(id),
+                None => missing.push(w.as_str()),
+            }
+        }
+        if let Some(first) = missing.first() {
+            return Err(Error::invalid(
+                "vocabulary",
+                format!(
+                    "{} has {} words outside the loaded embedding ({} rows of {}; it was built over {} rows of {}), e.g. {first:?}: load as many GloVe words as it was built with",
+                    asset.name,
+                    missing.len(),
+                    emb.len(),
+                    emb.name(),
+                    asset.embedding_rows,
+                    asset.embedding
+                ),
+            ));
+        }
+        let digest8 = asset.digest.get(..8).unwrap_or(&asset.digest);
+        let name = format!("{}@{}-{digest8}", emb.name(), asset.name);
+        Ok(Vocabulary {
+            emb: Arc::new(emb.subset(&name, &ids)?),
+            cache: table_cache(cache_bytes),
+            release: Some(asset.cost()),
+        })
+    }
+
+    /// The released vocabulary this one is restricted to, if any.
+    pub fn release(&self) -> Option<&VocabularyCost> {
+        self.release.as_ref()
     }
 
     /// The embedding set.

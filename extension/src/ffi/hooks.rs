@@ -41,6 +41,7 @@ unsafe extern "C-unwind" fn relcache_changed(_arg: pg_sys::Datum, _relid: Oid) {
     // and descendants, so any invalidation drops every cached decision.
     masking::invalidate();
     crate::recognizers::invalidate();
+    crate::vocabularies::invalidate();
 }
 
 #[pg_guard]

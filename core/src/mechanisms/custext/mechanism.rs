@@ -187,6 +187,7 @@ impl Mechanism for CusText {
             output_set_size: self.mapping.k,
             labels: Vec::new(),
             stages: Vec::new(),
+            vocabulary: self.vocab.release().cloned(),
         };
         Ok(Sanitized {
             text: seg.render(&replacements),

@@ -402,6 +402,7 @@ impl Mechanism for NddDistort {
                 output_set_size: self.mlm.config().vocab_size,
                 labels: Vec::new(),
                 stages: Vec::new(),
+                vocabulary: None,
             },
         })
     }

@@ -1,0 +1,242 @@
+//! `dptext vocab`: build a vocabulary from a file with differential
+//! privacy (set union, docs/vocabulary.md), list the built ones, show one.
+
+use std::fs;
+use std::io::{self, BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use dptext_core::mechanisms::EmbeddingChoice;
+use dptext_core::vocab::dpsu::DEFAULT_MAX_WORDS_PER_VALUE;
+use dptext_core::vocab::{Counter, Noise, ReleaseParams, VocabularyAsset};
+use dptext_core::{Engine, EngineConfig, RandomMode};
+
+use crate::progress;
+use crate::sanitize::jsonl;
+
+/// What `dptext vocab` does.
+#[derive(clap::Subcommand)]
+pub enum VocabAction {
+    /// Release the words of a file's values with (eps, delta)-DP and save
+    /// them as the vocabulary NAME (`vocabulary=NAME` in mechanism parameters).
+    Build(Box<BuildArgs>),
+    /// List the vocabularies in the assets directory.
+    List,
+    /// Show how a vocabulary was released, and its first words.
+    Show {
+        /// The vocabulary's name.
+        name: String,
+        /// How many words to print (in release order, most frequent first).
+        #[arg(long, default_value_t = 20)]
+        words: usize,
+    },
+}
+
+/// The flags of `dptext vocab build`.
+#[derive(clap::Args)]
+pub struct BuildArgs {
+    /// Input file: one value per line, per JSON line (`--field`) or per CSV row (`--field`).
+    #[arg(long)]
+    input: PathBuf,
+    /// Input format.
+    #[arg(long, value_enum, default_value = "lines")]
+    format: crate::sanitize::Format,
+    /// JSON key or CSV column holding the text (jsonl and csv).
+    #[arg(long)]
+    field: Option<String>,
+    /// Privacy parameter of the release (> 0), per value.
+    #[arg(long)]
+    eps: f64,
+    /// delta of the release, in (0, 0.5): below 1 / (number of values).
+    #[arg(long)]
+    delta: f64,
+    /// Distinct words one value contributes at most.
+    #[arg(long, default_value_t = DEFAULT_MAX_WORDS_PER_VALUE)]
+    max_words_per_value: usize,
+    /// laplace or gaussian.
+    #[arg(long, default_value = "laplace")]
+    noise: String,
+    /// The vocabulary's name: letters, digits, '_' and '-'.
+    #[arg(long)]
+    name: String,
+    /// Replace a vocabulary of that name (mechanisms using it then draw differently).
+    #[arg(long)]
+    replace: bool,
+    /// Reproducible noise from this seed (tests and audits: whoever knows
+    /// the seed can recompute the noise).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Number of most frequent GloVe words the vocabulary is drawn from
+    /// (as dptext.glove_words; use the same when sanitizing with it).
+    #[arg(long, default_value_t = dptext_core::engine::DEFAULT_GLOVE_WORDS)]
+    glove_words: usize,
+}
+
+/// Runs `dptext vocab`.
+pub fn run(dir: &Path, action: VocabAction) -> Result<()> {
+    match action {
+        VocabAction::Build(a) => build(dir, &a),
+        VocabAction::List => list(dir),
+        VocabAction::Show { name, words } => show(dir, &name, words),
+    }
+}
+
+fn build(dir: &Path, a: &BuildArgs) -> Result<()> {
+    let params = ReleaseParams {
+        eps: a.eps,
+        delta: a.delta,
+        max_words_per_value: a.max_words_per_value,
+        noise: a.noise.parse::<Noise>()?,
+    };
+    params.validate()?;
+    dptext_core::vocab::check_name(&a.name)?;
+    let path = VocabularyAsset::path(dir, &a.name)?;
+    if path.exists() && !a.replace {
+        bail!(
+            "vocabulary {} already exists at {}: choose another --name, or pass --replace",
+            a.name,
+            path.display()
+        );
+    }
+    if a.glove_words == 0 {
+        bail!("--glove-words must be at least 1");
+    }
+    let mut config = EngineConfig::new(dir.to_path_buf());
+    config.glove_words = a.glove_words;
+    let engine = Engine::new(config);
+    let glove = engine.vocabulary(EmbeddingChoice::Glove)?;
+    let mut counter = Counter::new(glove.embeddings(), params)?;
+
+    let file =
+        fs::File::open(&a.input).with_context(|| format!("opening {}", a.input.display()))?;
+    let size = file.metadata().ok().map(|m| m.len());
+    let bar = progress::bytes(size, "counting words");
+    let input = BufReader::new(bar.wrap_read(file));
+    match (a.format, a.field.as_deref()) {
+        (crate::sanitize::Format::Lines, None) => {
+            for line in input.lines() {
+                counter.add(&line.context("reading input")?);
+            }
+        }
+        (crate::sanitize::Format::Lines, Some(_)) => {
+            bail!("--field applies to --format jsonl and csv; --format lines counts whole lines")
+        }
+        (crate::sanitize::Format::Jsonl, Some(f)) => {
+            for (i, line) in input.lines().enumerate() {
+                let line = line.context("reading input")?;
+                if line.trim().is_empty() {
+                    continue;
+                }
+                for found in jsonl::find(&line, i + 1, &[f])? {
+                    if let Some(text) = found.text {
+                        counter.add(&text);
+                    }
+                }
+            }
+        }
+        (crate::sanitize::Format::Csv, Some(f)) => csv_values(input, f, &mut counter)?,
+        (_, None) => bail!("--format jsonl and csv need --field NAME (the JSON key or CSV column)"),
+    }
+    bar.finish_and_clear();
+    let mode = match a.seed {
+        Some(s) => RandomMode::Seeded(s),
+        None => RandomMode::Os,
+    };
+    let release = counter.finish(&mode)?;
+    let (values, truncated, candidates) = (release.values, release.truncated, release.candidates);
+    let (threshold, scale) = (release.threshold, release.scale);
+    let source = format!(
+        "{}{}",
+        a.input.display(),
+        a.field
+            .as_deref()
+            .map(|f| format!(" field {f}"))
+            .unwrap_or_default()
+    );
+    let asset = VocabularyAsset::new(&a.name, &source, &params, release, glove.embeddings())?;
+    let written = asset.save(dir, a.replace)?;
+    println!(
+        "vocabulary {}: {} words released of {candidates} distinct embedding words in {values} values ({truncated} cut to {} words)",
+        asset.name,
+        asset.words.len(),
+        params.max_words_per_value
+    );
+    println!(
+        "release: eps {} delta {} per value, {} noise (scale {scale:.3}), threshold {threshold:.3}",
+        params.eps,
+        params.delta,
+        params.noise.name()
+    );
+    println!("written to {}", written.display());
+    println!(
+        "(the counts of values and words above are exact, for you; the file holds only the released words)"
+    );
+    if asset.words.is_empty() {
+        eprintln!("warning: no word passed the threshold: use more values, a larger eps or delta, or a smaller --max-words-per-value");
+    }
+    Ok(())
+}
+
+/// Adds the column `field` of every CSV row.
+fn csv_values(input: impl Read, field: &str, counter: &mut Counter) -> Result<()> {
+    let mut reader = csv::Reader::from_reader(input);
+    let headers = reader.headers().context("reading the CSV header")?.clone();
+    let Some(col) = headers.iter().position(|h| h == field) else {
+        bail!(
+            "no column {field:?} in the CSV header (columns: {})",
+            headers.iter().collect::<Vec<_>>().join(", ")
+        );
+    };
+    for (i, record) in reader.records().enumerate() {
+        let record = record.with_context(|| format!("CSV row {}", i + 1))?;
+        if let Some(v) = record.get(col) {
+            counter.add(v);
+        }
+    }
+    Ok(())
+}
+
+fn list(dir: &Path) -> Result<()> {
+    let names = VocabularyAsset::list(dir)?;
+    if names.is_empty() {
+        println!("no vocabularies in {}", dir.display());
+    }
+    for name in names {
+        match VocabularyAsset::load(dir, &name) {
+            Ok(v) => println!(
+                "{name}\t{} words\teps {} delta {}\t{}\t{}",
+                v.words.len(),
+                v.eps,
+                v.delta,
+                v.created,
+                v.source
+            ),
+            Err(e) => println!("{name}\tunreadable: {e}"),
+        }
+    }
+    Ok(())
+}
+
+fn show(dir: &Path, name: &str, words: usize) -> Result<()> {
+    let v = VocabularyAsset::load(dir, name)?;
+    let mut out = io::stdout().lock();
+    use std::io::Write;
+    writeln!(out, "name: {}", v.name)?;
+    writeln!(out, "source: {}", v.source)?;
+    writeln!(out, "created: {}", v.created)?;
+    writeln!(
+        out,
+        "release: eps {} delta {} per value, {} noise, threshold {:.3}, at most {} words per value",
+        v.eps, v.delta, v.noise, v.threshold, v.max_words_per_value
+    )?;
+    writeln!(
+        out,
+        "embedding: {} ({} rows)",
+        v.embedding, v.embedding_rows
+    )?;
+    writeln!(out, "digest: {}", v.digest)?;
+    writeln!(out, "words: {}", v.words.len())?;
+    let shown: Vec<&str> = v.words.iter().take(words).map(String::as_str).collect();
+    writeln!(out, "first words: {}", shown.join(" "))?;
+    Ok(())
+}
