@@ -4,10 +4,14 @@
 //!
 //! A session hands over a batch of values (the protected fields of many
 //! rows of one result); the batch is split across the workers, each runs
-//! its share value by value through the core's engine (whose detection
-//! model batches the lines of a value, and whose masked LM batches the
-//! copies NDD scores), and the session waits for all of them. The queue
-//! is bounded: when every worker is busy, sessions wait (backpressure).
+//! its share value by value through its own engine (whose detection model
+//! batches the lines of a value, and whose masked LM batches the copies
+//! NDD scores), and the session waits for all of them. Each worker owns
+//! an engine and builds its own mechanisms, so model sessions are never
+//! shared between workers (one shared detection session serialized them:
+//! two workers ran no faster than one). Vectors are memory-mapped, so the
+//! engines share those pages. The queue is bounded: when every worker is
+//! busy, sessions wait (backpressure).
 //!
 //! Outputs are keyed by the proxy's `key` (a key derived from it, never
 //! the SCRAM salts' secret itself), so asking again returns the same text
@@ -31,14 +35,16 @@ struct Job {
     reply: oneshot::Sender<Result<Vec<String>>>,
 }
 
-/// Built mechanisms by rule label (the canonical `MASKED WITH ...` text).
-type Built = Arc<RwLock<HashMap<Arc<str>, Arc<dyn Mechanism>>>>;
+/// The rules by label (the canonical `MASKED WITH ...` text), each checked
+/// by building it once.
+type Specs = Arc<RwLock<HashMap<Arc<str>, MechanismSpec>>>;
 
 /// The engine, the built rules and the worker pool (shared by every
 /// session: `Arc`).
 pub struct Sanitizer {
-    engine: Arc<Engine>,
-    built: Built,
+    /// Builds each rule once to check it (and loads what it needs).
+    checker: Engine,
+    specs: Specs,
     tx: mpsc::Sender<Job>,
     workers: usize,
 }
@@ -83,46 +89,56 @@ impl Sanitizer {
         config.model_threads = 1;
         // A missing CusText mapping would take minutes of every core.
         config.build_mappings = false;
-        let engine = Arc::new(Engine::new(config));
-        let built: Built = Arc::default();
+        let specs: Specs = Arc::default();
         let mode = output_mode(key)?;
         let (tx, rx) = mpsc::channel::<Job>(workers * 4);
         let rx = Arc::new(std::sync::Mutex::new(rx));
         for i in 0..workers {
             let rx = rx.clone();
-            let engine = engine.clone();
-            let built = built.clone();
+            let engine = Engine::new(config.clone());
+            let specs = specs.clone();
             let mode = mode.clone();
             std::thread::Builder::new()
                 .name(format!("dptext-sanitize-{i}"))
-                .spawn(move || loop {
-                    let job = {
-                        let mut guard = rx.lock().unwrap_or_else(PoisonError::into_inner);
-                        guard.blocking_recv()
-                    };
-                    let Some(job) = job else { return };
-                    let out = job
-                        .items
-                        .iter()
-                        .map(|(label, text)| {
-                            let m = built
-                                .read()
-                                .unwrap_or_else(PoisonError::into_inner)
-                                .get(label)
-                                .cloned()
-                                .ok_or_else(|| {
+                .spawn(move || {
+                    let mut built: HashMap<Arc<str>, Box<dyn Mechanism>> = HashMap::new();
+                    loop {
+                        let job = {
+                            let mut guard = rx.lock().unwrap_or_else(PoisonError::into_inner);
+                            guard.blocking_recv()
+                        };
+                        let Some(job) = job else { return };
+                        let out = job
+                            .items
+                            .iter()
+                            .map(|(label, text)| {
+                                if !built.contains_key(label) {
+                                    let spec = specs
+                                        .read()
+                                        .unwrap_or_else(PoisonError::into_inner)
+                                        .get(label)
+                                        .cloned()
+                                        .ok_or_else(|| {
+                                            ProxyError::Protocol(format!(
+                                                "rule {label} was not prepared"
+                                            ))
+                                        })?;
+                                    built.insert(label.clone(), engine.build(&spec)?);
+                                }
+                                let m = built.get(label).ok_or_else(|| {
                                     ProxyError::Protocol(format!("rule {label} was not built"))
                                 })?;
-                            Ok(engine.run(m.as_ref(), text, &mode, &[])?.text)
-                        })
-                        .collect::<Result<Vec<String>>>();
-                    let _ = job.reply.send(out);
+                                Ok(engine.run(m.as_ref(), text, &mode, &[])?.text)
+                            })
+                            .collect::<Result<Vec<String>>>();
+                        let _ = job.reply.send(out);
+                    }
                 })
                 .map_err(|e| ProxyError::Config(format!("starting a sanitizing thread: {e}")))?;
         }
         let s = Arc::new(Sanitizer {
-            engine,
-            built,
+            checker: Engine::new(config),
+            specs,
             tx,
             workers,
         });
@@ -141,22 +157,23 @@ impl Sanitizer {
         Ok(s)
     }
 
-    /// Builds the mechanism of rule `label` unless built already (loads
-    /// vectors or models: call it off the async runtime's threads).
+    /// Checks rule `label` by building it once (loads vectors or models:
+    /// call it off the async runtime's threads), unless checked already;
+    /// the workers then build it for themselves on first use.
     pub fn prepare(&self, label: &str, spec: &MechanismSpec) -> Result<()> {
         if self
-            .built
+            .specs
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .contains_key(label)
         {
             return Ok(());
         }
-        let m: Arc<dyn Mechanism> = Arc::from(self.engine.build(spec)?);
-        self.built
+        self.checker.build(spec)?;
+        self.specs
             .write()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(Arc::from(label), m);
+            .insert(Arc::from(label), spec.clone());
         Ok(())
     }
 
