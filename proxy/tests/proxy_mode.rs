@@ -260,3 +260,30 @@ fn database_labels_protect_columns_in_proxy_mode_too() {
         "{out}"
     );
 }
+
+#[test]
+fn protocol_bookkeeping_follows_what_the_server_confirms() {
+    let Some(env) = env() else { return };
+    let port = proxy_port(env);
+    let conninfo =
+        format!("host=127.0.0.1 port={port} user=pm password=pm-pw dbname={NO_EXTENSION_DB}");
+    let Some(out) = python_client("proxy_mode_protocol.py", &[&conninfo]) else {
+        return;
+    };
+    let text = out.to_string();
+    // Every note that came back is sanitized, whichever path asked for it.
+    assert_no_marker("protocol-level attacks", &text);
+    let values = out["values"].as_array().map(Vec::len).unwrap_or(0);
+    assert!(
+        values >= 9,
+        "the attacks returned too little to prove anything: {text}"
+    );
+    assert!(
+        text.contains("42P05"),
+        "the duplicate Parse was not refused: {text}"
+    );
+    assert_eq!(out["closed"], serde_json::json!(false), "{text}");
+    assert!(out["values"]
+        .as_array()
+        .is_some_and(|v| v.iter().any(|x| x == "42")));
+}

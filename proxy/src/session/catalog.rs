@@ -54,9 +54,14 @@ const OPERATORS_SQL: &str = "SELECT n.nspname, o.oprname, fn.nspname, f.proname,
   JOIN pg_catalog.pg_namespace fn ON fn.oid = f.pronamespace";
 const TYPES_SQL: &str = "SELECT n.nspname, t.typname \
   FROM pg_catalog.pg_type t JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace";
-const SESSION_SQL: &str = "SELECT pg_catalog.current_setting('search_path'), \
-  CURRENT_USER::pg_catalog.text, \
+const SESSION_SQL: &str = "SELECT CURRENT_USER::pg_catalog.text, \
   pg_catalog.to_regclass('dptext.rules') IS NOT NULL";
+/// The schemas the server searches, as it resolved them: names folded or
+/// quoted as in the setting, `$user` replaced, schemas that do not exist
+/// or that the role may not use left out (the setting's text would need
+/// all of PostgreSQL's rules to read the same way).
+const SCHEMAS_SQL: &str =
+    "SELECT s::pg_catalog.text FROM pg_catalog.unnest(pg_catalog.current_schemas(false)) AS s";
 const DB_RULES_SQL: &str =
     "SELECT schema_name::pg_catalog.text, table_name::pg_catalog.text, column_name::pg_catalog.text, label \
        FROM dptext.rules";
@@ -89,28 +94,6 @@ fn num<T: std::str::FromStr>(row: &[Option<String>], i: usize) -> Result<T> {
         .map_err(|_| ProxyError::Upstream(format!("a catalog query returned \"{s}\"")))
 }
 
-/// Splits a `search_path` setting into its entries, unquoted.
-pub fn split_search_path(setting: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut quoted = false;
-    let mut chars = setting.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' if quoted && chars.peek() == Some(&'"') => {
-                cur.push('"');
-                chars.next();
-            }
-            '"' => quoted = !quoted,
-            ',' if !quoted => out.push(std::mem::take(&mut cur)),
-            c if c.is_whitespace() && !quoted => {}
-            c => cur.push(c),
-        }
-    }
-    out.push(cur);
-    out.into_iter().filter(|s| !s.is_empty()).collect()
-}
-
 fn volatility(c: &str) -> Volatility {
     match c {
         "i" => Volatility::Immutable,
@@ -130,9 +113,13 @@ pub async fn load(
     let first = session
         .first()
         .ok_or_else(|| ProxyError::Upstream("no session row".into()))?;
-    let search_path = split_search_path(cell(first, 0)?);
-    let user = cell(first, 1)?.to_owned();
-    let has_db_rules = cell(first, 2)? == "t";
+    let user = cell(first, 0)?.to_owned();
+    let has_db_rules = cell(first, 1)? == "t";
+    let search_path = rows(up, "the search path", SCHEMAS_SQL)
+        .await?
+        .iter()
+        .map(|r| cell(r, 0).map(str::to_owned))
+        .collect::<Result<Vec<String>>>()?;
 
     let mut catalog = MemoryCatalog::new();
     let mut names: HashMap<u32, (String, String, RelationKind)> = HashMap::new();
@@ -309,22 +296,4 @@ pub async fn probe(
         c.rules.len(),
         c.search_path.join(", ")
     ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::split_search_path;
-
-    #[test]
-    fn search_paths_are_split_and_unquoted() {
-        assert_eq!(
-            split_search_path("\"$user\", public"),
-            vec!["$user", "public"]
-        );
-        assert_eq!(
-            split_search_path("\"My Schema\",\"a\"\"b\", x"),
-            vec!["My Schema", "a\"b", "x"]
-        );
-        assert_eq!(split_search_path(""), Vec::<String>::new());
-    }
 }

@@ -13,13 +13,21 @@
 //! open transaction, as a failed one would.) `FunctionCall` is refused;
 //! COPY data and anything unknown end the session.
 //!
-//! **Server to client.** Each result is matched to the statement or
-//! `Execute` it answers, in order. Values of protected columns (by the
-//! analysis, and by the origin a RowDescription names) are sanitized in
-//! batches of up to `[masking] batch_rows` rows. A row or description
-//! whose column count differs from the analysis ends the session (the
-//! catalog changed under it). Errors and notices are scrubbed
-//! ([`super::scrub`]); notifications are dropped.
+//! **Server to client.** Every answer is matched, in order, to the client
+//! message it answers; an answer the proxy did not expect ends the
+//! session. What the server holds is recorded only when it confirms it:
+//! a prepared statement on ParseComplete, a portal on BindComplete, the
+//! effect of a `DECLARE`, `PREPARE`, `CLOSE`, `DEALLOCATE` or `DISCARD`
+//! (sent as a query or executed as a portal) on its CommandComplete, a
+//! `Close` on CloseComplete; a failed message records nothing. Before
+//! each `Execute` the proxy asks the server to describe the portal and
+//! keeps that description to itself, so that every result, whichever
+//! protocol asked for it, comes with the origins of its columns. Values
+//! of protected columns (by the analysis, and by the origin a
+//! RowDescription names) are sanitized in batches of up to `[masking]
+//! batch_rows` rows. A result whose column count differs from the
+//! analysis ends the session (the catalog changed under it). Errors and
+//! notices are scrubbed ([`super::scrub`]); notifications are dropped.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -35,7 +43,8 @@ use crate::wire::{self, Frame, Reader};
 use super::catalog::SessionCatalog;
 use super::scrub::scrub;
 
-/// What the server's next answers belong to.
+/// What the server's next answers belong to, one entry per client
+/// message that gets an answer, in order.
 #[derive(Debug)]
 enum Expect {
     /// A statement of a simple-protocol query: its result columns, and
@@ -44,17 +53,50 @@ enum Expect {
         output: Vec<OutputColumn>,
         effect: Option<Effect>,
     },
-    /// An `Execute` of a portal with these result columns.
-    Execute { output: Vec<OutputColumn> },
+    /// `Parse`: recorded on ParseComplete.
+    Parse {
+        name: String,
+        output: Vec<OutputColumn>,
+        effect: Option<Effect>,
+    },
+    /// `Bind`: recorded on BindComplete.
+    Bind { portal: String, statement: String },
+    /// The client's own `Describe`: relayed.
+    Describe,
+    /// `Execute`, after the proxy's own `Describe` of the portal (whose
+    /// answer it keeps: `described` once it came).
+    Execute { portal: String, described: bool },
+    /// `Close` of a statement (`true`) or portal: applied on CloseComplete.
+    Close { statement: bool, name: String },
     /// A `ReadyForQuery`; with a refusal to send just before it.
     Ready(Option<Refusal>),
+}
+
+impl Expect {
+    /// Entries the server skips after an error, up to the next Sync.
+    fn skipped_after_error(&self) -> bool {
+        !matches!(self, Expect::Ready(_))
+    }
 }
 
 /// State both directions share (one task runs both: never contended).
 #[derive(Default)]
 struct Shared {
     expect: VecDeque<Expect>,
+    /// Prepared statements and portals as the server holds them.
     session: analysis::Session,
+    /// What executing each prepared statement changes (a statement that
+    /// is itself a `DECLARE`, `PREPARE`, ...).
+    statement_effects: std::collections::HashMap<String, Option<Effect>>,
+    /// The same for portals.
+    portal_effects: std::collections::HashMap<String, Option<Effect>>,
+}
+
+fn unexpected(tag: u8) -> ProxyError {
+    ProxyError::Protocol(format!(
+        "the server sent '{}' where proxy mode expected another answer: session ended",
+        char::from(tag)
+    ))
 }
 
 /// Everything a proxy-mode session needs.
@@ -118,6 +160,16 @@ fn cstr_at(body: &[u8], skip: usize) -> Result<String> {
     Ok(r.cstr()?.to_owned())
 }
 
+/// A description whose width differs from the analysis ends the session.
+fn check_width(expected: usize, got: usize) -> Result<()> {
+    if expected == got {
+        return Ok(());
+    }
+    Err(ProxyError::Protocol(format!(
+        "a result of {got} columns where the analysis expected {expected}: the catalog changed; reconnect"
+    )))
+}
+
 fn refusal_frame(r: &Refusal) -> Frame {
     wire::error("ERROR", r.rule.sqlstate(), &r.to_string())
 }
@@ -171,7 +223,17 @@ impl ProxyMode {
                     self.client_message(&f, &mut s)?
                 };
                 match refused {
-                    None => super::write(&mut uw, &f).await?,
+                    None => {
+                        if f.tag == b'E' {
+                            // The portal's description, for the origins of
+                            // its columns; its answer stays in the proxy.
+                            let portal = cstr_at(&f.body, 0)?;
+                            let mut body = vec![b'P'];
+                            wire::put_cstr(&mut body, &portal);
+                            super::write(&mut uw, &Frame::new(b'D', body)).await?;
+                        }
+                        super::write(&mut uw, &f).await?;
+                    }
                     Some(r) => {
                         tracing::info!(rule = r.rule.code(), "statement refused in proxy mode");
                         crate::metrics::inc(&crate::metrics::METRICS.masking_refused);
@@ -201,44 +263,59 @@ impl ProxyMode {
                 if f.tag != b'D' && !rows.is_empty() {
                     self.flush(&mut rows, &current, &mut cw).await?;
                 }
+                // What to do with the message: relay it, keep it, or end.
+                let mut relay = true;
                 match f.tag {
-                    b'T' => {
-                        let origins = row_origins(&f.body)?;
-                        {
-                            let s = shared.lock().unwrap_or_else(PoisonError::into_inner);
-                            if let Some(Expect::Statement { output, .. }) = s.expect.front() {
-                                if output.len() != origins.len() {
-                                    return Err(ProxyError::Protocol(format!(
-                                        "a result of {} columns where the analysis expected {}: the catalog changed; reconnect",
-                                        origins.len(),
-                                        output.len()
-                                    )));
-                                }
+                    b'T' | b'n' => {
+                        let origins = if f.tag == b'T' {
+                            row_origins(&f.body)?
+                        } else {
+                            Vec::new()
+                        };
+                        let mut s = shared.lock().unwrap_or_else(PoisonError::into_inner);
+                        let s = &mut *s;
+                        match s.expect.front_mut() {
+                            Some(Expect::Statement { output, .. }) if f.tag == b'T' => {
+                                check_width(output.len(), origins.len())?;
                                 current = protected_columns(output, Some(&origins), &self.catalog);
                                 width = Some(output.len());
                             }
+                            Some(Expect::Describe) => {
+                                s.expect.pop_front();
+                            }
+                            Some(Expect::Execute { portal, described }) if !*described => {
+                                let output = s.session.cursor(portal).ok_or_else(|| {
+                                    ProxyError::Protocol(format!(
+                                        "an Execute of portal \"{portal}\" the proxy has not seen bound: session ended"
+                                    ))
+                                })?;
+                                if f.tag == b'T' {
+                                    check_width(output.len(), origins.len())?;
+                                }
+                                current = protected_columns(output, Some(&origins), &self.catalog);
+                                width = Some(origins.len());
+                                *described = true;
+                                relay = false;
+                            }
+                            _ => return Err(unexpected(f.tag)),
                         }
-                        super::write(&mut cw, &f).await?;
+                    }
+                    b't' => {
+                        let s = shared.lock().unwrap_or_else(PoisonError::into_inner);
+                        if !matches!(s.expect.front(), Some(Expect::Describe)) {
+                            return Err(unexpected(f.tag));
+                        }
                     }
                     b'D' => {
-                        if rows.is_empty() {
+                        {
                             let s = shared.lock().unwrap_or_else(PoisonError::into_inner);
-                            match s.expect.front() {
-                                Some(Expect::Statement { output, .. }) => {
-                                    if width.is_none() {
-                                        current = protected_columns(output, None, &self.catalog);
-                                        width = Some(output.len());
-                                    }
-                                }
-                                Some(Expect::Execute { output }) => {
-                                    current = protected_columns(output, None, &self.catalog);
-                                    width = Some(output.len());
-                                }
-                                _ => {
-                                    return Err(ProxyError::Protocol(
-                                        "a row the proxy cannot match to a statement".into(),
-                                    ))
-                                }
+                            let ok = match s.expect.front() {
+                                Some(Expect::Statement { .. }) => width.is_some(),
+                                Some(Expect::Execute { described, .. }) => *described,
+                                _ => false,
+                            };
+                            if !ok {
+                                return Err(unexpected(f.tag));
                             }
                         }
                         let n = Reader::new(&f.body).i16()?;
@@ -248,62 +325,109 @@ impl ProxyMode {
                                 width.unwrap_or(0)
                             )));
                         }
+                        relay = false;
                         if current.is_empty() {
                             super::write(&mut cw, &f).await?;
                         } else {
-                            rows.push(f);
+                            rows.push(f.clone());
                             if rows.len() >= self.batch_rows {
                                 self.flush(&mut rows, &current, &mut cw).await?;
                             }
                         }
                     }
                     b'C' | b'I' | b's' => {
-                        {
-                            let mut s = shared.lock().unwrap_or_else(PoisonError::into_inner);
-                            if matches!(
-                                s.expect.front(),
-                                Some(Expect::Statement { .. } | Expect::Execute { .. })
-                            ) {
-                                if let Some(Expect::Statement {
-                                    effect: Some(e), ..
-                                }) = s.expect.pop_front()
-                                {
-                                    if f.tag == b'C' {
+                        let mut s = shared.lock().unwrap_or_else(PoisonError::into_inner);
+                        let s = &mut *s;
+                        match s.expect.pop_front() {
+                            Some(Expect::Statement { effect, .. }) if f.tag != b's' => {
+                                if let (b'C', Some(e)) = (f.tag, effect) {
+                                    s.session.apply(&e);
+                                }
+                            }
+                            Some(Expect::Execute { portal, .. }) => {
+                                if f.tag == b'C' {
+                                    if let Some(Some(e)) = s.portal_effects.get(&portal).cloned() {
                                         s.session.apply(&e);
                                     }
                                 }
                             }
+                            _ => return Err(unexpected(f.tag)),
                         }
                         current.clear();
                         width = None;
-                        super::write(&mut cw, &f).await?;
+                    }
+                    b'1' => {
+                        let mut s = shared.lock().unwrap_or_else(PoisonError::into_inner);
+                        let s = &mut *s;
+                        match s.expect.pop_front() {
+                            Some(Expect::Parse {
+                                name,
+                                output,
+                                effect,
+                            }) => {
+                                s.session.record_statement(&name, output);
+                                s.statement_effects.insert(name, effect);
+                            }
+                            _ => return Err(unexpected(f.tag)),
+                        }
+                    }
+                    b'2' => {
+                        let mut s = shared.lock().unwrap_or_else(PoisonError::into_inner);
+                        let s = &mut *s;
+                        match s.expect.pop_front() {
+                            Some(Expect::Bind { portal, statement }) => {
+                                let output = s
+                                    .session
+                                    .prepared(&statement)
+                                    .map(<[OutputColumn]>::to_vec)
+                                    .ok_or_else(|| {
+                                        ProxyError::Protocol(format!(
+                                            "a Bind of statement \"{statement}\" the proxy has not seen parsed: session ended"
+                                        ))
+                                    })?;
+                                s.session.record_portal(&portal, output);
+                                let effect = s.statement_effects.get(&statement).cloned().flatten();
+                                s.portal_effects.insert(portal, effect);
+                            }
+                            _ => return Err(unexpected(f.tag)),
+                        }
+                    }
+                    b'3' => {
+                        let mut s = shared.lock().unwrap_or_else(PoisonError::into_inner);
+                        let s = &mut *s;
+                        match s.expect.pop_front() {
+                            Some(Expect::Close { statement, name }) => {
+                                if statement {
+                                    s.session.apply(&Effect::Deallocate(Some(name.clone())));
+                                    s.statement_effects.remove(&name);
+                                } else {
+                                    s.session.apply(&Effect::Close(Some(name.clone())));
+                                    s.portal_effects.remove(&name);
+                                }
+                            }
+                            _ => return Err(unexpected(f.tag)),
+                        }
                     }
                     b'E' | b'N' => {
                         if f.tag == b'E' {
-                            // The server skips the rest of the batch.
-                            {
-                                let mut s = shared.lock().unwrap_or_else(PoisonError::into_inner);
-                                while matches!(
-                                    s.expect.front(),
-                                    Some(Expect::Statement { .. } | Expect::Execute { .. })
-                                ) {
-                                    s.expect.pop_front();
-                                }
+                            // The server skips the rest up to the next Sync:
+                            // nothing of it is recorded.
+                            let mut s = shared.lock().unwrap_or_else(PoisonError::into_inner);
+                            while s.expect.front().is_some_and(Expect::skipped_after_error) {
+                                s.expect.pop_front();
                             }
                             current.clear();
                             width = None;
                         }
+                        relay = false;
                         super::write(&mut cw, &scrub(f.tag, &f.body)?).await?;
                     }
                     b'Z' => {
                         let refusal = {
                             let mut s = shared.lock().unwrap_or_else(PoisonError::into_inner);
-                            loop {
-                                match s.expect.pop_front() {
-                                    Some(Expect::Ready(r)) => break r,
-                                    Some(_) => continue,
-                                    None => break None,
-                                }
+                            match s.expect.pop_front() {
+                                Some(Expect::Ready(r)) => r,
+                                _ => return Err(unexpected(f.tag)),
                             }
                         };
                         if let Some(r) = refusal {
@@ -311,20 +435,23 @@ impl ProxyMode {
                         }
                         current.clear();
                         width = None;
-                        super::write(&mut cw, &f).await?;
-                        cw.flush().await?;
                     }
-                    // Parse, Bind and Close complete; parameter
-                    // descriptions; NoData; settings the server reports.
-                    b'1' | b'2' | b'3' | b't' | b'n' | b'S' => super::write(&mut cw, &f).await?,
+                    // Settings the server reports.
+                    b'S' => {}
                     // Notifications: LISTEN is refused; drop anything else.
-                    b'A' => {}
+                    b'A' => relay = false,
                     other => {
                         return Err(ProxyError::Protocol(format!(
                             "proxy mode does not relay server message '{}'",
                             char::from(other)
                         )))
                     }
+                }
+                if relay {
+                    super::write(&mut cw, &f).await?;
+                }
+                if f.tag == b'Z' {
+                    cw.flush().await?;
                 }
             }
         };
@@ -338,6 +465,10 @@ impl ProxyMode {
     /// `Some` when it is refused (the caller forwards a Sync instead).
     fn client_message(&self, f: &Frame, s: &mut Shared) -> Result<Option<Refusal>> {
         let ctx = self.context();
+        let push = |s: &mut Shared, e: Expect| {
+            s.expect.push_back(e);
+            Ok(None)
+        };
         match f.tag {
             b'Q' => {
                 let sql = cstr_at(&f.body, 0)?;
@@ -349,8 +480,7 @@ impl ProxyMode {
                                 effect: st.effect,
                             });
                         }
-                        s.expect.push_back(Expect::Ready(None));
-                        Ok(None)
+                        push(s, Expect::Ready(None))
                     }
                     Err(r) => Ok(Some(r)),
                 }
@@ -359,45 +489,49 @@ impl ProxyMode {
                 let name = cstr_at(&f.body, 0)?;
                 let sql = cstr_at(&f.body, 1)?;
                 match analysis::analyze_parse(&sql, &ctx, &s.session) {
-                    Ok(a) => {
-                        s.session.record_statement(&name, a.output);
-                        Ok(None)
-                    }
+                    Ok(a) => push(
+                        s,
+                        Expect::Parse {
+                            name,
+                            output: a.output,
+                            effect: a.effect,
+                        },
+                    ),
                     Err(r) => Ok(Some(r)),
                 }
             }
             b'B' => {
                 let portal = cstr_at(&f.body, 0)?;
                 let statement = cstr_at(&f.body, 1)?;
-                match s.session.prepared(&statement).map(<[OutputColumn]>::to_vec) {
-                    Some(output) => {
-                        s.session.record_portal(&portal, output);
-                        Ok(None)
-                    }
-                    None => Ok(Some(Refusal::new(
-                        Rule::StatementKind,
-                        "Bind of a statement the proxy did not see parsed",
-                    ))),
-                }
+                push(s, Expect::Bind { portal, statement })
             }
             b'E' => {
                 let portal = cstr_at(&f.body, 0)?;
-                match s.session.cursor(&portal).map(<[OutputColumn]>::to_vec) {
-                    Some(output) => {
-                        s.expect.push_back(Expect::Execute { output });
-                        Ok(None)
-                    }
-                    None => Ok(Some(Refusal::new(
-                        Rule::StatementKind,
-                        "Execute of a portal the proxy did not see bound",
-                    ))),
+                push(
+                    s,
+                    Expect::Execute {
+                        portal,
+                        described: false,
+                    },
+                )
+            }
+            b'D' => push(s, Expect::Describe),
+            b'C' => {
+                let kind = f.body.first().copied().unwrap_or(0);
+                let name = cstr_at(f.body.get(1..).unwrap_or_default(), 0)?;
+                match kind {
+                    b'S' | b'P' => push(
+                        s,
+                        Expect::Close {
+                            statement: kind == b'S',
+                            name,
+                        },
+                    ),
+                    _ => Err(ProxyError::Protocol("a Close of neither S nor P".into())),
                 }
             }
-            b'S' => {
-                s.expect.push_back(Expect::Ready(None));
-                Ok(None)
-            }
-            b'D' | b'C' | b'H' | b'X' => Ok(None),
+            b'S' => push(s, Expect::Ready(None)),
+            b'H' | b'X' => Ok(None),
             b'F' => Ok(Some(Refusal::new(
                 Rule::StatementKind,
                 "the function-call protocol message is not allowed in proxy mode",
