@@ -85,6 +85,16 @@ impl Walker<'_> {
         items.extend(ritems);
 
         let using: Vec<String> = if j.is_natural {
+            // The common names decide what is compared: every name on
+            // both sides must be certain.
+            if lcols.iter().chain(&rcols).any(|c| !c.certain) {
+                return Err(Refusal::new(
+                    Rule::ColumnNameUncertain,
+                    "a NATURAL join of a subquery whose expressions have no alias: the proxy \
+                     cannot be certain which columns it compares; join with USING or ON, or \
+                     name the expressions (AS name)",
+                ));
+            }
             lcols
                 .iter()
                 .filter(|c| rcols.iter().any(|r| r.name == c.name))
@@ -99,12 +109,23 @@ impl Walker<'_> {
         };
         for u in &using {
             for side in [&lcols, &rcols] {
-                let found: Vec<&Col> = side.iter().filter(|c| &c.name == u).collect();
+                let found: Vec<&Col> = side.iter().filter(|c| c.certain && &c.name == u).collect();
                 match found.as_slice() {
                     [one] if one.out.is_protected() => {
                         return Err(protected(Rule::ProtectedInJoin, &one.out, "to join on"));
                     }
                     [_] => {}
+                    // The server may find it under a name the proxy
+                    // cannot be certain of.
+                    [] if side.iter().any(|c| !c.certain) => {
+                        return Err(Refusal::new(
+                            Rule::ColumnNameUncertain,
+                            format!(
+                                "join column {u} could name an output column the proxy cannot \
+                                 name for certain: give the subquery's expressions aliases"
+                            ),
+                        ))
+                    }
                     [] => {
                         return Err(Refusal::new(
                             Rule::ColumnUnresolved,
@@ -172,6 +193,16 @@ impl Walker<'_> {
         }
         if r.schemaname.is_empty() {
             if let Some(cte) = level.cte(&r.relname) {
+                if cte.pending {
+                    return Err(Refusal::new(
+                        Rule::ConstructNotAllowed,
+                        format!(
+                            "in WITH RECURSIVE, CTE {} may be read only by the CTEs after it \
+                             and by its own recursive term: reorder the list",
+                            r.relname
+                        ),
+                    ));
+                }
                 let cols = rename(cte.cols.clone(), &aliases);
                 let name = alias_name.unwrap_or_else(|| r.relname.clone());
                 return Ok(item(Some(name), None, cols, false));
@@ -263,6 +294,7 @@ impl Walker<'_> {
         }
         let mut cols = Vec::new();
         let mut first_name = None;
+        let mut has_unnest = false;
         for entry in &f.functions {
             let Some(NodeEnum::List(list)) = &entry.node else {
                 return Err(from_function("this shape"));
@@ -284,8 +316,11 @@ impl Walker<'_> {
             if !self.ctx.policy.from_functions.contains(&name) {
                 return Err(from_function(&format!("function {name}")));
             }
-            if name == "unnest" && call.args.len() != 1 {
-                return Err(from_function("unnest of several arrays"));
+            if name == "unnest" {
+                if call.args.len() != 1 {
+                    return Err(from_function("unnest of several arrays"));
+                }
+                has_unnest = true;
             }
             self.check_function(&call.funcname)?;
             for a in &call.args {
@@ -303,7 +338,14 @@ impl Walker<'_> {
         if f.ordinality {
             cols.push(Col::plain("ordinality"));
         }
-        let cols = rename(cols, &aliases);
+        let mut cols = rename(cols, &aliases);
+        if has_unnest {
+            // unnest of an array of a composite type returns that type's
+            // columns, under names the proxy does not know.
+            for c in &mut cols {
+                c.certain = false;
+            }
+        }
         Ok(item(alias_name.or(first_name), None, cols, false))
     }
 }

@@ -215,7 +215,8 @@ pub struct StatementAnalysis {
     /// Its kind.
     pub kind: StatementKind,
     /// The columns of the rows it returns, in order (empty when it
-    /// returns none). `SHOW` returns one plain column.
+    /// returns none). `SHOW` returns one plain column, `SHOW ALL` three
+    /// (name, setting, description).
     pub output: Vec<OutputColumn>,
     /// What it changes in the [`Session`] once completed.
     pub effect: Option<Effect>,

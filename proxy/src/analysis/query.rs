@@ -9,7 +9,9 @@
 
 use std::cell::Cell;
 
-use pg_query::protobuf::{ResTarget, SelectStmt, SetOperation, SortBy, WithClause};
+use pg_query::protobuf::{
+    CommonTableExpr, ResTarget, SelectStmt, SetOperation, SortBy, WithClause,
+};
 use pg_query::{Node, NodeEnum};
 
 use super::expr::Clause;
@@ -118,16 +120,35 @@ impl<'a> Walker<'a> {
         Ok(cols)
     }
 
+    /// The CTEs of a `WITH` list. In a plain `WITH` each CTE sees the
+    /// ones before it. In `WITH RECURSIVE` PostgreSQL makes every CTE of
+    /// the list visible to every other, in any order; the analyzer reads
+    /// them in order, so a CTE that refers to one defined later in the
+    /// list (or to itself outside the recursive term of its `UNION`) is
+    /// refused rather than resolved to a table of that name.
     fn with_clause(
         &self,
         with: &WithClause,
         parent: Option<&Scope<'_>>,
     ) -> Result<Vec<Cte>, Refusal> {
-        let mut ctes: Vec<Cte> = Vec::new();
+        let mut list = Vec::with_capacity(with.ctes.len());
         for node in &with.ctes {
             let Some(NodeEnum::CommonTableExpr(cte)) = &node.node else {
                 return Err(construct("a WITH item that is not a CTE"));
             };
+            if list
+                .iter()
+                .any(|c: &&CommonTableExpr| c.ctename == cte.ctename)
+            {
+                return Err(construct(&format!(
+                    "a WITH list naming {} twice",
+                    cte.ctename
+                )));
+            }
+            list.push(cte);
+        }
+        let mut ctes: Vec<Cte> = Vec::new();
+        for (i, cte) in list.iter().enumerate() {
             if cte.search_clause.is_some() || cte.cycle_clause.is_some() {
                 return Err(construct("SEARCH and CYCLE clauses of recursive CTEs"));
             }
@@ -146,20 +167,29 @@ impl<'a> Walker<'a> {
                 .ok_or_else(|| construct("CTE column names that are not names"))?;
             let mut visible = Scope::new(parent);
             visible.ctes = ctes.clone();
+            if with.recursive {
+                // This CTE and the later ones: PostgreSQL sees them here.
+                visible
+                    .ctes
+                    .extend(list[i..].iter().map(|c| Cte::pending(&c.ctename)));
+            }
             let is_setop = query.op != SetOperation::SetopNone as i32 && query.op != 0;
             if with.recursive && is_setop {
                 // The recursive term reads the CTE itself: give it the
                 // columns of the non-recursive term, which a set
-                // operation leaves unprotected (or refuses).
+                // operation leaves unprotected (or refuses). The
+                // non-recursive term may not read it.
                 if let Some(first) = &query.larg {
                     let first_cols = self.select(
                         first,
                         Some(&visible),
                         Outputs::Refuse(Rule::ProtectedInSetOperation),
                     )?;
+                    visible.ctes.retain(|c| c.name != cte.ctename);
                     visible.ctes.push(Cte {
                         name: cte.ctename.clone(),
                         cols: rename(first_cols, &aliases),
+                        pending: false,
                     });
                 }
             }
@@ -167,6 +197,7 @@ impl<'a> Walker<'a> {
             ctes.push(Cte {
                 name: cte.ctename.clone(),
                 cols: rename(cols, &aliases),
+                pending: false,
             });
         }
         Ok(ctes)
@@ -179,7 +210,14 @@ impl<'a> Walker<'a> {
         let rule = Outputs::Refuse(Rule::ProtectedInSetOperation);
         let left = self.select(l, Some(level), rule)?;
         self.select(r, Some(level), rule)?;
-        Ok(left.into_iter().map(|c| Col::plain(c.name)).collect())
+        // The left branch names the columns, as certainly as it does.
+        Ok(left
+            .into_iter()
+            .map(|c| Col {
+                out: OutputColumn::Plain,
+                ..c
+            })
+            .collect())
     }
 
     fn values(&self, stmt: &SelectStmt, level: &Scope<'_>) -> Result<Vec<Col>, Refusal> {
@@ -335,10 +373,16 @@ impl<'a> Walker<'a> {
                 .unwrap_or_default()
                 .as_slice()
             {
-                let outputs: Vec<&Col> = cols.iter().filter(|c| c.name == *name).collect();
-                let input = scope.resolve(&[Field::Name(name)]);
+                // Only certain output names: an uncertain one is plain, so
+                // the server binding the key to it leaks nothing.
+                let outputs: Vec<&Col> = cols
+                    .iter()
+                    .filter(|c| c.certain && c.name == *name)
+                    .collect();
+                // GROUP BY looks at this level's input columns first, and
+                // at outer ones only after the output names.
                 let use_output = match clause {
-                    Clause::GroupBy => input.is_err() && !outputs.is_empty(),
+                    Clause::GroupBy => !scope.is_local_column(name) && !outputs.is_empty(),
                     _ => !outputs.is_empty(),
                 };
                 if use_output {
@@ -371,31 +415,36 @@ impl<'a> Walker<'a> {
                     if item.iter().any(|c| c.out.is_protected()) {
                         return Err(whole_row());
                     }
-                    cols.push(Col::plain(output_name(t)));
+                    cols.push(output_col(t));
                 }
                 Resolved::Column(c) => cols.push(Col {
-                    name: output_name(t),
                     out: c.out,
+                    ..output_col(t)
                 }),
             }
             return Ok(());
         }
         self.expr(val, scope, Clause::Target.cx())?;
-        cols.push(Col::plain(output_name(t)));
+        cols.push(output_col(t));
         Ok(())
     }
 }
 
-/// The name PostgreSQL gives an output column (FigureColname, for the
-/// common shapes; other expressions are `?column?`).
-fn output_name(t: &ResTarget) -> String {
+/// A plain output column named as PostgreSQL names it. The name is
+/// certain for an alias and for a column reference (its last field);
+/// for any other expression it is a guess at FigureColname (which looks
+/// into casts, subqueries, field selections and more), so uncertain.
+fn output_col(t: &ResTarget) -> Col {
     if !t.name.is_empty() {
-        return t.name.clone();
+        return Col::plain(t.name.clone());
     }
-    t.val
-        .as_ref()
-        .and_then(|v| figure_name(v))
-        .unwrap_or_else(|| "?column?".to_owned())
+    let Some(val) = &t.val else {
+        return Col::uncertain("?column?");
+    };
+    match (&val.node, figure_name(val)) {
+        (Some(NodeEnum::ColumnRef(_)), Some(name)) => Col::plain(name),
+        (_, name) => Col::uncertain(name.unwrap_or_else(|| "?column?".to_owned())),
+    }
 }
 
 fn figure_name(n: &Node) -> Option<String> {
@@ -422,10 +471,12 @@ fn figure_name(n: &Node) -> Option<String> {
     }
 }
 
-/// Renames the first columns to `aliases` (`AS t(a, b)`, CTE names).
+/// Renames the first columns to `aliases` (`AS t(a, b)`, CTE names):
+/// their names become certain.
 pub(super) fn rename(mut cols: Vec<Col>, aliases: &[&str]) -> Vec<Col> {
     for (c, a) in cols.iter_mut().zip(aliases) {
         c.name = (*a).to_owned();
+        c.certain = true;
     }
     cols
 }

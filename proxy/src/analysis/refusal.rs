@@ -28,6 +28,10 @@ pub enum Rule {
     ColumnUnresolved,
     /// A column reference that names more than one column in scope.
     ColumnAmbiguous,
+    /// A column reference, `NATURAL` join or `USING` column that could
+    /// bind to an output column whose name the analyzer cannot be certain
+    /// PostgreSQL gives it the same way (an expression without an alias).
+    ColumnNameUncertain,
     /// A protected column inside an expression of the select list.
     ProtectedInExpression,
     /// A protected column in `WHERE`.
@@ -90,6 +94,7 @@ impl Rule {
             Rule::PolicyMismatch => "policy_mismatch",
             Rule::ColumnUnresolved => "column_unresolved",
             Rule::ColumnAmbiguous => "column_ambiguous",
+            Rule::ColumnNameUncertain => "column_name_uncertain",
             Rule::ProtectedInExpression => "protected_in_expression",
             Rule::ProtectedInWhere => "protected_in_where",
             Rule::ProtectedInHaving => "protected_in_having",

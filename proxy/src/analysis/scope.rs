@@ -4,6 +4,13 @@
 //! unqualified column name that matches columns of two items of one level
 //! is ambiguous; a name that is no column may be a whole-row reference to
 //! an item.
+//!
+//! Output columns that no alias names get a name from PostgreSQL's
+//! FigureColname, which the analyzer does not reproduce for every
+//! expression. Such a name is *uncertain* and resolves nothing: a
+//! reference that finds no certain column at a level holding an uncertain
+//! one might bind there on the server, so it is allowed only when every
+//! column it could bind to is unprotected.
 
 use super::{OutputColumn, Refusal, Rule};
 
@@ -18,14 +25,28 @@ pub(super) struct Col {
     pub name: String,
     /// Whether its values are a protected column's raw values.
     pub out: OutputColumn,
+    /// Whether PostgreSQL gives it exactly this name: a catalog column,
+    /// an alias, a bare column reference, a `VALUES` or `USING` column.
+    /// An uncertain name (a guess at FigureColname) never resolves a
+    /// reference.
+    pub certain: bool,
 }
 
 impl Col {
-    /// A plain column.
+    /// A plain column with a certain name.
     pub fn plain(name: impl Into<String>) -> Self {
         Col {
             name: name.into(),
             out: OutputColumn::Plain,
+            certain: true,
+        }
+    }
+
+    /// A plain column whose name the server may give differently.
+    pub fn uncertain(name: impl Into<String>) -> Self {
+        Col {
+            certain: false,
+            ..Col::plain(name)
         }
     }
 }
@@ -47,6 +68,13 @@ pub(super) struct NsItem {
     pub system_columns: bool,
 }
 
+impl NsItem {
+    /// Whether a column of it has a name the server may give differently.
+    fn uncertain(&self) -> bool {
+        self.cols.iter().any(|c| !c.certain)
+    }
+}
+
 /// A CTE visible at a level.
 #[derive(Debug, Clone)]
 pub(super) struct Cte {
@@ -54,6 +82,21 @@ pub(super) struct Cte {
     pub name: String,
     /// Its columns.
     pub cols: Vec<Col>,
+    /// A CTE of a `WITH RECURSIVE` list that the CTE being analyzed may
+    /// not read: one defined later in the list (PostgreSQL would resolve
+    /// the name to it) or the CTE itself outside its recursive term.
+    pub pending: bool,
+}
+
+impl Cte {
+    /// A pending entry for `name`: a reference to it is refused.
+    pub fn pending(name: &str) -> Self {
+        Cte {
+            name: name.to_owned(),
+            cols: Vec::new(),
+            pending: true,
+        }
+    }
 }
 
 /// A query level: its items and CTEs, and the level around it.
@@ -99,27 +142,59 @@ impl<'p> Scope<'p> {
     pub fn resolve(&self, fields: &[Field<'_>]) -> Result<Resolved, Refusal> {
         let shown = show(fields);
         match fields {
-            [Field::Name(c)] => {
-                for level in self.levels() {
-                    let mut found: Vec<Col> = Vec::new();
-                    for item in level.items.iter().filter(|i| i.cols_visible) {
-                        found.extend(column_of(item, c));
-                    }
-                    match found.len() {
-                        0 => continue,
-                        1 => return Ok(Resolved::Column(found.remove(0))),
-                        _ => return Err(ambiguous(&shown)),
-                    }
-                }
-                match self.item(None, c, &shown)? {
-                    Some(item) => Ok(Resolved::WholeRow(item.cols.clone())),
-                    None => Err(unresolved(&shown)),
-                }
-            }
+            [Field::Name(c)] => self.unqualified(c, &shown),
             [Field::Name(t), last] => self.qualified(None, t, last, &shown),
             [Field::Name(s), Field::Name(t), last] => self.qualified(Some(s), t, last, &shown),
             _ => Err(unresolved(&shown)),
         }
+    }
+
+    /// An unqualified name: a column of the innermost level that has one,
+    /// else a whole row. A level with an uncertain column name may bind
+    /// it on the server where the analyzer sees no match, so past such a
+    /// level only an unprotected column or row is accepted.
+    fn unqualified(&self, c: &str, shown: &str) -> Result<Resolved, Refusal> {
+        let mut passed_uncertain = false;
+        for level in self.levels() {
+            let mut found: Vec<Col> = Vec::new();
+            let mut uncertain = false;
+            for item in level.items.iter().filter(|i| i.cols_visible) {
+                found.extend(column_of(item, c));
+                uncertain |= item.uncertain();
+            }
+            match found.len() {
+                0 => passed_uncertain |= uncertain,
+                1 => {
+                    let col = found.remove(0);
+                    if passed_uncertain && col.out.is_protected() {
+                        return Err(uncertain_name(shown));
+                    }
+                    return Ok(Resolved::Column(col));
+                }
+                _ => return Err(ambiguous(shown)),
+            }
+        }
+        match self.item(None, c, shown)? {
+            Some(item) => {
+                if passed_uncertain && item.cols.iter().any(|c| c.out.is_protected()) {
+                    return Err(uncertain_name(shown));
+                }
+                Ok(Resolved::WholeRow(item.cols.clone()))
+            }
+            // Only an uncertain-named column, always unprotected, can be
+            // what the server binds it to (or it fails).
+            None if passed_uncertain => Ok(Resolved::Column(Col::uncertain(c))),
+            None => Err(unresolved(shown)),
+        }
+    }
+
+    /// Whether `name` names a column of this level's own `FROM` items
+    /// (GROUP BY looks there before the output names, and not outwards).
+    pub fn is_local_column(&self, name: &str) -> bool {
+        self.items
+            .iter()
+            .filter(|i| i.cols_visible)
+            .any(|i| !column_of(i, name).is_empty())
     }
 
     fn qualified(
@@ -138,6 +213,7 @@ impl<'p> Scope<'p> {
                 let mut found = column_of(item, c);
                 match found.len() {
                     1 => Ok(Resolved::Column(found.remove(0))),
+                    0 if item.uncertain() => Err(uncertain_name(shown)),
                     0 => Err(unresolved(shown)),
                     _ => Err(ambiguous(shown)),
                 }
@@ -188,11 +264,13 @@ pub(super) enum Field<'a> {
     Star,
 }
 
-fn column_of(item: &NsItem, name: &str) -> Vec<Col> {
+/// The columns of `item` certainly named `name` (system columns of a
+/// table included).
+pub(super) fn column_of(item: &NsItem, name: &str) -> Vec<Col> {
     let mut found: Vec<Col> = item
         .cols
         .iter()
-        .filter(|c| c.name == name)
+        .filter(|c| c.certain && c.name == name)
         .cloned()
         .collect();
     if found.is_empty() && item.system_columns && SYSTEM_COLUMNS.contains(&name) {
@@ -216,6 +294,16 @@ fn ambiguous(shown: &str) -> Refusal {
     Refusal::new(
         Rule::ColumnAmbiguous,
         format!("column reference {shown} is ambiguous: qualify it with its table"),
+    )
+}
+
+fn uncertain_name(shown: &str) -> Refusal {
+    Refusal::new(
+        Rule::ColumnNameUncertain,
+        format!(
+            "column reference {shown} could name an output column the proxy cannot name for \
+             certain: give the subquery's expressions aliases (AS name) or qualify the reference"
+        ),
     )
 }
 

@@ -90,9 +90,16 @@ pub(super) fn analyze(
             if is_dptext(&s.name) {
                 return Err(setting_refused(&s.name));
             }
+            // SHOW ALL returns name, setting and description; SHOW of
+            // one setting, its value.
+            let width = if s.name.eq_ignore_ascii_case("all") {
+                3
+            } else {
+                1
+            };
             Ok(StatementAnalysis {
                 kind: StatementKind::Show,
-                output: vec![super::OutputColumn::Plain],
+                output: vec![super::OutputColumn::Plain; width],
                 effect: None,
             })
         }

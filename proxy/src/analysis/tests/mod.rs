@@ -7,6 +7,7 @@
 mod allowed;
 mod attacks;
 mod introspection;
+mod names;
 mod refused;
 mod session;
 
@@ -46,6 +47,8 @@ const PG_CATALOG: &[(&str, &[&str])] = &[
             "relam",
             "reltoastrelid",
             "relpartbound",
+            "relpages",
+            "reltuples",
         ],
     ),
     ("pg_namespace", &["oid", "nspname", "nspowner"]),
