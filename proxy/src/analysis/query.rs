@@ -391,6 +391,17 @@ impl<'a> Walker<'a> {
                     }
                     return Ok(());
                 }
+                // `ORDER BY count` of `SELECT count(*)`: a name no input
+                // column has can only be an output column whose name is a
+                // guess, which is plain (or the server refuses it).
+                return match self.expr(n, scope, clause.cx()) {
+                    Err(r)
+                        if r.rule == Rule::ColumnUnresolved && cols.iter().any(|c| !c.certain) =>
+                    {
+                        Ok(())
+                    }
+                    other => other,
+                };
             }
         }
         self.expr(n, scope, clause.cx())

@@ -145,6 +145,13 @@ fn certain_names_and_unprotected_candidates_still_resolve() {
     ok("SELECT count FROM (SELECT count(*) FROM records) s");
     ok("SELECT r.id, (SELECT ward FROM (SELECT lower('x')) s) FROM records r");
     ok("SELECT u FROM unnest(ARRAY[1, 2]) u");
+    // A sort key naming an output column PostgreSQL names by a guess.
+    ok("SELECT ward, count(*) FROM records GROUP BY ward ORDER BY count DESC");
+    ok("SELECT lower(ward) FROM records UNION SELECT name FROM wards ORDER BY lower");
+    refused(
+        "SELECT count(*) FROM records GROUP BY ward ORDER BY note",
+        Rule::ProtectedInOrderBy,
+    );
     // SELECT * stays positional.
     assert_eq!(
         plan("SELECT * FROM (SELECT lower(ward), note FROM records) s"),
