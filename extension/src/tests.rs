@@ -529,7 +529,7 @@ mod tests {
     }
 
     #[pg_test(
-        error = "invalid value for parameter \"params\": unknown field `epsilon`, expected `eps` or `embedding`"
+        error = "invalid value for parameter \"params\": unknown field `epsilon`, expected one of `eps`, `embedding`, `vocabulary`"
     )]
     fn unknown_parameter_is_rejected() {
         Spi::run("SELECT sanitize('x', 'santext', '{\"epsilon\": 1}')").unwrap();
