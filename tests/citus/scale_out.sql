@@ -122,8 +122,9 @@ SELECT count(*) AS rows, count(*) FILTER (WHERE d.note IS DISTINCT FROM e.note) 
 SELECT count(*) AS rows, count(*) FILTER (WHERE d.note IS DISTINCT FROM o.note) AS differ
   FROM dist d JOIN one_node o USING (id);
 -- filters, aggregates and joins compute on masked values only
-SELECT count(*) AS raw_prefix FROM dist WHERE note LIKE 'Maria Lopez%';
-SELECT count(*) AS masked_prefix FROM expected WHERE note LIKE 'Maria Lopez%';
+-- (10 raw notes start so; how many masked ones do depends on the key)
+SELECT (SELECT count(*) FROM dist WHERE note LIKE 'Maria Lopez%')
+     = (SELECT count(*) FROM expected WHERE note LIKE 'Maria Lopez%') AS filter_sees_masked;
 SELECT count(*) AS joined_on_raw FROM dist d JOIN solo s ON s.note = d.note;
 SELECT count(*) AS joined_on_masked FROM dist d JOIN expected e ON e.note = d.note;
 SELECT md5(string_agg(note, '|' ORDER BY id)) AS agg FROM dist WHERE id <= 5
