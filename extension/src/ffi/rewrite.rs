@@ -235,10 +235,8 @@ unsafe extern "C-unwind" fn mutator(node: *mut Node, ctx: *mut c_void) -> *mut N
                 return masked;
             }
         }
-        if is_a(node, NodeTag::T_FuncExpr) {
-            if let Some(arg) = r.redundant_mask_call(node.cast()) {
-                return mutator(arg, ctx);
-            }
+        if let Some(arg) = r.redundant_mask_call(node) {
+            return mutator(arg, ctx);
         }
         pg_sys::expression_tree_mutator(
             node,
@@ -251,7 +249,7 @@ unsafe extern "C-unwind" fn mutator(node: *mut Node, ctx: *mut c_void) -> *mut N
     }
 }
 
-impl Rewrite<'_> {
+impl<'a> Rewrite<'a> {
     /// The masked form of `var`, when it reads a labelled column.
     unsafe fn mask_var(&mut self, var: *mut pg_sys::Var) -> Option<*mut Node> {
         // SAFETY: `var` is a valid Var of the query whose range tables are
@@ -261,12 +259,7 @@ impl Rewrite<'_> {
             let up = usize::try_from((*var).varlevelsup).ok()?;
             let level = self.rtables.len().checked_sub(1 + up)?;
             let rte = rt_fetch(self.rtables[level], (*var).varno);
-            if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION
-                || !Survey::masked_as(self.session_masked, (*rte).checkAsUser)
-            {
-                return None;
-            }
-            let policy = self.policies.get(&(*rte).relid)?;
+            let policy = self.masked_policy(rte)?;
             if (*var).varattno == 0 {
                 if !policy.protects() {
                     return None;
@@ -282,6 +275,48 @@ impl Rewrite<'_> {
         }
     }
 
+    /// The policy of `rte` when it is a relation this query reads masked
+    /// and that has one.
+    unsafe fn masked_policy(
+        &self,
+        rte: *mut pg_sys::RangeTblEntry,
+    ) -> Option<&'a Rc<RelationPolicy>> {
+        // SAFETY: `rte` is a valid range-table entry of the query.
+        unsafe {
+            if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION
+                || !Survey::masked_as(self.session_masked, (*rte).checkAsUser)
+            {
+                return None;
+            }
+            self.policies.get(&(*rte).relid)
+        }
+    }
+
+    /// `node` as a call `dptext.mask(x, mechanism, params)` with constant
+    /// text `mechanism` and `params`: (`x`, mechanism, params).
+    unsafe fn mask_call_parts(&self, node: *mut Node) -> Option<(*mut Node, String, String)> {
+        // SAFETY: `node` is a valid expression node, cast after its tag is
+        // checked; a FuncExpr's args list holds expression nodes.
+        unsafe {
+            if !is_a(node, NodeTag::T_FuncExpr) {
+                return None;
+            }
+            let call = node.cast::<pg_sys::FuncExpr>();
+            if (*call).funcid != self.mask_fn {
+                return None;
+            }
+            let args = PgList::<Node>::from_pg((*call).args);
+            if args.len() != 3 {
+                return None;
+            }
+            Some((
+                args.get_ptr(0)?,
+                text_value(args.get_ptr(1)?)?,
+                text_value(args.get_ptr(2)?)?,
+            ))
+        }
+    }
+
     /// A call `dptext.mask(x, mechanism, params)` whose `x` is a plain
     /// copy of a column this query masks with that very rule: the walk
     /// masks the column where it is read, so the call would apply the rule
@@ -294,20 +329,11 @@ impl Rewrite<'_> {
     /// the column). Dropping such a call cannot leak: every read of a
     /// labelled column is masked at the read. Any other call is left to
     /// the walk, and refused when it runs unless the rewrite built it.
-    unsafe fn redundant_mask_call(&self, call: *mut pg_sys::FuncExpr) -> Option<*mut Node> {
-        // SAFETY: `call` is a valid FuncExpr of the query being rewritten,
-        // whose args list holds expression nodes.
+    unsafe fn redundant_mask_call(&self, call: *mut Node) -> Option<*mut Node> {
+        // SAFETY: `call` is a valid node of the query being rewritten; the
+        // Var is cast after its tag is checked.
         unsafe {
-            if (*call).funcid != self.mask_fn {
-                return None;
-            }
-            let args = PgList::<Node>::from_pg((*call).args);
-            if args.len() != 3 {
-                return None;
-            }
-            let arg = args.get_ptr(0)?;
-            let mechanism = text_value(args.get_ptr(1)?)?;
-            let params = text_value(args.get_ptr(2)?)?;
+            let (arg, mechanism, params) = self.mask_call_parts(call)?;
             let var = strip_relabels(arg);
             if !is_a(var, NodeTag::T_Var) {
                 return None;
@@ -343,18 +369,11 @@ impl Rewrite<'_> {
             }
             let rte = rt_fetch(rtable, (*var).varno);
             match (*rte).rtekind {
-                pg_sys::RTEKind::RTE_RELATION => {
-                    if !Survey::masked_as(self.session_masked, (*rte).checkAsUser) {
-                        return false;
-                    }
-                    let Some(policy) = self.policies.get(&(*rte).relid) else {
-                        return false;
-                    };
-                    policy.refuses_column((*var).varattno).is_none()
-                        && policy
-                            .rule((*var).varattno)
-                            .is_some_and(|r| r.mechanism == mechanism && r.params == params)
-                }
+                // A column with a rule is never a refused one.
+                pg_sys::RTEKind::RTE_RELATION => self
+                    .masked_policy(rte)
+                    .and_then(|p| p.rule((*var).varattno))
+                    .is_some_and(|r| r.mechanism == mechanism && r.params == params),
                 pg_sys::RTEKind::RTE_SUBQUERY if !(*rte).subquery.is_null() => {
                     let sub = (*rte).subquery;
                     let Some(te) = PgList::<pg_sys::TargetEntry>::from_pg((*sub).targetList)
@@ -365,21 +384,12 @@ impl Rewrite<'_> {
                     };
                     let mut expr = strip_relabels((*te).expr.cast());
                     if is_a(expr, NodeTag::T_FuncExpr) {
-                        let f = expr.cast::<pg_sys::FuncExpr>();
-                        let args = PgList::<Node>::from_pg((*f).args);
-                        let same_rule = (*f).funcid == self.mask_fn
-                            && args.len() == 3
-                            && args.get_ptr(1).and_then(|n| text_value(n)).as_deref()
-                                == Some(mechanism)
-                            && args.get_ptr(2).and_then(|n| text_value(n)).as_deref()
-                                == Some(params);
-                        if !same_rule {
-                            return false;
+                        match self.mask_call_parts(expr) {
+                            Some((inner, m, p)) if m == mechanism && p == params => {
+                                expr = strip_relabels(inner);
+                            }
+                            _ => return false,
                         }
-                        let Some(inner) = args.get_ptr(0) else {
-                            return false;
-                        };
-                        expr = strip_relabels(inner);
                     }
                     if !is_a(expr, NodeTag::T_Var) {
                         return false;
