@@ -56,12 +56,7 @@ async fn check(file: &std::path::Path) -> dptext_proxy::Result<()> {
     if proxy_mode {
         // Builds every rule: a bad rule or a missing asset shows here.
         let rules = dptext_proxy::mode::column_rules(&c.rules)?;
-        let key = c
-            .key
-            .as_ref()
-            .map(|k| k.expose().as_bytes().to_vec())
-            .unwrap_or_default();
-        dptext_proxy::sanitize::Sanitizer::start(&c.masking, &rules, &key)?;
+        dptext_proxy::sanitize::Sanitizer::check(&c.masking, &rules)?;
         println!("proxy mode: {} rule(s) built", rules.len());
     }
     let mut refused = 0;

@@ -136,6 +136,19 @@ pub struct ColumnRule {
     pub text: String,
 }
 
+impl ColumnRule {
+    /// The rule's canonical label text, what the sanitizer knows it by.
+    pub fn label(&self) -> String {
+        label(&self.spec)
+    }
+}
+
+/// The canonical label text of a rule (`MASKED WITH ...`, every
+/// parameter written out): the same rule written two ways has one label.
+pub fn label(spec: &dptext_core::mechanisms::MechanismSpec) -> String {
+    dptext_core::rules::Rule { spec: spec.clone() }.to_label()
+}
+
 /// Parses and checks every `[[rule]]`: names, the rule's syntax and
 /// parameters, one rule per column.
 pub fn column_rules(rules: &[RuleConfig]) -> Result<Vec<ColumnRule>> {

@@ -17,6 +17,7 @@
 //! the SCRAM salts' secret itself), so asking again returns the same text
 //! and averaging repeated answers learns nothing new.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
 
@@ -68,27 +69,40 @@ fn output_mode(key: &[u8]) -> Result<RandomMode> {
     Ok(RandomMode::Keyed(dptext_core::rng::Secret::new(derived)))
 }
 
+/// The engine settings of proxy mode's workers (and of the rule checks).
+fn engine_config(masking: &Masking) -> Result<EngineConfig> {
+    let mut config = EngineConfig::new(dptext_core::assets::resolve_dir(
+        masking.assets_dir.as_deref(),
+    ));
+    config.device = masking
+        .device
+        .parse()
+        .map_err(|e| ProxyError::Config(format!("[masking] device: {e}")))?;
+    config.model_threads = 1;
+    // A missing CusText mapping would take minutes of every core.
+    config.build_mappings = false;
+    Ok(config)
+}
+
+/// A rule that cannot be built, named as the configuration names it.
+fn rule_error(r: &ColumnRule, e: &ProxyError) -> ProxyError {
+    ProxyError::Config(format!(
+        "[[rule]] {}.{}.{} ({}): {e}",
+        r.schema, r.table, r.column, r.text
+    ))
+}
+
 impl Sanitizer {
     /// Starts the workers (models load on first use) and builds the
     /// configuration's rules, so that a bad rule or a missing asset fails
     /// at start-up rather than in a session.
     pub fn start(masking: &Masking, rules: &[ColumnRule], key: &[u8]) -> Result<Arc<Self>> {
-        let mut config = EngineConfig::new(dptext_core::assets::resolve_dir(
-            masking.assets_dir.as_deref(),
-        ));
-        config.device = masking
-            .device
-            .parse()
-            .map_err(|e| ProxyError::Config(format!("[masking] device: {e}")))?;
-        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let config = engine_config(masking)?;
         let workers = if masking.workers == 0 {
-            cores
+            std::thread::available_parallelism().map_or(1, usize::from)
         } else {
             masking.workers
         };
-        config.model_threads = 1;
-        // A missing CusText mapping would take minutes of every core.
-        config.build_mappings = false;
         let specs: Specs = Arc::default();
         let mode = output_mode(key)?;
         let (tx, rx) = mpsc::channel::<Job>(workers * 4);
@@ -112,22 +126,22 @@ impl Sanitizer {
                             .items
                             .iter()
                             .map(|(label, text)| {
-                                if !built.contains_key(label) {
-                                    let spec = specs
-                                        .read()
-                                        .unwrap_or_else(PoisonError::into_inner)
-                                        .get(label)
-                                        .cloned()
-                                        .ok_or_else(|| {
-                                            ProxyError::Protocol(format!(
-                                                "rule {label} was not prepared"
-                                            ))
-                                        })?;
-                                    built.insert(label.clone(), engine.build(&spec)?);
-                                }
-                                let m = built.get(label).ok_or_else(|| {
-                                    ProxyError::Protocol(format!("rule {label} was not built"))
-                                })?;
+                                let m = match built.entry(label.clone()) {
+                                    Entry::Occupied(e) => e.into_mut(),
+                                    Entry::Vacant(e) => {
+                                        let spec = specs
+                                            .read()
+                                            .unwrap_or_else(PoisonError::into_inner)
+                                            .get(label)
+                                            .cloned()
+                                            .ok_or_else(|| {
+                                                ProxyError::Protocol(format!(
+                                                    "rule {label} was not prepared"
+                                                ))
+                                            })?;
+                                        e.insert(engine.build(&spec)?)
+                                    }
+                                };
                                 Ok(engine.run(m.as_ref(), text, &mode, &[])?.text)
                             })
                             .collect::<Result<Vec<String>>>();
@@ -143,18 +157,22 @@ impl Sanitizer {
             workers,
         });
         for r in rules {
-            let label = dptext_core::rules::Rule {
-                spec: r.spec.clone(),
-            }
-            .to_label();
-            s.prepare(&label, &r.spec).map_err(|e| {
-                ProxyError::Config(format!(
-                    "[[rule]] {}.{}.{} ({}): {e}",
-                    r.schema, r.table, r.column, r.text
-                ))
-            })?;
+            s.prepare(&r.label(), &r.spec)
+                .map_err(|e| rule_error(r, &e))?;
         }
         Ok(s)
+    }
+
+    /// What `dptext-proxy check` does: builds every rule once, as
+    /// [`Sanitizer::start`] would, without starting any worker.
+    pub fn check(masking: &Masking, rules: &[ColumnRule]) -> Result<()> {
+        let engine = Engine::new(engine_config(masking)?);
+        for r in rules {
+            engine
+                .build(&r.spec)
+                .map_err(|e| rule_error(r, &e.into()))?;
+        }
+        Ok(())
     }
 
     /// Checks rule `label` by building it once (loads vectors or models:

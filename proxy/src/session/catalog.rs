@@ -169,7 +169,7 @@ pub async fn load(
                        table: &str,
                        column: &str,
                        spec: &dptext_core::mechanisms::MechanismSpec| {
-        let label = dptext_core::rules::Rule { spec: spec.clone() }.to_label();
+        let label = mode::label(spec);
         policy.protect(schema, table, column, &label);
         rules.insert(label, spec.clone());
     };

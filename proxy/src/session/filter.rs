@@ -115,10 +115,10 @@ pub struct ProxyMode {
 type Protected = Vec<(usize, Arc<str>)>;
 
 /// Which columns of a result are protected: by the analysis, and by the
-/// RowDescription's origin (table OID, column number) when there is one.
+/// origin (table OID, column number) its RowDescription names.
 fn protected_columns(
     output: &[OutputColumn],
-    description: Option<&[(u32, i16)]>,
+    origins: &[(u32, i16)],
     catalog: &SessionCatalog,
 ) -> Protected {
     let mut out = Vec::new();
@@ -127,9 +127,7 @@ fn protected_columns(
             OutputColumn::Protected(p) => Some(p.rule.clone()),
             OutputColumn::Plain => None,
         };
-        let by_origin = description
-            .and_then(|d| d.get(i))
-            .and_then(|o| catalog.origins.get(o).cloned());
+        let by_origin = origins.get(i).and_then(|o| catalog.origins.get(o).cloned());
         if let Some(rule) = by_analysis.or(by_origin) {
             out.push((i, Arc::from(rule.as_str())));
         }
@@ -160,13 +158,14 @@ fn cstr_at(body: &[u8], skip: usize) -> Result<String> {
     Ok(r.cstr()?.to_owned())
 }
 
-/// A description whose width differs from the analysis ends the session.
-fn check_width(expected: usize, got: usize) -> Result<()> {
+/// A description or row (`what`) whose width differs from the analysis
+/// ends the session.
+fn check_width(what: &str, expected: usize, got: usize) -> Result<()> {
     if expected == got {
         return Ok(());
     }
     Err(ProxyError::Protocol(format!(
-        "a result of {got} columns where the analysis expected {expected}: the catalog changed; reconnect"
+        "a {what} of {got} columns where the analysis expected {expected}: the catalog changed; reconnect"
     )))
 }
 
@@ -276,8 +275,8 @@ impl ProxyMode {
                         let s = &mut *s;
                         match s.expect.front_mut() {
                             Some(Expect::Statement { output, .. }) if f.tag == b'T' => {
-                                check_width(output.len(), origins.len())?;
-                                current = protected_columns(output, Some(&origins), &self.catalog);
+                                check_width("result", output.len(), origins.len())?;
+                                current = protected_columns(output, &origins, &self.catalog);
                                 width = Some(output.len());
                             }
                             Some(Expect::Describe) => {
@@ -290,9 +289,9 @@ impl ProxyMode {
                                     ))
                                 })?;
                                 if f.tag == b'T' {
-                                    check_width(output.len(), origins.len())?;
+                                    check_width("result", output.len(), origins.len())?;
                                 }
-                                current = protected_columns(output, Some(&origins), &self.catalog);
+                                current = protected_columns(output, &origins, &self.catalog);
                                 width = Some(origins.len());
                                 *described = true;
                                 relay = false;
@@ -319,21 +318,20 @@ impl ProxyMode {
                             }
                         }
                         let n = Reader::new(&f.body).i16()?;
-                        if Some(usize::try_from(n).unwrap_or(usize::MAX)) != width {
-                            return Err(ProxyError::Protocol(format!(
-                                "a row of {n} columns where the analysis expected {}: the catalog changed; reconnect",
-                                width.unwrap_or(0)
-                            )));
-                        }
-                        relay = false;
+                        check_width(
+                            "row",
+                            width.unwrap_or(0),
+                            usize::try_from(n).unwrap_or(usize::MAX),
+                        )?;
                         if current.is_empty() {
                             super::write(&mut cw, &f).await?;
                         } else {
-                            rows.push(f.clone());
+                            rows.push(f);
                             if rows.len() >= self.batch_rows {
                                 self.flush(&mut rows, &current, &mut cw).await?;
                             }
                         }
+                        continue;
                     }
                     b'C' | b'I' | b's' => {
                         let mut s = shared.lock().unwrap_or_else(PoisonError::into_inner);
@@ -550,9 +548,14 @@ impl ProxyMode {
         protected: &Protected,
         cw: &mut W,
     ) -> Result<()> {
+        // Each row parsed once; `protected` is in column order, so the
+        // outputs come back in the order the fields are met below.
+        let parsed = rows
+            .iter()
+            .map(|row| wire::parse_data_row(&row.body))
+            .collect::<Result<Vec<_>>>()?;
         let mut items = Vec::new();
-        for row in rows.iter() {
-            let fields = wire::parse_data_row(&row.body)?;
+        for fields in &parsed {
             for (i, rule) in protected {
                 if let Some(Some(v)) = fields.get(*i) {
                     let text = std::str::from_utf8(v).map_err(|_| {
@@ -566,8 +569,7 @@ impl ProxyMode {
             }
         }
         let mut out = self.sanitizer.run(items).await?.into_iter();
-        for row in rows.drain(..) {
-            let fields = wire::parse_data_row(&row.body)?;
+        for (fields, row) in parsed.iter().zip(rows.iter()) {
             let mut body = Vec::with_capacity(row.body.len());
             body.extend_from_slice(&(fields.len() as i16).to_be_bytes());
             for (i, field) in fields.iter().enumerate() {
@@ -591,6 +593,7 @@ impl ProxyMode {
             }
             super::write(cw, &Frame::new(b'D', body)).await?;
         }
+        rows.clear();
         Ok(())
     }
 }
