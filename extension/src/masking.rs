@@ -231,7 +231,10 @@ SELECT COALESCE((SELECT s.logicalrelid FROM pg_catalog.pg_dist_shard s
 /// copies of the table itself, so a shard takes its table's rules as a
 /// partition takes its parent's. A shard is named `table_<shardid>` (a
 /// long table name is shortened before the suffix) in its table's
-/// schema. Without Citus this is one catalog probe.
+/// schema, and has its table's owner. The owner matters: a table that a
+/// masked role created and filled itself, named like a shard, would
+/// otherwise serve the role's own guesses through the table's rule, an
+/// oracle for its masked values. Without Citus this is one catalog probe.
 fn shard_parent(relid: Oid) -> Oid {
     let has_shards = Spi::get_one::<bool>(HAS_SHARDS_SQL)
         .unwrap_or_else(|e| refuse(format!("could not look for Citus shards: {e}")))
@@ -251,8 +254,11 @@ fn shard_parent(relid: Oid) -> Oid {
     let parent = Spi::get_one_with_args::<Oid>(SHARD_OF_SQL, &[shard_id.into()])
         .unwrap_or_else(|e| refuse(format!("could not read Citus's shard catalog: {e}")))
         .unwrap_or(Oid::INVALID);
+    let same_owner = crate::ffi::catalog::relation_owner(relid).is_some()
+        && crate::ffi::catalog::relation_owner(relid)
+            == crate::ffi::catalog::relation_owner(parent);
     match crate::ffi::catalog::relation_namespace_and_name(parent) {
-        Some((parent_nsp, _)) if parent_nsp == nsp && parent != relid => parent,
+        Some((parent_nsp, _)) if parent_nsp == nsp && parent != relid && same_owner => parent,
         _ => Oid::INVALID,
     }
 }

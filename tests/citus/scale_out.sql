@@ -100,6 +100,7 @@ SECURITY LABEL FOR dptext ON COLUMN dist_late.note IS 'MASKED WITH santext(eps =
 CREATE TABLE one_node AS SELECT * FROM solo;
 SECURITY LABEL FOR dptext ON COLUMN one_node.note IS 'MASKED WITH santext(eps => 3)';
 GRANT SELECT ON dist, dist_late, solo, one_node TO citus_masked;
+GRANT CREATE ON SCHEMA public TO citus_masked;
 SECURITY LABEL FOR dptext ON ROLE citus_masked IS 'MASKED';
 -- The role's label reached every worker.
 SELECT nodeport - (SELECT min(nodeport) FROM pg_dist_node) AS worker, result
@@ -157,6 +158,15 @@ SELECT create_intermediate_result('guess', $$SELECT 'Maria Lopez was seen'::text
 SELECT dptext.mask(note, 'santext', '{"embedding":"glove","eps":3.0}') AS given_back
   FROM read_intermediate_result('guess', 'binary') AS r(note text);
 COMMIT;
+-- nor by naming a table of its own like a shard: a table the masked role
+-- created and filled is not a shard (another owner), so it is served as
+-- written, not through the distributed table's rule
+SELECT format('CREATE TABLE public.spoof_%s AS SELECT 1 AS id, %L::text AS note', shardid,
+              'Maria Lopez was seen at Springfield General on 3/14 for chest pain.')
+  FROM pg_dist_shard WHERE logicalrelid = 'dist'::regclass ORDER BY shardid LIMIT 1 \gexec
+SELECT format('SELECT note = %L AS served_as_written FROM public.spoof_%s',
+              'Maria Lopez was seen at Springfield General on 3/14 for chest pain.', shardid)
+  FROM pg_dist_shard WHERE logicalrelid = 'dist'::regclass ORDER BY shardid LIMIT 1 \gexec
 -- writes to the labelled table are refused
 UPDATE dist SET note = 'x' WHERE id = 1;
 RESET ROLE;

@@ -73,6 +73,25 @@ pub fn relation_namespace_and_name(relid: pg_sys::Oid) -> Option<(pg_sys::Oid, S
     }
 }
 
+/// A relation's owner, read from the syscache (which Citus's shard hiding
+/// does not filter); `None` when it does not exist.
+pub fn relation_owner(relid: pg_sys::Oid) -> Option<pg_sys::Oid> {
+    // SAFETY: a syscache lookup by oid; a valid tuple of pg_class is a
+    // FormData_pg_class, read before the tuple is released.
+    unsafe {
+        let tuple = pg_sys::SearchSysCache1(
+            pg_sys::SysCacheIdentifier::RELOID as std::ffi::c_int,
+            pg_sys::Datum::from(relid),
+        );
+        if tuple.is_null() {
+            return None;
+        }
+        let owner = (*pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_class>(tuple)).relowner;
+        pg_sys::ReleaseSysCache(tuple);
+        Some(owner)
+    }
+}
+
 /// A relation's name as `schema.name` (its oid when it does not exist).
 pub fn relation_name(relid: pg_sys::Oid) -> String {
     // SAFETY: syscache reads returning NULL for missing entries, else
