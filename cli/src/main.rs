@@ -6,6 +6,7 @@
 //! dptext sanitize --mechanism santext --eps 3 notes.txt
 //! dptext sanitize --format csv --field patient=deidentify --field note=santext_plus:eps=3 in.csv -o out.csv
 //! dptext vocab build --input notes.txt --eps 1 --delta 1e-6 --name notes
+//! dptext eval --format csv --field note --label kind notes.csv --out report/
 //! dptext sanitize --field 'note=santext:eps=3,vocabulary=notes' --format csv in.csv
 //! ```
 //!
@@ -21,6 +22,7 @@ mod custext_map;
 mod eval;
 mod output;
 mod progress;
+mod report;
 mod sanitize;
 mod sanitize_cmd;
 mod vocab;
@@ -60,6 +62,10 @@ enum Command {
     /// Sanitize lines, JSON-line fields or CSV columns (file or stdin) to
     /// stdout or --output.
     Sanitize(Box<sanitize_cmd::SanitizeArgs>),
+    /// What each mechanism does to your data: words left unchanged, PII
+    /// kept, stated guarantee, Query Attack, similarity to the original and
+    /// (with --label) a classifier's accuracy; a table, a CSV and plots.
+    Eval(Box<report::EvalArgs>),
     /// Recall and precision of detection: on a directory of annotated
     /// notes (`{{CATEGORY|text}}`, per HIPAA category, span- and word-level)
     /// or on a labelled JSON-lines file ({"text": ..., "spans": [[start,
@@ -164,6 +170,7 @@ fn run(command: Command, assets: &AssetsDir) -> Result<()> {
         ),
         Command::CustextMap(a) => custext_map::run(dir, &a),
         Command::Sanitize(a) => sanitize_cmd::run(dir, *a),
+        Command::Eval(a) => report::run(dir, *a),
         Command::Vocab { action } => vocab::run(dir, action),
     }
 }
