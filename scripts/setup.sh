@@ -8,9 +8,10 @@ if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
 
 step "debian packages"
 need=()
-for p in postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR libclang-dev clang sudo pkg-config libssl-dev ca-certificates openssl python3-pip; do
+for p in postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR libclang-dev clang sudo pkg-config libssl-dev ca-certificates openssl python3-pip fonts-dejavu-core; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
+# fonts-dejavu-core: the font of dptext eval's plots.
 # python3-pip is only needed where python3 has no pip of its own.
 if python3 -m pip --version >/dev/null 2>&1; then
   need=("${need[@]/python3-pip}")
