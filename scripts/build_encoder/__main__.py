@@ -11,6 +11,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import sys
 import time
 import zipfile
@@ -146,9 +147,12 @@ def cmd_reference(a):
                   for s, n, e in zip(SENTENCES, tokens, emb)],
     }
     os.makedirs(os.path.dirname(a.reference), exist_ok=True)
+    text = json.dumps(doc, ensure_ascii=False, indent=1)
+    # one line per vector
+    text = re.sub(r"\[\s+([-0-9.e,\s]+?)\s+\]",
+                  lambda m: "[" + ",".join(x.strip() for x in m.group(1).split(",")) + "]", text)
     with open(a.reference, "w", encoding="utf-8") as f:
-        json.dump(doc, f, ensure_ascii=False, indent=1)
-        f.write("\n")
+        f.write(text + "\n")
     log(f"wrote {a.reference}: {len(SENTENCES)} sentences, tokens {tokens}, versions {versions}")
     return 0
 

@@ -176,6 +176,12 @@ fn missing_asset_says_how_to_build_it() {
 }
 
 #[test]
+fn shareable_between_threads() {
+    fn check<T: Send + Sync>() {}
+    check::<SentenceEncoder>();
+}
+
+#[test]
 fn cosine_of_simple_vectors() {
     assert!((cosine(&[1.0, 0.0], &[2.0, 0.0]) - 1.0).abs() < 1e-7);
     assert!(cosine(&[1.0, 0.0], &[0.0, 3.0]).abs() < 1e-7);
