@@ -499,10 +499,10 @@ GRANT SELECT ON dptext.vocabularies TO PUBLIC;
 -- whoever may call the functions while a key is set can test guesses
 -- against a sanitized view. Nobody may call them until granted (README,
 -- "Privileges").
-REVOKE EXECUTE ON FUNCTION santext(text, double precision, text) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION santext_plus(text, double precision, double precision, double precision, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION santext(text, double precision, text, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION santext_plus(text, double precision, double precision, double precision, text, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION sanitize(text, text, jsonb) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION custext(text, double precision, integer, text, text, boolean, text, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION custext(text, double precision, integer, text, text, boolean, text, text, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION dptext_info() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION detect_pii(text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION deidentify(text, text, double precision, boolean, text, boolean, integer, text) FROM PUBLIC;

@@ -104,15 +104,34 @@ fn embedding(e: &str, funcname: &'static str) -> EmbeddingChoice {
 /// ```sql
 /// SELECT santext('The patient reported chest pain.', 3.0);
 /// SELECT santext(note, eps => 2, embedding => 'wordpiece') FROM records;
+/// SELECT santext(note, 3, vocabulary => 'notes_vocab') FROM records;
 /// ```
+///
+/// `vocabulary` names a vocabulary released from a column
+/// (`dptext.build_vocabulary`, docs/vocabulary.md) to draw from instead of
+/// the embedding's most frequent words (default `''`: those words).
 #[pg_extern(volatile, parallel_safe)]
-fn santext(t: Utf8Text, eps: f64, embedding: default!(&str, "'glove'")) -> String {
+fn santext(
+    t: Utf8Text,
+    eps: f64,
+    embedding: default!(&str, "'glove'"),
+    vocabulary: default!(&str, "''"),
+) -> String {
     let spec = MechanismSpec::SanText {
         eps,
         embedding: self::embedding(embedding, "santext"),
         vocabulary: None,
     };
-    run(spec, t.0, "santext").text
+    run(with_vocabulary(spec, vocabulary, "santext"), t.0, "santext").text
+}
+
+/// `spec` drawing from the released vocabulary `name` ('': the
+/// embedding's own words), checked: the mechanism takes one and the name
+/// is valid. A text default rather than NULL keeps the functions STRICT
+/// (NULL in, NULL out).
+fn with_vocabulary(spec: MechanismSpec, name: &str, funcname: &'static str) -> MechanismSpec {
+    spec.with_vocabulary(Some(name.to_owned()))
+        .or_raise(funcname)
 }
 
 /// SanText+ : the least frequent fraction `w` of the vocabulary is
@@ -122,6 +141,7 @@ fn santext(t: Utf8Text, eps: f64, embedding: default!(&str, "'glove'")) -> Strin
 /// ```sql
 /// SELECT santext_plus('The patient reported chest pain.', 3.0);
 /// SELECT santext_plus(note, 3.0, p => 0.3, w => 0.9) FROM records;
+/// SELECT santext_plus(note, 3.0, vocabulary => 'notes_vocab') FROM records;
 /// ```
 #[pg_extern(volatile, parallel_safe)]
 fn santext_plus(
@@ -130,6 +150,7 @@ fn santext_plus(
     p: default!(f64, 0.3),
     w: default!(f64, 0.9),
     embedding: default!(&str, "'glove'"),
+    vocabulary: default!(&str, "''"),
 ) -> String {
     let spec = MechanismSpec::SanTextPlus {
         eps,
@@ -138,7 +159,12 @@ fn santext_plus(
         embedding: self::embedding(embedding, "santext_plus"),
         vocabulary: None,
     };
-    run(spec, t.0, "santext_plus").text
+    run(
+        with_vocabulary(spec, vocabulary, "santext_plus"),
+        t.0,
+        "santext_plus",
+    )
+    .text
 }
 
 /// CusText (Chen et al.): every word replaced by a word drawn from its
@@ -151,6 +177,7 @@ fn santext_plus(
 /// ```sql
 /// SELECT custext('The patient reported chest pain.', 2.0);
 /// SELECT custext(note, 1.0, k => 50, mapping => 'conservative', level => 'token') FROM records;
+/// SELECT custext(note, 2.0, vocabulary => 'notes_vocab') FROM records;
 /// ```
 #[allow(clippy::too_many_arguments)]
 #[pg_extern(volatile, parallel_safe)]
@@ -163,6 +190,7 @@ fn custext(
     keep_stopwords: default!(bool, true),
     metric: default!(&str, "'euclidean'"),
     embedding: default!(&str, "'glove'"),
+    vocabulary: default!(&str, "''"),
 ) -> String {
     let spec = MechanismSpec::custext(
         eps,
@@ -174,7 +202,7 @@ fn custext(
         embedding,
     )
     .or_raise("custext");
-    run(spec, t.0, "custext").text
+    run(with_vocabulary(spec, vocabulary, "custext"), t.0, "custext").text
 }
 
 /// Typed PII spans: the Rampart token classifier (ONNX) plus rule

@@ -144,11 +144,11 @@ SELECT santext('x', 1);
 SELECT dptext_info();
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
-GRANT EXECUTE ON FUNCTION santext(text, float8, text) TO dptext_regress_reader;
+GRANT EXECUTE ON FUNCTION santext(text, float8, text, text) TO dptext_regress_reader;
 SET ROLE dptext_regress_reader;
 SELECT santext('', 1) AS granted;
 RESET ROLE;
-REVOKE EXECUTE ON FUNCTION santext(text, float8, text) FROM dptext_regress_reader;
+REVOKE EXECUTE ON FUNCTION santext(text, float8, text, text) FROM dptext_regress_reader;
 DROP ROLE dptext_regress_reader;
 
 -- A statement timeout stops a long call with 57014 (before: 33 s late for 100 KB).

@@ -57,6 +57,22 @@ SELECT c ->> 'mechanism' AS mechanism, c -> 'vocabulary' ->> 'name' AS vocabular
        (c -> 'vocabulary' ->> 'eps')::float8 AS eps, (c -> 'vocabulary' ->> 'delta')::float8 AS delta
   FROM (SELECT sanitize('fever', 'santext', '{"eps": 3, "vocabulary": "notes_vocab"}') -> 'cost' AS c) x;
 SELECT sanitize('fever', 'santext', '{"eps": 3}') -> 'cost' ? 'vocabulary' AS without_vocabulary;
+-- The dedicated functions take the vocabulary by name and give what
+-- sanitize() gives with it.
+SELECT santext(n.note, 3, vocabulary => 'notes_vocab')
+         = sanitize(n.note, 'santext', '{"eps": 3, "vocabulary": "notes_vocab"}') ->> 'text' AS santext_same,
+       santext_plus(n.note, 3, p => 1, vocabulary => 'notes_vocab')
+         = sanitize(n.note, 'santext_plus', '{"eps": 3, "p": 1, "vocabulary": "notes_vocab"}') ->> 'text' AS santext_plus_same,
+       custext(n.note, 2, k => 5, vocabulary => 'notes_vocab')
+         = sanitize(n.note, 'custext', '{"eps": 2, "k": 5, "vocabulary": "notes_vocab"}') ->> 'text' AS custext_same,
+       santext(n.note, 3, vocabulary => 'notes_vocab') <> santext(n.note, 3) AS differs_from_default
+  FROM notes n WHERE n.id = 3;
+SELECT santext('fever', 3, vocabulary => '') = santext('fever', 3) AS empty_is_default,
+       santext(NULL, 3, vocabulary => 'notes_vocab') IS NULL AS strict;
+SELECT santext('fever', 3, vocabulary => 'nope');
+\echo :LAST_ERROR_SQLSTATE
+SELECT custext('fever', 2, embedding => 'wordpiece', vocabulary => 'notes_vocab');
+\echo :LAST_ERROR_SQLSTATE
 -- A rule with a vocabulary: the view records it in provenance; the budget
 -- keeps the vocabulary's release as its own line, spent once.
 RESET dptext.seed;
