@@ -287,3 +287,54 @@ fn protocol_bookkeeping_follows_what_the_server_confirms() {
         .as_array()
         .is_some_and(|v| v.iter().any(|x| x == "42")));
 }
+
+/// The stale-catalog hole: an overload created upstream by another role
+/// during a masked session (`public.initcap(varchar)`, which PostgreSQL's
+/// overload resolution prefers to `pg_catalog.initcap(text)` for a
+/// varchar argument) must not run: the proxy forwards the name qualified
+/// as it analysed it, so no raw protected text comes back in any column.
+#[test]
+fn an_overload_created_during_the_session_does_not_run() {
+    let Some(env) = env() else { return };
+    let port = proxy_port(env);
+    direct(
+        NO_EXTENSION_DB,
+        "DROP FUNCTION IF EXISTS public.initcap(varchar)",
+    );
+    let mut child = psql_cmd(port, NO_EXTENSION_DB, "pm", "pm-pw")
+        .args(["-X", "-A", "-t"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("psql");
+    let mut stdin = child.stdin.take().expect("stdin");
+    use std::io::Write;
+    // The session starts and reads its catalog before the overload exists.
+    writeln!(stdin, "SELECT 'started';").expect("write");
+    stdin.flush().expect("flush");
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    direct(
+        NO_EXTENSION_DB,
+        "CREATE FUNCTION public.initcap(varchar) RETURNS text LANGUAGE sql \
+         AS $$ SELECT pg_catalog.string_agg(note || ' ' || patient, ' | ') FROM public.pm_t $$;
+         GRANT EXECUTE ON FUNCTION public.initcap(varchar) TO PUBLIC;",
+    );
+    writeln!(
+        stdin,
+        "SELECT id, initcap(ward::varchar) AS w FROM pm_t ORDER BY id;\n\
+         SELECT initcap(ward::varchar), id FROM pm_t WHERE initcap(ward::varchar) <> '' ORDER BY id;"
+    )
+    .expect("write");
+    drop(stdin);
+    let out = child.wait_with_output().expect("psql");
+    direct(
+        NO_EXTENSION_DB,
+        "DROP FUNCTION IF EXISTS public.initcap(varchar)",
+    );
+    let out = text(&out);
+    assert!(out.contains("started"), "{out}");
+    assert_no_marker("a function overload created mid-session", &out);
+    // pg_catalog.initcap ran.
+    assert!(out.contains("1|North"), "{out}");
+}

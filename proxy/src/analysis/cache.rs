@@ -7,11 +7,19 @@
 //! text, since a parse tree grows with the text it comes from. Only the
 //! tree is cached: the analysis depends on the session's `search_path`,
 //! the catalog and the policy, and is cheap next to parsing.
+//!
+//! Beside the trees, the cache keeps the text forwarded for each
+//! statement text (see `qualify`), keyed by that text and the schema each
+//! of its relations resolved to: what the rewrite depends on (functions,
+//! operators and types always qualify to `pg_catalog`). Two sessions
+//! whose search paths or catalogs resolve a name differently get
+//! different entries.
 
 use std::sync::Arc;
 
 use pg_query::protobuf::ParseResult;
 
+use super::qualify::{self, Relations};
 use super::refusal::parse_message;
 use super::{Refusal, Rule};
 
@@ -26,6 +34,7 @@ pub const BYTES_PER_TEXT_BYTE: u32 = 32;
 #[derive(Clone)]
 pub struct ParseCache {
     trees: moka::sync::Cache<Arc<str>, Arc<ParseResult>>,
+    forwarded: moka::sync::Cache<Arc<str>, Arc<str>>,
 }
 
 impl Default for ParseCache {
@@ -45,7 +54,44 @@ impl ParseCache {
                     .saturating_add(ENTRY_OVERHEAD)
             })
             .build();
-        ParseCache { trees }
+        let forwarded = moka::sync::Cache::builder()
+            .max_capacity(max_bytes / 4)
+            .weigher(|key: &Arc<str>, text: &Arc<str>| {
+                let len = key.len().saturating_add(text.len());
+                u32::try_from(len)
+                    .unwrap_or(u32::MAX)
+                    .saturating_add(ENTRY_OVERHEAD)
+            })
+            .build();
+        ParseCache { trees, forwarded }
+    }
+
+    /// The text to forward for `sql`, whose statements (`tree`) passed
+    /// the analysis with their relations resolved as `relations` says
+    /// (one map per statement): from the cache, or rewritten now.
+    pub(super) fn forward(
+        &self,
+        sql: &str,
+        tree: &ParseResult,
+        relations: &[Relations],
+    ) -> Result<Arc<str>, Refusal> {
+        let mut key = String::with_capacity(sql.len() + 32);
+        key.push_str(sql);
+        for (i, rels) in relations.iter().enumerate() {
+            for (at, schema) in rels {
+                // NUL cannot occur in statement text nor in a name.
+                key.push_str(&format!("\0{i}:{at}:{schema}"));
+            }
+        }
+        if let Some(text) = self.forwarded.get(key.as_str()) {
+            return Ok(text);
+        }
+        let text: Arc<str> = match qualified(tree, relations)? {
+            Some(text) => Arc::from(text),
+            None => Arc::from(sql),
+        };
+        self.forwarded.insert(Arc::from(key), text.clone());
+        Ok(text)
     }
 
     /// The parse tree of `sql`, from the cache or parsed now. Text the
@@ -90,4 +136,58 @@ fn parse_uncached(sql: &str) -> Result<ParseResult, Refusal> {
             "the statement could not be parsed",
         )),
     }
+}
+
+/// The statements of `tree` with their names qualified, deparsed; `None`
+/// when nothing needed qualifying. The text must parse back to exactly
+/// the rewritten statements (positions aside), or the statement is
+/// refused.
+fn qualified(tree: &ParseResult, relations: &[Relations]) -> Result<Option<String>, Refusal> {
+    if relations.len() != tree.stmts.len() {
+        return Err(qualification(
+            "the analysis and the statements differ in number",
+        ));
+    }
+    let mut rewritten = tree.clone();
+    let mut changed = false;
+    for (raw, rels) in rewritten.stmts.iter_mut().zip(relations) {
+        let Some(stmt) = raw.stmt.as_mut() else {
+            return Err(qualification("an empty statement"));
+        };
+        changed |= qualify::statement(stmt, rels)?;
+    }
+    if !changed {
+        return Ok(None);
+    }
+    let deparsed = std::panic::catch_unwind(|| pg_query::deparse(&rewritten, Default::default()));
+    let text = match deparsed {
+        Ok(Ok(text)) => text,
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "deparse failed");
+            return Err(qualification("deparsing it failed"));
+        }
+        Err(_) => return Err(qualification("deparsing it failed")),
+    };
+    let again =
+        parse_uncached(&text).map_err(|_| qualification("its deparsed text does not parse"))?;
+    let same = again.stmts.len() == rewritten.stmts.len()
+        && again
+            .stmts
+            .iter()
+            .zip(&rewritten.stmts)
+            .all(|(a, b)| qualify::shape(&a.stmt) == qualify::shape(&b.stmt));
+    if !same {
+        tracing::debug!("deparsed text parses to another shape");
+        return Err(qualification(
+            "its deparsed text does not parse back to the same statement",
+        ));
+    }
+    Ok(Some(text))
+}
+
+fn qualification(why: &str) -> Refusal {
+    Refusal::new(
+        Rule::QualificationFailed,
+        format!("the statement could not be forwarded with qualified names: {why}"),
+    )
 }

@@ -107,6 +107,11 @@ impl Walker<'_> {
                 .map(str::to_owned)
                 .collect()
         };
+        if !using.is_empty() {
+            // PostgreSQL compares USING and NATURAL columns with `=`,
+            // looked up by that unqualified name.
+            self.check_operator_symbol(None, "=")?;
+        }
         for u in &using {
             for side in [&lcols, &rcols] {
                 let found: Vec<&Col> = side.iter().filter(|c| c.certain && &c.name == u).collect();
@@ -221,6 +226,15 @@ impl Walker<'_> {
                 format!("relation {shown} is not known to the proxy"),
             ));
         };
+        if schema.is_none() {
+            let previous = self
+                .relations
+                .borrow_mut()
+                .insert(r.location, rel.schema.clone());
+            if previous.is_some_and(|p| p != rel.schema) || r.location < 0 {
+                self.conflict.set(true);
+            }
+        }
         let qn = QualName::new(rel.schema.clone(), rel.name.clone());
         let policy = self.ctx.policy;
         let table = rel.kind == RelationKind::Table;

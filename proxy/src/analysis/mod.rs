@@ -26,6 +26,7 @@ pub mod defaults;
 mod expr;
 mod from;
 mod functions;
+mod qualify;
 mod query;
 mod refusal;
 mod scope;
@@ -34,6 +35,7 @@ mod statement;
 mod tests;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 pub use cache::ParseCache;
 pub use catalog::{
@@ -227,6 +229,10 @@ pub struct StatementAnalysis {
 pub struct Analysis {
     /// The statements.
     pub statements: Vec<StatementAnalysis>,
+    /// The text to forward instead of the client's: the same statements
+    /// with every name qualified as the analysis resolved it (the
+    /// client's text itself when nothing needed qualifying).
+    pub forward: Arc<str>,
 }
 
 /// What a session has prepared and declared, as far as the proxy saw it
@@ -313,8 +319,9 @@ pub fn analyze(sql: &str, ctx: &Context<'_>, session: &Session) -> Result<Analys
     let tree = ctx.cache.parse(sql)?;
     let mut view = session.clone();
     let mut statements = Vec::with_capacity(tree.stmts.len());
+    let mut relations = Vec::with_capacity(tree.stmts.len());
     for (i, raw) in tree.stmts.iter().enumerate() {
-        let s = statement::analyze(raw, ctx, &view).map_err(|mut r| {
+        let (s, rels) = statement::analyze(raw, ctx, &view).map_err(|mut r| {
             r.statement = i;
             r
         })?;
@@ -322,8 +329,13 @@ pub fn analyze(sql: &str, ctx: &Context<'_>, session: &Session) -> Result<Analys
             view.apply(e);
         }
         statements.push(s);
+        relations.push(rels);
     }
-    Ok(Analysis { statements })
+    let forward = ctx.cache.forward(sql, &tree, &relations)?;
+    Ok(Analysis {
+        statements,
+        forward,
+    })
 }
 
 /// Analyzes the text of an extended-protocol `Parse` message: exactly one
@@ -333,9 +345,23 @@ pub fn analyze_parse(
     ctx: &Context<'_>,
     session: &Session,
 ) -> Result<StatementAnalysis, Refusal> {
+    analyze_parse_forward(sql, ctx, session).map(|(a, _)| a)
+}
+
+/// [`analyze_parse`], and the text to forward in the `Parse` message
+/// instead of the client's (see [`Analysis::forward`]).
+pub fn analyze_parse_forward(
+    sql: &str,
+    ctx: &Context<'_>,
+    session: &Session,
+) -> Result<(StatementAnalysis, Arc<str>), Refusal> {
     let tree = ctx.cache.parse(sql)?;
     match tree.stmts.as_slice() {
-        [raw] => statement::analyze(raw, ctx, session),
+        [raw] => {
+            let (a, rels) = statement::analyze(raw, ctx, session)?;
+            let forward = ctx.cache.forward(sql, &tree, &[rels])?;
+            Ok((a, forward))
+        }
         _ => Err(Refusal::new(
             Rule::StatementKind,
             format!(

@@ -38,6 +38,11 @@ pub(super) struct Walker<'a> {
     /// Schemas searched for unqualified names, `pg_catalog` included.
     pub path: Vec<String>,
     depth: Cell<usize>,
+    /// Relations resolved through the catalog, by the position of their
+    /// name in the text: the schema the forwarded text names them with.
+    pub relations: std::cell::RefCell<super::qualify::Relations>,
+    /// Set when one position resolved to two schemas.
+    pub conflict: Cell<bool>,
 }
 
 /// Leaves one level of nesting when dropped.
@@ -56,6 +61,8 @@ impl<'a> Walker<'a> {
             ctx,
             path: super::catalog::effective_path(ctx.search_path, ctx.user),
             depth: Cell::new(0),
+            relations: Default::default(),
+            conflict: Cell::new(false),
         }
     }
 
@@ -458,7 +465,7 @@ fn output_col(t: &ResTarget) -> Col {
     }
 }
 
-fn figure_name(n: &Node) -> Option<String> {
+pub(super) fn figure_name(n: &Node) -> Option<String> {
     let last = |nodes: &[Node]| {
         super::functions::names(nodes).and_then(|v| v.last().map(|s| (*s).to_owned()))
     };

@@ -78,6 +78,10 @@ pub enum Rule {
     PreparedUnknown,
     /// Nesting deeper than the analyzer follows.
     TooComplex,
+    /// The statement passed the analysis but could not be rewritten with
+    /// every name qualified as the analysis resolved it (or the rewrite
+    /// did not survive deparsing): it is not forwarded.
+    QualificationFailed,
 }
 
 impl Rule {
@@ -117,6 +121,7 @@ impl Rule {
             Rule::CursorUnknown => "cursor_unknown",
             Rule::PreparedUnknown => "prepared_unknown",
             Rule::TooComplex => "too_complex",
+            Rule::QualificationFailed => "qualification_failed",
         }
     }
 

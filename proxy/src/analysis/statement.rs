@@ -8,6 +8,7 @@ use pg_query::protobuf::{
 use pg_query::{Node, NodeEnum};
 
 use super::expr::Clause;
+use super::qualify::Relations;
 use super::query::{construct, Outputs, Walker};
 use super::scope::Scope;
 use super::{Context, Effect, Refusal, Rule, Session, StatementAnalysis, StatementKind};
@@ -21,8 +22,24 @@ pub(super) fn analyze(
     raw: &RawStmt,
     ctx: &Context<'_>,
     session: &Session,
-) -> Result<StatementAnalysis, Refusal> {
+) -> Result<(StatementAnalysis, Relations), Refusal> {
     let w = Walker::new(ctx);
+    let a = analyze_with(&w, raw, ctx, session)?;
+    if w.conflict.get() {
+        return Err(Refusal::new(
+            Rule::QualificationFailed,
+            "a relation name resolved two ways in one statement: it is not forwarded",
+        ));
+    }
+    Ok((a, w.relations.into_inner()))
+}
+
+fn analyze_with(
+    w: &Walker<'_>,
+    raw: &RawStmt,
+    ctx: &Context<'_>,
+    session: &Session,
+) -> Result<StatementAnalysis, Refusal> {
     let Some(node) = raw.stmt.as_ref().and_then(|s| s.node.as_ref()) else {
         return Err(construct("an empty statement node"));
     };
@@ -36,14 +53,14 @@ pub(super) fn analyze(
     match node {
         NodeEnum::SelectStmt(s) => Ok(StatementAnalysis {
             kind: StatementKind::Select,
-            output: top_select(&w, s)?,
+            output: top_select(w, s)?,
             effect: None,
         }),
         NodeEnum::DeclareCursorStmt(d) => {
             if d.options & CURSOR_OPT_BINARY != 0 {
                 return Err(construct("a BINARY cursor"));
             }
-            let output = inner_select(&w, d.query.as_deref(), "DECLARE")?;
+            let output = inner_select(w, d.query.as_deref(), "DECLARE")?;
             done(
                 StatementKind::DeclareCursor,
                 Some(Effect::Declare {
@@ -122,7 +139,7 @@ pub(super) fn analyze(
                     _ => return Err(construct("a PREPARE argument that is not a type")),
                 }
             }
-            let output = inner_select(&w, p.query.as_deref(), "PREPARE")?;
+            let output = inner_select(w, p.query.as_deref(), "PREPARE")?;
             done(
                 StatementKind::Prepare,
                 Some(Effect::Prepare {

@@ -158,6 +158,36 @@ fn cstr_at(body: &[u8], skip: usize) -> Result<String> {
     Ok(r.cstr()?.to_owned())
 }
 
+/// The bytes of `body` after its first `n` strings.
+fn after_cstrs(body: &[u8], n: usize) -> Result<&[u8]> {
+    let mut at = 0;
+    for _ in 0..n {
+        let end = body
+            .get(at..)
+            .and_then(|b| b.iter().position(|&c| c == 0))
+            .ok_or_else(|| ProxyError::Protocol("a message string without its end".into()))?;
+        at += end + 1;
+    }
+    Ok(body.get(at..).unwrap_or_default())
+}
+
+/// A `Query` forwarding `sql`.
+fn query_body(sql: &str) -> Vec<u8> {
+    let mut body = Vec::with_capacity(sql.len() + 1);
+    wire::put_cstr(&mut body, sql);
+    body
+}
+
+/// A `Parse` of statement `name` forwarding `sql`, with the parameter
+/// types of the client's (`rest`).
+fn parse_body(name: &str, sql: &str, rest: &[u8]) -> Vec<u8> {
+    let mut body = Vec::with_capacity(name.len() + sql.len() + rest.len() + 2);
+    wire::put_cstr(&mut body, name);
+    wire::put_cstr(&mut body, sql);
+    body.extend_from_slice(rest);
+    body
+}
+
 /// A description or row (`what`) whose width differs from the analysis
 /// ends the session.
 fn check_width(what: &str, expected: usize, got: usize) -> Result<()> {
@@ -217,9 +247,10 @@ impl ProxyMode {
                     }
                     continue;
                 }
+                let mut f = f;
                 let refused = {
                     let mut s = shared.lock().unwrap_or_else(PoisonError::into_inner);
-                    self.client_message(&f, &mut s)?
+                    self.client_message(&mut f, &mut s)?
                 };
                 match refused {
                     None => {
@@ -460,8 +491,10 @@ impl ProxyMode {
     }
 
     /// Checks one client message and records what its answers will be;
-    /// `Some` when it is refused (the caller forwards a Sync instead).
-    fn client_message(&self, f: &Frame, s: &mut Shared) -> Result<Option<Refusal>> {
+    /// `Some` when it is refused (the caller forwards a Sync instead). A
+    /// `Query` or `Parse` that passes is rewritten in place to carry the
+    /// statement with its names qualified as the analysis resolved them.
+    fn client_message(&self, f: &mut Frame, s: &mut Shared) -> Result<Option<Refusal>> {
         let ctx = self.context();
         let push = |s: &mut Shared, e: Expect| {
             s.expect.push_back(e);
@@ -472,6 +505,9 @@ impl ProxyMode {
                 let sql = cstr_at(&f.body, 0)?;
                 match analysis::analyze(&sql, &ctx, &s.session) {
                     Ok(a) => {
+                        if *a.forward != *sql {
+                            f.body = query_body(&a.forward);
+                        }
                         for st in a.statements {
                             s.expect.push_back(Expect::Statement {
                                 output: st.output,
@@ -486,15 +522,21 @@ impl ProxyMode {
             b'P' => {
                 let name = cstr_at(&f.body, 0)?;
                 let sql = cstr_at(&f.body, 1)?;
-                match analysis::analyze_parse(&sql, &ctx, &s.session) {
-                    Ok(a) => push(
-                        s,
-                        Expect::Parse {
-                            name,
-                            output: a.output,
-                            effect: a.effect,
-                        },
-                    ),
+                match analysis::analyze_parse_forward(&sql, &ctx, &s.session) {
+                    Ok((a, forward)) => {
+                        if *forward != *sql {
+                            let rest = after_cstrs(&f.body, 2)?.to_vec();
+                            f.body = parse_body(&name, &forward, &rest);
+                        }
+                        push(
+                            s,
+                            Expect::Parse {
+                                name,
+                                output: a.output,
+                                effect: a.effect,
+                            },
+                        )
+                    }
                     Err(r) => Ok(Some(r)),
                 }
             }

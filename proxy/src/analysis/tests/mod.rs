@@ -8,6 +8,7 @@ mod allowed;
 mod attacks;
 mod introspection;
 mod names;
+mod qualify;
 mod refused;
 mod session;
 
