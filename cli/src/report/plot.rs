@@ -43,6 +43,10 @@ pub struct Series {
     pub name: String,
     /// (x, y, the point's label), in drawing order.
     pub points: Vec<(f64, f64, String)>,
+    /// Its colour's index (lines of one mechanism share one).
+    pub color: usize,
+    /// Drawn dashed (a second measure of the same mechanism).
+    pub dashed: bool,
 }
 
 /// What a plot shows.
@@ -113,15 +117,29 @@ pub fn draw(path: &Path, plot: &Plot<'_>, series: &[Series]) -> Result<()> {
         .axis_desc_style(("sans-serif", 18))
         .draw()
         .map_err(err)?;
-    for (i, s) in series.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()].to_rgba();
+    for s in series {
+        let color = COLORS[s.color % COLORS.len()].to_rgba();
         let line: Vec<(f64, f64)> = s.points.iter().map(|(x, y, _)| (*x, *y)).collect();
-        chart
-            .draw_series(LineSeries::new(line.clone(), color.stroke_width(2)))
+        let drawn = if s.dashed {
+            chart.draw_series(DashedLineSeries::new(
+                line.clone(),
+                8,
+                5,
+                color.stroke_width(2),
+            ))
+        } else {
+            chart.draw_series(LineSeries::new(line.clone(), color.stroke_width(2)))
+        };
+        let dashed = s.dashed;
+        drawn
             .map_err(err)?
             .label(s.name.clone())
             .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(3))
+                if dashed {
+                    PathElement::new(vec![(x, y), (x + 8, y)], color.stroke_width(3))
+                } else {
+                    PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(3))
+                }
             });
         chart
             .draw_series(s.points.iter().map(|(x, y, t)| {
@@ -174,10 +192,20 @@ mod tests {
         }
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("p.png");
-        let series = vec![Series {
-            name: "santext".into(),
-            points: vec![(0.1, 0.5, "eps=1".into()), (0.4, 0.8, "eps=3".into())],
-        }];
+        let series = vec![
+            Series {
+                name: "santext".into(),
+                points: vec![(0.1, 0.5, "eps=1".into()), (0.4, 0.8, "eps=3".into())],
+                color: 0,
+                dashed: false,
+            },
+            Series {
+                name: "santext (keyed)".into(),
+                points: vec![(0.1, 0.4, "eps=1".into()), (0.4, 0.6, "eps=3".into())],
+                color: 0,
+                dashed: true,
+            },
+        ];
         let plot = Plot {
             title: "t",
             x_label: "x",
@@ -192,6 +220,8 @@ mod tests {
         let empty = vec![Series {
             name: "x".into(),
             points: vec![],
+            color: 0,
+            dashed: false,
         }];
         assert!(draw(&path, &plot, &empty).is_err());
     }

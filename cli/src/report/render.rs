@@ -298,10 +298,15 @@ fn series(rows: &[Row], x: impl Fn(&Row) -> f64, y: impl Fn(&Row) -> f64) -> Vec
         let point = (px, py, r.config.point.clone());
         match out.iter_mut().find(|s| s.name == r.config.series) {
             Some(s) => s.points.push(point),
-            None => out.push(Series {
-                name: r.config.series.clone(),
-                points: vec![point],
-            }),
+            None => {
+                let color = out.len();
+                out.push(Series {
+                    name: r.config.series.clone(),
+                    points: vec![point],
+                    color,
+                    dashed: false,
+                });
+            }
         }
     }
     out
@@ -366,14 +371,19 @@ pub fn plots(dir: &Path, rows: &[Row], baseline: Option<f64>) -> Result<Vec<Path
         for x in &mut s {
             x.name.push_str(" (fresh)");
         }
+        // Keyed: the same colour as the mechanism's fresh line, dashed.
         let mut keyed = series(rows, unchanged, |r| r.attack.map_or(f64::NAN, |a| a.1));
         for x in &mut keyed {
             x.name.push_str(" (keyed)");
+            x.dashed = true;
+            for p in &mut x.points {
+                p.2.clear();
+            }
         }
         s.extend(keyed);
         draw(
             "query_attack.png",
-            "Query Attack: words recovered by a majority vote",
+            "Query Attack: words recovered by a majority vote (dashed: keyed)",
             "words left unchanged by one output (N_x)",
             "words recovered from repeated outputs",
             s,
