@@ -12,27 +12,14 @@ use dptext_core::{Engine, EngineConfig, RandomMode};
 #[path = "../common/psql.rs"]
 mod common;
 
+use common::database;
+
 const NOTES: [&str; 4] = [
     "The patient was admitted with chest pain and a mild fever.",
     "Dr. Smith prescribed ibuprofen 400 mg; follow-up in two weeks.",
     "Kathryn Herrera, a 72-year-old woman from Kingston, reports dizziness.",
     "Пациент 🙂 reports NAUSEA and vomiting!",
 ];
-
-/// The database to use, or `None` to skip.
-fn database() -> Option<String> {
-    match std::env::var("DPTEXT_TEST_DB") {
-        Ok(db) if !db.is_empty() => Some(db),
-        _ => {
-            assert!(
-                std::env::var("DPTEXT_REQUIRE_PG").as_deref() != Ok("1"),
-                "DPTEXT_REQUIRE_PG=1 but DPTEXT_TEST_DB is not set"
-            );
-            eprintln!("skipping: DPTEXT_TEST_DB not set (scripts/test.sh sets it)");
-            None
-        }
-    }
-}
 
 /// psql (quiet) on `db`: its output without the last newline.
 fn psql(db: &str, sql: &str) -> String {
