@@ -10,19 +10,13 @@
 #
 #   scripts/demo.sh            # once: builds, installs, starts the cluster
 #   bench/sql_masking.sh [ROWS] [REPS]
-source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
-resolve_state
+source "$(dirname "${BASH_SOURCE[0]}")/sql_common.sh"
 ROWS="${1:-100000}"
 REPS="${2:-3}"
 DB=dptext_bench_masking
 
-psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB"
+notes_table "$DB" "$ROWS"
 psql -X -q -d "$DB" -v ON_ERROR_STOP=1 <<SQL
-CREATE EXTENSION dptext;
-\i $REPO/sql/demo_data.sql
-CREATE TABLE t AS SELECT n AS id, r.note FROM generate_series(1, $ROWS) n
-  JOIN records r ON r.id = 1 + (n % 240);
-ANALYZE t;
 SECURITY LABEL FOR dptext ON COLUMN t.note IS 'MASKED WITH santext(eps => 3)';
 DO \$\$ BEGIN
   IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'bench_masked') THEN CREATE ROLE bench_masked LOGIN; END IF;

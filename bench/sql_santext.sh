@@ -5,19 +5,11 @@
 #
 #   scripts/demo.sh            # once: builds, installs, starts the cluster
 #   bench/sql_santext.sh [ROWS]
-source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
-resolve_state
+source "$(dirname "${BASH_SOURCE[0]}")/sql_common.sh"
 ROWS="${1:-100000}"
 DB=dptext_bench
 
-psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB"
-psql -X -q -d "$DB" -v ON_ERROR_STOP=1 <<SQL
-CREATE EXTENSION dptext;
-\i $REPO/sql/demo_data.sql
-CREATE TABLE t AS SELECT n AS id, r.note FROM generate_series(1, $ROWS) n
-  JOIN records r ON r.id = 1 + (n % 240);
-ANALYZE t;
-SQL
+notes_table "$DB" "$ROWS"
 
 # Each measurement runs in its own session, first untimed over the first
 # 5,000 rows (every distinct note: loads the vocabulary and fills the

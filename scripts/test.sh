@@ -69,6 +69,9 @@ grep -q "santext_plus" "$STATE/demo.out" || die "the demo printed no sanitized n
 grep -q "through the proxy" "$STATE/demo.out" || die "the demo's proxy part did not run"
 echo "demo ok ($(grep -c '^  *[0-9]* |' "$STATE/demo.out") result rows printed)"
 
+step "README tour matches the demo"
+python3 "$REPO/scripts/check-tour.py" "$STATE/demo.out" "$REPO/README.md" || die "the README's tour is not what the demo prints"
+
 step "SQL regression files (tests/sql)"
 mkdir -p "$STATE/regress"
 regress_pass=0; regress_fail=0

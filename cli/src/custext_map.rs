@@ -57,14 +57,21 @@ pub fn run(dir: &Path, a: &CustextMapArgs) -> Result<()> {
     let cache = dir.join("custext");
     let file = custext::cache_file(&cache, emb, k, mapping, metric);
     let started = std::time::Instant::now();
-    // The core reports no progress while it builds, so a spinner with the
-    // elapsed time (about 40 s for GloVe 50k on 2 cores).
-    let bar = progress::spinner(&format!(
-        "CusText mapping of {} ({} tokens, k {k})",
-        emb.name(),
-        emb.len()
-    ));
-    let m = custext::Mapping::load_or_build(emb, &cache, k, mapping, metric, true);
+    // A bar over the vocabulary's words (about 40 s for GloVe 50k on 2
+    // cores); nothing is drawn when the cached mapping is read.
+    let bar = progress::items(
+        emb.len() as u64,
+        &format!("CusText mapping of {} (k {k})", emb.name()),
+    );
+    let m = custext::Mapping::load_or_build_with_progress(
+        emb,
+        &cache,
+        k,
+        mapping,
+        metric,
+        true,
+        &|done, _| bar.set_position(done as u64),
+    );
     bar.finish_and_clear();
     let m = m?;
     println!(

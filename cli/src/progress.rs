@@ -2,7 +2,6 @@
 //! terminal: piped or redirected runs get the one-line summaries alone.
 
 use std::io::IsTerminal;
-use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -28,16 +27,6 @@ pub fn items(total: u64, what: &str) -> ProgressBar {
         "{msg} [{bar:30}] {pos}/{len} ({percent}%) {per_sec}, eta {eta}",
     );
     bar.set_message(what.to_string());
-    bar
-}
-
-/// A spinner with the elapsed time, for work whose size the core does not
-/// report as it goes (a CusText mapping build).
-pub fn spinner(what: &str) -> ProgressBar {
-    let bar = new(None);
-    style(&bar, "{spinner} {msg} ({elapsed})");
-    bar.set_message(what.to_string());
-    bar.enable_steady_tick(Duration::from_millis(200));
     bar
 }
 

@@ -32,7 +32,7 @@ use std::time::Instant;
 
 use dptext_core::detect::{self, model::NerModel};
 use dptext_core::mechanisms::ndd::{sentences, Divergence, Scorer, SpanCandidates, Window};
-use dptext_core::mechanisms::replace::full_entity;
+use dptext_core::mechanisms::surrogates::full_entity;
 use dptext_core::mlm::MaskedLm;
 use dptext_core::runtime::Device;
 use rand::SeedableRng;

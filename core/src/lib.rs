@@ -37,6 +37,7 @@ pub mod engine;
 pub mod error;
 pub mod mechanisms;
 pub mod mlm;
+pub mod progress;
 pub mod rng;
 pub mod rules;
 pub mod runtime;

@@ -6,7 +6,13 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 
 use dptext_core::mechanisms::MechanismSpec;
+use dptext_core::rng::Secret;
 use dptext_core::{Engine, EngineConfig, RandomMode};
+
+#[path = "../common/psql.rs"]
+mod common;
+
+use common::database;
 
 const NOTES: [&str; 4] = [
     "The patient was admitted with chest pain and a mild fever.",
@@ -15,44 +21,9 @@ const NOTES: [&str; 4] = [
     "Пациент 🙂 reports NAUSEA and vomiting!",
 ];
 
-/// The database to use, or `None` to skip.
-fn database() -> Option<String> {
-    match std::env::var("DPTEXT_TEST_DB") {
-        Ok(db) if !db.is_empty() => Some(db),
-        _ => {
-            assert!(
-                std::env::var("DPTEXT_REQUIRE_PG").as_deref() != Ok("1"),
-                "DPTEXT_REQUIRE_PG=1 but DPTEXT_TEST_DB is not set"
-            );
-            eprintln!("skipping: DPTEXT_TEST_DB not set (scripts/test.sh sets it)");
-            None
-        }
-    }
-}
-
+/// psql (quiet) on `db`: its output without the last newline.
 fn psql(db: &str, sql: &str) -> String {
-    let out = Command::new("psql")
-        .args([
-            "-X",
-            "-q",
-            "-A",
-            "-t",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-d",
-            db,
-            "-c",
-            sql,
-        ])
-        .output()
-        .expect("psql runs");
-    assert!(
-        out.status.success(),
-        "psql failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .expect("utf-8")
+    common::psql(db, sql, true)
         .trim_end_matches('\n')
         .to_string()
 }
@@ -165,4 +136,35 @@ fn materialized_view_refresh_is_repeatable_under_a_key() {
          DROP TABLE it_before; DROP MATERIALIZED VIEW it_view; DROP TABLE it_src;",
     );
     assert_eq!(out.lines().last(), Some("50/50/50"), "{out}");
+}
+
+#[test]
+fn keyed_deidentify_agrees_between_sql_and_core() {
+    // Surrogate draws (core/src/mechanisms/surrogates) under a key: the
+    // extension and the core must draw the same names, places and dates.
+    let Some(db) = database() else { return };
+    let engine = Engine::new(EngineConfig::new(dptext_core::assets::resolve_dir(None)));
+    let key = "deidentify integration key";
+    for (strategy, note) in [("full_entity", NOTES[2]), ("word_by_word", NOTES[1])] {
+        let spec = MechanismSpec::parse(
+            "deidentify",
+            &serde_json::json!({"strategy": strategy, "p": 1.0}),
+        )
+        .unwrap();
+        let core_out = engine
+            .sanitize(&spec, note, &RandomMode::Keyed(Secret::new(key)))
+            .unwrap()
+            .text;
+        let sql_out = psql(
+            &db,
+            &format!(
+                "SET dptext.key = {}; SELECT deidentify({}, strategy => {})",
+                quote(key),
+                quote(note),
+                quote(strategy)
+            ),
+        );
+        assert_eq!(sql_out, core_out, "{strategy} on {note:?}");
+        assert_ne!(&sql_out, note);
+    }
 }

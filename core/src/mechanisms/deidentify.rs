@@ -13,7 +13,8 @@ use crate::detect::{self, Detector, Label};
 use crate::error::Result;
 use crate::mechanisms::dateshift;
 use crate::mechanisms::operators::{DeidentifySpec, Operator};
-use crate::mechanisms::replace::{full_entity, lemma_eps, named, surrogate_word, ReplaceStrategy};
+use crate::mechanisms::replace::{lemma_eps, ReplaceStrategy};
+use crate::mechanisms::surrogates::{full_entity, named, surrogate_word};
 use crate::mechanisms::{Mechanism, Sanitized};
 use crate::rng::RandomMode;
 
@@ -332,7 +333,7 @@ impl Mechanism for Deidentify {
 mod tests {
     use super::*;
     use crate::detect::{Source, Span};
-    use crate::mechanisms::replace::lists;
+    use crate::mechanisms::surrogates::lists;
     use rand::SeedableRng;
     use rand_chacha::ChaCha20Rng;
 

@@ -40,6 +40,7 @@ pub mod operators;
 mod params;
 pub mod replace;
 mod santext;
+pub mod surrogates;
 mod vocabulary;
 
 #[cfg(test)]

@@ -12,6 +12,9 @@
 use std::process::Command;
 use std::sync::OnceLock;
 
+#[path = "../../../tests/common/psql.rs"]
+mod psql;
+
 /// Values planted in the table; none may come back raw to a masked user.
 pub const MARKERS: [&str; 3] = [
     "Zebediah Quincewhistle",
@@ -204,26 +207,7 @@ pub fn start_proxy(config: &str) -> (u16, u16, std::sync::Arc<dptext_proxy::Prox
 
 /// psql as the superuser, on `db`; stdout, and a panic on any error.
 pub fn direct(db: &str, sql: &str) -> String {
-    let out = Command::new("psql")
-        .args([
-            "-X",
-            "-A",
-            "-t",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-d",
-            db,
-            "-c",
-            sql,
-        ])
-        .output()
-        .expect("psql");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    psql::psql(db, sql, false)
 }
 
 /// psql (`-X -A -t`) through the proxy listening on `port`, as `user`.

@@ -70,19 +70,34 @@ impl<'a> Space<'a> {
         cand.into_iter().map(|(_, y)| y).collect()
     }
 
-    /// The `k` nearest of every row, on `threads` threads.
-    pub(super) fn all_knn(&self, k: usize, threads: usize) -> Result<Vec<Vec<u32>>> {
-        self.knn_of_rows(self.emb.len(), k, threads)
+    /// The `k` nearest of every row, on `threads` threads, telling
+    /// `on_rows` how many rows are done (see [`Space::knn_of_rows`]).
+    pub(super) fn all_knn(
+        &self,
+        k: usize,
+        threads: usize,
+        on_rows: &(dyn Fn(usize) + Sync),
+    ) -> Result<Vec<Vec<u32>>> {
+        self.knn_of_rows(self.emb.len(), k, threads, on_rows)
     }
 
     /// The `k` nearest of rows `0..n`, on `threads` threads (the calling
     /// thread one of them). Rows are taken in blocks from a shared counter;
     /// the calling thread asks the cancellation hook between its blocks
-    /// and stops the others when it says stop (or unwinds).
-    pub(super) fn knn_of_rows(&self, n: usize, k: usize, threads: usize) -> Result<Vec<Vec<u32>>> {
+    /// and stops the others when it says stop (or unwinds). Between its
+    /// blocks it also tells `on_rows` how many rows all threads have
+    /// finished (it should be cheap: a rate-limited progress report).
+    pub(super) fn knn_of_rows(
+        &self,
+        n: usize,
+        k: usize,
+        threads: usize,
+        on_rows: &(dyn Fn(usize) + Sync),
+    ) -> Result<Vec<Vec<u32>>> {
         const BLOCK: usize = 16;
         let threads = threads.clamp(1, 64);
         let next = AtomicUsize::new(0);
+        let finished = AtomicUsize::new(0);
         let stop = AtomicBool::new(false);
         let work = |main: bool| -> Result<Vec<(usize, Vec<Vec<u32>>)>> {
             let _stop = crate::cancel::StopOnUnwind(&stop);
@@ -93,15 +108,18 @@ impl<'a> Space<'a> {
                         stop.store(true, Ordering::Relaxed);
                         return Err(e);
                     }
+                    on_rows(finished.load(Ordering::Relaxed));
                 }
                 let start = next.fetch_add(BLOCK, Ordering::Relaxed);
                 if start >= n || stop.load(Ordering::Relaxed) {
                     return Ok(done);
                 }
-                let rows = (start..(start + BLOCK).min(n))
+                let end = (start + BLOCK).min(n);
+                let rows = (start..end)
                     .map(|x| self.knn(x as u32, k, |_| true))
                     .collect();
                 done.push((start, rows));
+                finished.fetch_add(end - start, Ordering::Relaxed);
             }
         };
         let parts = std::thread::scope(|s| {

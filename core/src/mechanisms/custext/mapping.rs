@@ -11,6 +11,7 @@ use super::knn::Space;
 use super::{MappingStrategy, Metric};
 use crate::embeddings::{euclidean, Embeddings};
 use crate::error::{Error, Result};
+use crate::progress::{Progress, Reporter, NO_PROGRESS};
 
 /// `f_map`: each row's output set.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,16 +37,34 @@ impl Mapping {
         metric: Metric,
         threads: usize,
     ) -> Result<Self> {
+        Self::build_with_progress(emb, k, strategy, metric, threads, NO_PROGRESS)
+    }
+
+    /// [`Mapping::build`], telling `progress` how far it is, in words of
+    /// the vocabulary (`total` is `emb.len()`), about ten times a second
+    /// at most and from the calling thread only (see [`crate::progress`]).
+    /// For the conservative strategy the first half of the total is the
+    /// nearest-neighbour search and the second half the assignment of
+    /// output sets. The mapping does not depend on `progress`.
+    pub fn build_with_progress(
+        emb: &Embeddings,
+        k: usize,
+        strategy: MappingStrategy,
+        metric: Metric,
+        threads: usize,
+        progress: Progress<'_>,
+    ) -> Result<Self> {
         let n = emb.len();
         if k == 0 || k > n {
             return Err(Error::invalid("k", format!("must be in [1, {n}], got {k}")));
         }
+        let reporter = Reporter::new(progress, n);
         let space = Space::new(emb, metric);
         let mut set_of = vec![u32::MAX; n];
         let mut sets: Vec<Vec<u32>> = Vec::new();
         match strategy {
             MappingStrategy::Aggressive | MappingStrategy::Balanced => {
-                let knn = space.all_knn(k, threads)?;
+                let knn = space.all_knn(k, threads, &|rows| reporter.report(rows))?;
                 for (x, near) in knn.into_iter().enumerate() {
                     if strategy == MappingStrategy::Aggressive {
                         set_of[x] = sets.len() as u32;
@@ -72,7 +91,10 @@ impl Mapping {
                 // Every row removes min(k, pool) tokens, so only the first
                 // ceil(n / k) rows ever search.
                 let wide = (4 * k).min(n);
-                let candidates = space.knn_of_rows(n.div_ceil(k), wide, threads)?;
+                let searched = n.div_ceil(k);
+                let candidates = space.knn_of_rows(searched, wide, threads, &|rows| {
+                    reporter.report(rows * n / searched / 2)
+                })?;
                 let mut in_pool = vec![true; n];
                 let mut pool_left = n;
                 for (x, wide_near) in candidates.iter().enumerate() {
@@ -80,6 +102,7 @@ impl Mapping {
                         break;
                     }
                     crate::cancel::check_every(x, 16)?;
+                    reporter.report(n / 2 + (n - pool_left) / 2);
                     let mut near: Vec<u32> = wide_near
                         .iter()
                         .copied()
@@ -111,6 +134,7 @@ impl Mapping {
                 "a token was left without an output set",
             ));
         }
+        reporter.finish();
         Ok(Mapping {
             k,
             strategy,
@@ -239,6 +263,21 @@ impl Mapping {
         metric: Metric,
         build: bool,
     ) -> Result<Self> {
+        Self::load_or_build_with_progress(emb, dir, k, strategy, metric, build, NO_PROGRESS)
+    }
+
+    /// [`Mapping::load_or_build`], telling `progress` how the build goes
+    /// (as [`Mapping::build_with_progress`] does; nothing when the cache
+    /// is used).
+    pub fn load_or_build_with_progress(
+        emb: &Embeddings,
+        dir: &Path,
+        k: usize,
+        strategy: MappingStrategy,
+        metric: Metric,
+        build: bool,
+        progress: Progress<'_>,
+    ) -> Result<Self> {
         let file = cache_file(dir, emb, k, strategy, metric);
         if let Ok(bytes) = std::fs::read(&file) {
             match Mapping::from_bytes(&bytes, strategy, metric) {
@@ -263,7 +302,7 @@ impl Mapping {
         }
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         let started = std::time::Instant::now();
-        let m = Mapping::build(emb, k, strategy, metric, threads)?;
+        let m = Mapping::build_with_progress(emb, k, strategy, metric, threads, progress)?;
         tracing::info!(
             embedding = emb.name(),
             rows = emb.len(),

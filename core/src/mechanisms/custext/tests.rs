@@ -266,3 +266,47 @@ fn parameters_are_validated() {
     }
     assert!(CusText::is_stopword("The") && !CusText::is_stopword("fever"));
 }
+
+#[test]
+fn progress_is_monotone_reaches_the_total_and_changes_nothing() {
+    // Big enough (in a debug build) for the build to outlast the
+    // reporter's interval, so that some calls fall between first and last.
+    let n = 2000;
+    let v = Vocabulary::new(synthetic(n, 8, 5), 1 << 24);
+    for strategy in [
+        MappingStrategy::Aggressive,
+        MappingStrategy::Balanced,
+        MappingStrategy::Conservative,
+    ] {
+        let calls = std::sync::Mutex::new(Vec::new());
+        let record = |done: usize, total: usize| {
+            let mut c = calls.lock().unwrap_or_else(|p| p.into_inner());
+            c.push((done, total, std::thread::current().id()));
+        };
+        let with = Mapping::build_with_progress(
+            v.embeddings(),
+            20,
+            strategy,
+            Metric::Euclidean,
+            2,
+            &record,
+        )
+        .unwrap();
+        let without = Mapping::build(v.embeddings(), 20, strategy, Metric::Euclidean, 2).unwrap();
+        assert_eq!(with.to_bytes(), without.to_bytes(), "{strategy:?}");
+        let calls = calls.into_inner().unwrap();
+        assert_eq!(calls.first().map(|c| c.0), Some(0), "{strategy:?}");
+        assert_eq!(calls.last().map(|c| c.0), Some(n), "{strategy:?}");
+        assert!(calls.iter().all(|c| c.1 == n));
+        assert!(
+            calls.windows(2).all(|w| w[0].0 < w[1].0),
+            "{strategy:?}: not strictly increasing: {:?}",
+            calls.iter().map(|c| c.0).collect::<Vec<_>>()
+        );
+        let me = std::thread::current().id();
+        assert!(
+            calls.iter().all(|c| c.2 == me),
+            "only the calling thread reports"
+        );
+    }
+}

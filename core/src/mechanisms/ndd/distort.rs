@@ -140,7 +140,7 @@ impl NddDistort {
             self.candidates
         };
         while out.len() < want && tries < self.candidates * 4 {
-            let (c, _) = crate::mechanisms::replace::full_entity(label, original, rng);
+            let (c, _) = crate::mechanisms::surrogates::full_entity(label, original, rng);
             push(c, &mut out);
             tries += 1;
         }
@@ -269,7 +269,7 @@ impl NddDistort {
                 let (Some(&i), Some(&j)) = (toks.first(), toks.last()) else {
                     // No model token covers it (e.g. symbols the tokenizer
                     // drops): replaced by a surrogate without scoring.
-                    let (c, _) = crate::mechanisms::replace::full_entity(
+                    let (c, _) = crate::mechanisms::surrogates::full_entity(
                         s.label,
                         &text[s.start..s.end],
                         rng,
