@@ -9,7 +9,7 @@
 #   report/            all mechanisms at eps 1,2,3,5,8, with the classifier
 #                      protocol, the Query Attack and p0 of the CusText
 #                      paper's words (results.csv, p0.csv, *.png)
-#   custext-k50/       CusText at K = 50, eps 1, 5, 10 (the paper's Table 6),
+#   custext-k50/       CusText at K = 50, eps 1, 2, 3, 5, 10 (the paper's Tables 6 and 8),
 #                      token level without stopwords, record and token level
 #                      with stopwords kept
 #   santext-nx/        SanText's N_x against eps, GloVe and WordPiece
@@ -42,7 +42,7 @@ dptext eval "${notes[@]}" --mechanism santext,santext_plus,custext,deidentify,nd
 step "CusText at K = 50 (the paper's Table 6: rows T, R^+ and T^+)"
 dptext eval "${notes[@]}" --mechanism custext:k=50,level=token,keep_stopwords=false \
   --mechanism custext:k=50,level=record --mechanism custext:k=50,level=token \
-  --eps 1,5,10 --queries 0 --p0-words happy,car,she,mary \
+  --eps 1,2,3,5,10 --queries 0 --p0-words happy,car,she,mary \
   --out "$OUT/custext-k50" | tee "$OUT/custext-k50.txt"
 
 step "SanText's N_x against eps (the paper's Figure 5)"
