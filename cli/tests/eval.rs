@@ -28,24 +28,50 @@ fn bad_input_is_refused_with_a_reason() {
             "no column \"nte\"",
         ),
         (
-            &["eval", "--format", "csv", "--field", "note", "--label", "kind", csv],
+            &[
+                "eval", "--format", "csv", "--field", "note", "--label", "kind", csv,
+            ],
             "no column \"kind\"",
         ),
         (&["eval", "--format", "csv", csv], "need --field"),
         (
-            &["eval", "--format", "csv", "--field", "note", "--mechanism", "santxt", csv],
+            &[
+                "eval",
+                "--format",
+                "csv",
+                "--field",
+                "note",
+                "--mechanism",
+                "santxt",
+                csv,
+            ],
             "santxt",
         ),
         (
-            &["eval", "--format", "csv", "--field", "note", "--eps", "0", csv],
+            &[
+                "eval", "--format", "csv", "--field", "note", "--eps", "0", csv,
+            ],
             "eps",
         ),
         (
-            &["eval", "--format", "csv", "--field", "note", "--sample", "0", csv],
+            &[
+                "eval", "--format", "csv", "--field", "note", "--sample", "0", csv,
+            ],
             "--sample must be at least 1",
         ),
         (
-            &["eval", "--format", "csv", "--field", "note", "--mechanism", "deidentify", "--vocabulary", "x", csv],
+            &[
+                "eval",
+                "--format",
+                "csv",
+                "--field",
+                "note",
+                "--mechanism",
+                "deidentify",
+                "--vocabulary",
+                "x",
+                csv,
+            ],
             "takes a vocabulary",
         ),
         (&["eval", "--table", "t", "--column", "c"], "--dsn"),
@@ -149,7 +175,10 @@ fn the_demo_notes_give_a_table_a_csv_and_plots() {
     assert!(table.contains("classifier trained on originals"), "{table}");
     assert!(table.contains("mechanism"), "{table}");
     assert!(table.contains("unchanged"), "{table}");
-    assert!(table.contains("PII words kept verbatim, per label"), "{table}");
+    assert!(
+        table.contains("PII words kept verbatim, per label"),
+        "{table}"
+    );
     assert!(table.contains("happy: p0"), "{table}");
 
     let rows = results(&out_dir);
