@@ -15,7 +15,8 @@ SELECT n.nspname AS schema_name,
        r.rule ->> 'mechanism' AS mechanism,
        r.rule -> 'params' AS params,
        r.rule -> 'guarantee' AS guarantee,
-       l.label
+       l.label,
+       r.rule ->> 'group_column' AS group_column
   FROM pg_catalog.pg_seclabel l
   JOIN pg_catalog.pg_class c ON c.oid = l.objoid
   JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
@@ -233,7 +234,8 @@ BEGIN
                       THEN pg_catalog.format('%I.%I', parts[1], parts[2])
                       ELSE pg_catalog.format('%I', parts[1]) END;
     FOR col IN
-        SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod) AS typ, r.mechanism, r.params, r.label
+        SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod) AS typ, r.mechanism, r.params, r.label,
+               r.group_column
           FROM pg_catalog.pg_attribute a
           LEFT JOIN dptext.rules r ON r.table_oid = a.attrelid AND r.attnum = a.attnum
          WHERE a.attrelid = source AND a.attnum > 0 AND NOT a.attisdropped
@@ -242,9 +244,16 @@ BEGIN
         IF col.mechanism IS NULL THEN
             select_list := select_list || pg_catalog.format('%I', col.attname);
         ELSE
-            select_list := select_list || pg_catalog.format(
-                'dptext.apply_rule(%I::text, %L, %L::jsonb)::%s AS %I',
-                col.attname, col.mechanism, col.params::text, col.typ, col.attname);
+            IF col.group_column IS NOT NULL THEN
+                -- GROUPED BY: the row's grouping value fixes the date shift.
+                select_list := select_list || pg_catalog.format(
+                    'dptext.apply_rule(%I::text, %L, %L::jsonb, %I::text)::%s AS %I',
+                    col.attname, col.mechanism, col.params::text, col.group_column, col.typ, col.attname);
+            ELSE
+                select_list := select_list || pg_catalog.format(
+                    'dptext.apply_rule(%I::text, %L, %L::jsonb)::%s AS %I',
+                    col.attname, col.mechanism, col.params::text, col.typ, col.attname);
+            END IF;
             rules_applied := rules_applied || pg_catalog.format('%s: %s',
                 col.attname, (dptext.parse_rule(col.label)) ->> 'label');
         END IF;
@@ -508,6 +517,7 @@ REVOKE EXECUTE ON FUNCTION detect_pii(text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION deidentify(text, text, double precision, boolean, text, boolean, integer, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION ndd_distort(text, text, integer) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION dptext.apply_rule(text, text, jsonb) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION dptext.apply_rule(text, text, jsonb, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION dptext.create_sanitized_view(regclass, text, boolean) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION dptext.refresh_sanitized_table(regclass) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION dptext.build_vocabulary(regclass, text, float8, float8, text, integer, text) FROM PUBLIC;

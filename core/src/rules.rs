@@ -11,7 +11,7 @@
 //! The grammar (keywords and names are case-insensitive):
 //!
 //! ```text
-//! column label := MASKED WITH stage { THEN stage }
+//! column label := MASKED WITH stage { THEN stage } [ GROUPED BY column ]
 //! stage        := mechanism [ '(' [ arg { ',' arg } ] ')' ]
 //! arg          := name '=>' value
 //! value        := number | 'quoted string' ('' for a quote) | true | false | bare word
@@ -21,6 +21,12 @@
 //! Parsing validates the mechanism and every parameter with
 //! [`MechanismSpec::parse`], so a bad rule is refused when the label is
 //! set, not when a query first meets it.
+//!
+//! `GROUPED BY column` names another column of the same row whose value
+//! fixes `deidentify`'s date shift, so that every note of one patient moves
+//! by the same number of days (`MASKED WITH deidentify(operators =>
+//! 'DATE:shift') GROUPED BY patient_id`); it needs an entity replacement
+//! stage, and excludes a literal `group` parameter.
 
 use crate::error::{Error, Result};
 use crate::mechanisms::MechanismSpec;
@@ -30,6 +36,9 @@ use crate::mechanisms::MechanismSpec;
 pub struct Rule {
     /// The mechanism with its parameters, defaults filled in.
     pub spec: MechanismSpec,
+    /// `GROUPED BY column`: the column of the same row whose value is the
+    /// date shift's grouping value (as written; resolved by the front end).
+    pub group_column: Option<String>,
 }
 
 impl Rule {
@@ -66,7 +75,35 @@ impl Rule {
             }
             one => stage(one),
         };
-        format!("MASKED WITH {body}")
+        match &self.group_column {
+            Some(c) => format!("MASKED WITH {body} GROUPED BY {}", quote_column(c)),
+            None => format!("MASKED WITH {body}"),
+        }
+    }
+
+    /// The spec for one row: its grouping column's value (`None`: NULL or
+    /// no `GROUPED BY`) set as the date shift's group.
+    pub fn spec_for_row(&self, group: Option<&str>) -> MechanismSpec {
+        match self.group_column {
+            Some(_) => self.spec.clone().with_group(group),
+            None => self.spec.clone(),
+        }
+    }
+}
+
+/// A column name as a label writes it: bare when it is a plain lower-case
+/// word, quoted ('' for a quote) otherwise.
+fn quote_column(c: &str) -> String {
+    let plain = c
+        .chars()
+        .next()
+        .is_some_and(|ch| ch.is_ascii_lowercase() || ch == '_')
+        && c.chars()
+            .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '_');
+    if plain {
+        c.to_string()
+    } else {
+        format!("'{}'", c.replace('\'', "''"))
     }
 }
 
@@ -205,19 +242,47 @@ pub fn parse_column_label(label: &str) -> Result<Rule> {
     keyword(&mut toks, "masked")?;
     keyword(&mut toks, "with")?;
     let mut stages = vec![stage(&mut toks)?];
+    let mut group_column = None;
     while let Some(t) = toks.next() {
         match t {
-            Tok::Word(w) if w.eq_ignore_ascii_case("then") => stages.push(stage(&mut toks)?),
+            Tok::Word(w) if w.eq_ignore_ascii_case("then") && group_column.is_none() => {
+                stages.push(stage(&mut toks)?)
+            }
+            Tok::Word(w) if w.eq_ignore_ascii_case("grouped") && group_column.is_none() => {
+                keyword(&mut toks, "by")?;
+                group_column = Some(match toks.next() {
+                    // A bare name folds to lower case, as SQL does; a
+                    // quoted one is kept as written.
+                    Some(Tok::Word(c)) => c.to_lowercase(),
+                    Some(Tok::Str(c)) if !c.is_empty() => c,
+                    _ => return Err(syntax("expected a column name after GROUPED BY")),
+                });
+            }
             extra => {
                 return Err(syntax(format!(
-                    "unexpected {extra:?} after the parameter list (chain mechanisms with THEN)"
+                    "unexpected {extra:?} after the parameter list (chain mechanisms with THEN; GROUPED BY column comes last)"
                 )))
             }
         }
     }
-    Ok(Rule {
-        spec: MechanismSpec::chain(stages)?,
-    })
+    let spec = MechanismSpec::chain(stages)?;
+    if group_column.is_some() {
+        if !spec.has_deidentify() {
+            return Err(Error::invalid(
+                "label",
+                "GROUPED BY fixes deidentify's date shift per group: the rule has no deidentify stage",
+            ));
+        }
+        if spec.params_json().get("group").is_some()
+            || matches!(&spec, MechanismSpec::Chain(st) if st.iter().any(|s| s.params_json().get("group").is_some()))
+        {
+            return Err(Error::invalid(
+                "label",
+                "a rule takes a group parameter or GROUPED BY column, not both",
+            ));
+        }
+    }
+    Ok(Rule { spec, group_column })
 }
 
 /// One `mechanism [ '(' args ')' ]` of a label.
@@ -411,6 +476,67 @@ mod tests {
             let rule = parse_column_label(label).unwrap();
             let again = parse_column_label(&rule.to_label()).unwrap();
             assert_eq!(rule, again, "{}", rule.to_label());
+        }
+    }
+
+    #[test]
+    fn grouped_by_names_the_date_shift_group_column() {
+        let rule = parse_column_label(
+            "MASKED WITH deidentify(operators => 'DATE:shift') GROUPED BY Patient_Id",
+        )
+        .unwrap();
+        assert_eq!(rule.group_column.as_deref(), Some("patient_id"));
+        let quoted = parse_column_label(
+            "MASKED WITH deidentify(operators => 'DATE:shift') THEN santext_plus(eps => 3) grouped by 'Patient Id'",
+        )
+        .unwrap();
+        assert_eq!(quoted.group_column.as_deref(), Some("Patient Id"));
+        for r in [&rule, &quoted] {
+            let again = parse_column_label(&r.to_label()).unwrap();
+            assert_eq!(*r, again, "{}", r.to_label());
+        }
+        // Each row's group value reaches every deidentify stage.
+        let spec = quoted.spec_for_row(Some("17"));
+        let json = spec.params_json();
+        assert_eq!(json["stages"][0]["params"]["group"], "17", "{json}");
+        assert!(rule.spec_for_row(None).params_json().get("group").is_none());
+        // A long value is hashed to fit.
+        let long = "x".repeat(5000);
+        let g = rule.spec_for_row(Some(&long)).params_json()["group"].clone();
+        assert_eq!(g.as_str().map(str::len), Some(64));
+        // Without GROUPED BY the row's value is ignored.
+        let plain =
+            parse_column_label("MASKED WITH deidentify(operators => 'DATE:shift')").unwrap();
+        assert!(plain
+            .spec_for_row(Some("17"))
+            .params_json()
+            .get("group")
+            .is_none());
+        for (label, want) in [
+            (
+                "MASKED WITH santext(eps => 3) GROUPED BY patient_id",
+                "no deidentify stage",
+            ),
+            (
+                "MASKED WITH deidentify(group => 'x') GROUPED BY patient_id",
+                "not both",
+            ),
+            ("MASKED WITH deidentify() GROUPED patient_id", "expected by"),
+            (
+                "MASKED WITH deidentify() GROUPED BY",
+                "column name after GROUPED BY",
+            ),
+            (
+                "MASKED WITH deidentify() GROUPED BY a GROUPED BY b",
+                "unexpected",
+            ),
+            (
+                "MASKED WITH deidentify() GROUPED BY a THEN santext(eps => 3)",
+                "unexpected",
+            ),
+        ] {
+            let err = parse_column_label(label).expect_err(label).to_string();
+            assert!(err.contains(want), "{label}: {err}");
         }
     }
 }

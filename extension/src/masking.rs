@@ -34,6 +34,9 @@ pub(crate) struct ColumnRule {
     pub mechanism: String,
     /// Its parameters, every default filled in, as JSON text.
     pub params: String,
+    /// `GROUPED BY`: the number of the column whose value in the row is
+    /// the date shift's grouping value.
+    pub group: Option<i16>,
 }
 
 /// What a masked session may do with one relation.
@@ -286,10 +289,22 @@ fn read_policy(relid: Oid) -> RelationPolicy {
         }
         let rule = dptext_core::rules::parse_column_label(&label)
             .unwrap_or_else(|e| refuse(format!("a dptext label could not be read ({e}): {label}")));
+        // The grouping column is found by name in the relation read (a
+        // partition or shard carries the same names, not always the same
+        // numbers); one it lacks fails closed.
+        let group = rule.group_column.as_ref().map(|name| {
+            crate::ffi::catalog::attnum(relid, name).unwrap_or_else(|| {
+                refuse(format!(
+                    "a dptext rule of {} groups by column {name}, which it does not have",
+                    crate::ffi::catalog::relation_name(relid)
+                ))
+            })
+        });
         rules.push(ColumnRule {
             attnum,
             mechanism: rule.mechanism().to_string(),
             params: rule.params().to_string(),
+            group,
         });
     }
     if crate::ffi::catalog::relkind(relid) != pg_sys::RELKIND_MATVIEW {
@@ -351,10 +366,20 @@ fn matview_policy(relid: Oid, mut rules: Vec<ColumnRule>) -> RelationPolicy {
         }
         let p = relation_policy(src);
         if let Some(r) = p.rule(att) {
+            // The grouping column as the view copies it; a view without it
+            // shifts each value on its own (less consistent, as private).
+            let group = r.group.and_then(|g| {
+                lineage
+                    .copies
+                    .iter()
+                    .position(|c| *c == Some((src, g)))
+                    .and_then(|i| i16::try_from(i + 1).ok())
+            });
             rules.push(ColumnRule {
                 attnum,
                 mechanism: r.mechanism.clone(),
                 params: r.params.clone(),
+                group,
             });
         } else if p.refuses_column(att).is_some() {
             taint.get_or_insert_with(|| {
@@ -388,6 +413,12 @@ fn oid_arg(relid: Oid) -> Vec<pgrx::datum::DatumWithOid<'static>> {
 /// enforced).
 pub(crate) fn mask_function() -> Oid {
     function_oid("dptext.mask(pg_catalog.text,pg_catalog.text,pg_catalog.text)")
+}
+
+/// The oid of `dptext.mask(text, text, text, text)`, for rules with a
+/// grouping column.
+pub(crate) fn mask_function_grouped() -> Oid {
+    function_oid("dptext.mask(pg_catalog.text,pg_catalog.text,pg_catalog.text,pg_catalog.text)")
 }
 
 /// The oid of the dptext function `signature` (schema-qualified, with
@@ -432,6 +463,25 @@ pub(crate) fn column_statistics_visible(relid: Oid, attnum: i16) -> bool {
         RelationPolicy::Derived { .. } => false,
         p @ RelationPolicy::Masked(_) => p.rule(attnum).is_none(),
     }
+}
+
+/// The rule's mechanism with `group` as the date shift's grouping value:
+/// built per call (one per patient would fill a cache), which for entity
+/// replacement copies its settings and nothing large.
+fn grouped_mechanism_for(
+    mechanism: &str,
+    params: &str,
+    group: Option<&str>,
+) -> Box<dyn dptext_core::mechanisms::Mechanism> {
+    const F: &str = "dptext.mask";
+    let json: serde_json::Value = serde_json::from_str(params)
+        .unwrap_or_else(|e| raise(ExtError::Core(dptext_core::Error::Json(e)), F));
+    let spec = dptext_core::mechanisms::MechanismSpec::parse(mechanism, &json)
+        .unwrap_or_else(|e| raise(e.into(), F))
+        .with_group(group);
+    crate::engine()
+        .build(&spec)
+        .unwrap_or_else(|e| raise(e.into(), F))
 }
 
 fn mechanism_for(mechanism: &str, params: &str) -> Arc<dyn dptext_core::mechanisms::Mechanism> {
@@ -482,6 +532,35 @@ pub mod dptext {
             .run(m.as_ref(), value, &mode, &[])
             .unwrap_or_else(|e| crate::error::raise(e.into(), "dptext.mask"))
             .text
+    }
+
+    /// [`mask`] for a rule written `GROUPED BY column`: `grp` is that
+    /// column's value in the row (NULL: no group), which fixes the date
+    /// shift of every note of one group. Only the query rewrite may call it.
+    #[pg_extern(name = "mask", stable, parallel_safe)]
+    fn mask_grouped(
+        value: Option<&str>,
+        mechanism: &str,
+        params: &str,
+        grp: Option<&str>,
+        fcinfo: pg_sys::FunctionCallInfo,
+    ) -> Option<String> {
+        if !crate::ffi::catalog::called_by_rewrite(fcinfo) {
+            super::refuse(
+                "dptext.mask is applied by masking only and cannot be called directly".into(),
+            );
+        }
+        let value = value?;
+        super::require_key();
+        let m = super::grouped_mechanism_for(mechanism, params, grp);
+        let mode = crate::guc::random_mode()
+            .unwrap_or_else(|e| super::refuse(format!("the masking key could not be read: {e}")));
+        Some(
+            crate::engine()
+                .run(m.as_ref(), value, &mode, &[])
+                .unwrap_or_else(|e| crate::error::raise(e.into(), "dptext.mask"))
+                .text,
+        )
     }
 
     /// Whether the calling session is masked and can read labelled

@@ -23,6 +23,10 @@ use crate::error::{raise, ExtError, OrRaise};
 pub(crate) enum LabelTarget {
     /// A column of a relation.
     Column {
+        /// The relation.
+        relid: Oid,
+        /// The column's number.
+        attnum: i16,
         /// The relation's kind (`pg_class.relkind`).
         relkind: u8,
         /// The column's type.
@@ -68,7 +72,12 @@ pub(crate) fn check_label(target: LabelTarget, label: Option<&str>) {
     let Some(label) = label else { return };
     match target {
         LabelTarget::Role => dptext_core::rules::check_role_label(label).or_raise(F),
-        LabelTarget::Column { relkind, type_oid } => {
+        LabelTarget::Column {
+            relid,
+            attnum,
+            relkind,
+            type_oid,
+        } => {
             if !RELKINDS.contains(&relkind) {
                 raise(
                     ExtError::Unsupported(
@@ -86,7 +95,25 @@ pub(crate) fn check_label(target: LabelTarget, label: Option<&str>) {
                     F,
                 );
             }
-            dptext_core::rules::parse_column_label(label).or_raise(F);
+            let rule = dptext_core::rules::parse_column_label(label).or_raise(F);
+            if let Some(group) = &rule.group_column {
+                match crate::ffi::catalog::attnum(relid, group) {
+                    Some(g) if g == attnum => raise(
+                        ExtError::Unsupported(format!(
+                            "GROUPED BY {group} names the labelled column itself: name the column that identifies the group (a patient id)"
+                        )),
+                        F,
+                    ),
+                    Some(_) => {}
+                    None => raise(
+                        ExtError::Unsupported(format!(
+                            "GROUPED BY {group}: {} has no such column",
+                            crate::ffi::catalog::relation_name(relid)
+                        )),
+                        F,
+                    ),
+                }
+            }
         }
         LabelTarget::Relation => raise(
             ExtError::Unsupported("label a column (ON COLUMN t.c), not the whole relation".into()),
@@ -109,8 +136,9 @@ pub mod dptext {
     use crate::ffi::interrupts::{Params, Utf8Text};
 
     /// Parses and validates a column rule, returning its mechanism, every
-    /// parameter (defaults filled in), its per-token guarantee and the
-    /// label spelled out in full. `dptext.rules` is built on it.
+    /// parameter (defaults filled in), its per-token guarantee, the label
+    /// spelled out in full and, for `GROUPED BY`, its `group_column`.
+    /// `dptext.rules` is built on it.
     ///
     /// ```sql
     /// SELECT dptext.parse_rule('MASKED WITH santext_plus(eps => 3)');
@@ -123,12 +151,17 @@ pub mod dptext {
         const F: &str = "dptext.parse_rule";
         let rule = dptext_core::rules::parse_column_label(label).or_raise(F);
         let guarantee = rule.spec.guarantee().or_raise(F);
-        JsonB(serde_json::json!({
+        let mut out = serde_json::json!({
             "mechanism": rule.mechanism(),
             "params": rule.params(),
             "guarantee": guarantee,
             "label": rule.to_label(),
-        }))
+        });
+        // Only when the rule has one, so that other rules read as before.
+        if let Some(g) = &rule.group_column {
+            out["group_column"] = g.clone().into();
+        }
+        JsonB(out)
     }
 
     /// Applies one rule to one value: what sanitized views call for every
@@ -143,6 +176,28 @@ pub mod dptext {
         let spec = dptext_core::mechanisms::MechanismSpec::parse(mechanism, &params.0.or_raise(F))
             .or_raise(F);
         crate::run(spec, t.0, F).text
+    }
+
+    /// [`apply_rule`] for a rule written `GROUPED BY column`: `grp` is that
+    /// column's value in the row (NULL: no group), the date shift's
+    /// grouping value in every entity replacement stage.
+    ///
+    /// ```sql
+    /// SELECT dptext.apply_rule(note, 'deidentify', '{"operators": "DATE:shift"}', patient_id::text) FROM notes;
+    /// ```
+    #[pg_extern(name = "apply_rule", volatile, parallel_safe)]
+    fn apply_rule_grouped(
+        t: Option<Utf8Text>,
+        mechanism: &str,
+        params: Params,
+        grp: Option<&str>,
+    ) -> Option<String> {
+        const F: &str = "dptext.apply_rule";
+        let t = t?;
+        let spec = dptext_core::mechanisms::MechanismSpec::parse(mechanism, &params.0.or_raise(F))
+            .or_raise(F)
+            .with_group(grp);
+        Some(crate::run(spec, t.0, F).text)
     }
 
     /// The random mode in force: `{"mode": "os"}`, `{"mode": "seeded",

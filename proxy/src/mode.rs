@@ -146,7 +146,11 @@ impl ColumnRule {
 /// The canonical label text of a rule (`MASKED WITH ...`, every
 /// parameter written out): the same rule written two ways has one label.
 pub fn label(spec: &dptext_core::mechanisms::MechanismSpec) -> String {
-    dptext_core::rules::Rule { spec: spec.clone() }.to_label()
+    dptext_core::rules::Rule {
+        spec: spec.clone(),
+        group_column: None,
+    }
+    .to_label()
 }
 
 /// Parses and checks every `[[rule]]`: names, the rule's syntax and

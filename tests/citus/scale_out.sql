@@ -99,7 +99,16 @@ SECURITY LABEL FOR dptext ON COLUMN dist_late.note IS 'MASKED WITH santext(eps =
 -- One node's masked reads: a labelled local table.
 CREATE TABLE one_node AS SELECT * FROM solo;
 SECURITY LABEL FOR dptext ON COLUMN one_node.note IS 'MASKED WITH santext(eps => 3)';
-GRANT SELECT ON dist, dist_late, solo, one_node TO citus_masked;
+-- A rule GROUPED BY another column of the row (the date shift per
+-- patient): the group travels with the row to the shard that reads it.
+CREATE TABLE dist_visits (id int PRIMARY KEY, patient_id int, note text);
+SELECT create_distributed_table('dist_visits', 'id', colocate_with => 'dist');
+INSERT INTO dist_visits
+  SELECT g, g % 5, 'Seen on 03/14/2023, follow-up on 04/02/2023.' FROM generate_series(1, 40) g;
+SECURITY LABEL FOR dptext ON COLUMN dist_visits.note IS 'MASKED WITH deidentify(operators => ''DATE:shift'') GROUPED BY patient_id';
+CREATE TABLE one_visits AS SELECT * FROM dist_visits;
+SECURITY LABEL FOR dptext ON COLUMN one_visits.note IS 'MASKED WITH deidentify(operators => ''DATE:shift'') GROUPED BY patient_id';
+GRANT SELECT ON dist, dist_late, solo, one_node, dist_visits, one_visits TO citus_masked;
 GRANT CREATE ON SCHEMA public TO citus_masked;
 SECURITY LABEL FOR dptext ON ROLE citus_masked IS 'MASKED';
 -- The role's label reached every worker.
@@ -122,6 +131,13 @@ SELECT count(*) AS rows, count(*) FILTER (WHERE d.note IS DISTINCT FROM e.note) 
 -- what one node gives the same role for the same rows
 SELECT count(*) AS rows, count(*) FILTER (WHERE d.note IS DISTINCT FROM o.note) AS differ
   FROM dist d JOIN one_node o USING (id);
+-- GROUPED BY: one shift per patient (5 patients, one text), on every
+-- shard as on one node
+SELECT count(*) AS rows, count(*) FILTER (WHERE d.note IS DISTINCT FROM o.note) AS differ,
+       count(DISTINCT d.note) AS distinct_notes
+  FROM dist_visits d JOIN one_visits o USING (id);
+SELECT max(n) AS shifts_per_patient
+  FROM (SELECT patient_id, count(DISTINCT note) AS n FROM dist_visits GROUP BY patient_id) x;
 -- filters, aggregates and joins compute on masked values only
 -- (10 raw notes start so; how many masked ones do depends on the key)
 SELECT (SELECT count(*) FROM dist WHERE note LIKE 'Maria Lopez%')

@@ -77,5 +77,49 @@ SELECT id FROM notes_filtered;
 RESET ROLE;
 
 DROP MATERIALIZED VIEW notes_copy, notes_filtered;
+
+-- GROUPED BY: the date shift is fixed per patient, read from another
+-- column of the same row (any type), for masked reads and sanitized views.
+CREATE TABLE visits (id int PRIMARY KEY, patient_id int, note text);
+INSERT INTO visits VALUES
+  (1, 7, 'Seen on 03/14/2023 for cough.'),
+  (2, 7, 'Seen on 03/14/2023 again, stable.'),
+  (3, 8, 'Seen on 03/14/2023 for cough.'),
+  (4, NULL, 'Seen on 03/14/2023, no id.');
+SECURITY LABEL FOR dptext ON COLUMN visits.note IS 'MASKED WITH deidentify(operators => ''DATE:shift'') GROUPED BY nope';
+\echo :LAST_ERROR_SQLSTATE
+SECURITY LABEL FOR dptext ON COLUMN visits.note IS 'MASKED WITH deidentify(operators => ''DATE:shift'') GROUPED BY note';
+\echo :LAST_ERROR_SQLSTATE
+SECURITY LABEL FOR dptext ON COLUMN visits.note IS 'MASKED WITH santext(eps => 3) GROUPED BY patient_id';
+\echo :LAST_ERROR_SQLSTATE
+SECURITY LABEL FOR dptext ON COLUMN visits.note IS 'MASKED WITH deidentify(operators => ''DATE:shift'') GROUPED BY patient_id';
+SELECT column_name, mechanism, group_column, label FROM dptext.rules WHERE table_name = 'visits';
+GRANT SELECT ON visits TO regress_masked;
+SET ROLE regress_masked;
+-- One patient's notes move alike; the raw date never comes back.
+WITH d AS (SELECT id, substring(note FROM '[0-9]+/[0-9]+/[0-9]+') AS date FROM visits)
+SELECT (SELECT date FROM d WHERE id = 1) = (SELECT date FROM d WHERE id = 2) AS same_patient_same_shift,
+       (SELECT date FROM d WHERE id = 1) <> (SELECT date FROM d WHERE id = 3) AS other_patient_other_shift,
+       (SELECT count(*) FROM d WHERE date = '03/14/2023') AS raw_dates,
+       (SELECT count(*) FROM d WHERE date IS NULL) AS lost;
+-- The grouped form cannot be called directly either.
+SELECT dptext.mask('Seen on 03/14/2023', 'deidentify', '{"operators": "DATE:shift"}', '7');
+\echo :LAST_ERROR_SQLSTATE
+-- Under another key: other shifts, still one per patient.
+RESET ROLE;
+SET dptext.key = 'another regression key, not a secret';
+SET ROLE regress_masked;
+WITH d AS (SELECT id, substring(note FROM '[0-9]+/[0-9]+/[0-9]+') AS date FROM visits)
+SELECT (SELECT date FROM d WHERE id = 1) = (SELECT date FROM d WHERE id = 2) AS same_patient_same_shift;
+RESET ROLE;
+-- A sanitized view applies the same rule with the same grouping.
+SELECT dptext.create_sanitized_view('visits', 'visits_safe') IS NOT NULL AS built;
+SET ROLE regress_masked;
+CREATE TEMP TABLE masked_read AS SELECT id, note FROM visits;
+RESET ROLE;
+SELECT bool_and(v.note = m.note) AS view_equals_masked_read
+  FROM visits_safe v JOIN masked_read m USING (id);
+DROP MATERIALIZED VIEW visits_safe;
+DROP TABLE visits, masked_read;
 DROP TABLE notes;
 DROP ROLE regress_masked;

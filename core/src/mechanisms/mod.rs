@@ -481,6 +481,48 @@ impl MechanismSpec {
         }
     }
 
+    /// True when the spec (or a stage of it) is entity replacement, whose
+    /// date shift a grouping value fixes.
+    pub fn has_deidentify(&self) -> bool {
+        match self {
+            MechanismSpec::Deidentify(_) => true,
+            MechanismSpec::Chain(stages) => stages.iter().any(MechanismSpec::has_deidentify),
+            _ => false,
+        }
+    }
+
+    /// The spec with `group` as the grouping value of every entity
+    /// replacement stage (`None`: no group). A value longer than
+    /// [`operators::MAX_GROUP_BYTES`] is replaced by its SHA-256 (hex): a
+    /// group read from a column can be any length, and only equality
+    /// matters.
+    ///
+    /// ```
+    /// use dptext_core::mechanisms::MechanismSpec;
+    /// let spec = MechanismSpec::parse("deidentify", &serde_json::json!({"operators": "DATE:shift"})).unwrap();
+    /// let grouped = spec.with_group(Some("patient 17"));
+    /// assert_eq!(grouped.params_json()["group"], "patient 17");
+    /// ```
+    pub fn with_group(self, group: Option<&str>) -> Self {
+        match self {
+            MechanismSpec::Deidentify(mut d) => {
+                d.group = group.map(|g| {
+                    if g.len() > operators::MAX_GROUP_BYTES {
+                        use sha2::Digest;
+                        hex::encode(sha2::Sha256::digest(g.as_bytes()))
+                    } else {
+                        g.to_string()
+                    }
+                });
+                MechanismSpec::Deidentify(d)
+            }
+            MechanismSpec::Chain(stages) => {
+                MechanismSpec::Chain(stages.into_iter().map(|s| s.with_group(group)).collect())
+            }
+            other => other,
+        }
+    }
+
     /// An NDD distortion spec from its SQL-level parameters, validated.
     pub fn ndd(mode: &str, candidates: i64, mu: f64, divergence: &str) -> Result<Self> {
         let spec = MechanismSpec::Ndd {

@@ -92,6 +92,25 @@ pub fn relation_owner(relid: pg_sys::Oid) -> Option<pg_sys::Oid> {
     }
 }
 
+/// The number of column `name` of relation `relid` (`None`: no such
+/// column, or a dropped one).
+pub fn attnum(relid: pg_sys::Oid, name: &str) -> Option<i16> {
+    let name = std::ffi::CString::new(name).ok()?;
+    // SAFETY: a syscache lookup with a NUL-terminated name that outlives
+    // the call; it returns InvalidAttrNumber (0) when there is no column.
+    let n = unsafe { pg_sys::get_attnum(relid, name.as_ptr()) };
+    (n > 0).then_some(n)
+}
+
+/// A column's type, typmod and collation, from the syscache.
+pub fn attribute_type(relid: pg_sys::Oid, attnum: i16) -> (pg_sys::Oid, i32, pg_sys::Oid) {
+    let (mut typ, mut typmod, mut coll) = (pg_sys::Oid::INVALID, -1, pg_sys::Oid::INVALID);
+    // SAFETY: the out-pointers are valid locals; the function raises an
+    // ERROR (not undefined behaviour) for a missing attribute.
+    unsafe { pg_sys::get_atttypetypmodcoll(relid, attnum, &mut typ, &mut typmod, &mut coll) };
+    (typ, typmod, coll)
+}
+
 /// A relation's name as `schema.name` (its oid when it does not exist).
 pub fn relation_name(relid: pg_sys::Oid) -> String {
     // SAFETY: syscache reads returning NULL for missing entries, else

@@ -44,7 +44,12 @@ unsafe extern "C-unwind" fn check_relabel(
                         pg_sys::get_atttype(object.objectId, attnum),
                     )
                 };
-                crate::rules::LabelTarget::Column { relkind, type_oid }
+                crate::rules::LabelTarget::Column {
+                    relid: object.objectId,
+                    attnum,
+                    relkind,
+                    type_oid,
+                }
             }
             Ok(0) => crate::rules::LabelTarget::Relation,
             _ => crate::rules::LabelTarget::Other,

@@ -271,7 +271,11 @@ impl<'a> Rewrite<'a> {
             }
             let rule = policy.rule((*var).varattno)?;
             self.masked_reads += 1;
-            Some(self.mask_expr(pg_sys::copyObjectImpl(var.cast()).cast(), rule))
+            Some(self.mask_expr(
+                pg_sys::copyObjectImpl(var.cast()).cast(),
+                (*rte).relid,
+                rule,
+            ))
         }
     }
 
@@ -302,11 +306,15 @@ impl<'a> Rewrite<'a> {
                 return None;
             }
             let call = node.cast::<pg_sys::FuncExpr>();
-            if (*call).funcid != self.mask_fn {
-                return None;
-            }
             let args = PgList::<Node>::from_pg((*call).args);
-            if args.len() != 3 {
+            // The three-argument call, or the grouped one (whose group
+            // argument the rule's own rewrite derives again).
+            let ours = match args.len() {
+                3 => (*call).funcid == self.mask_fn,
+                4 => is_mask_function((*call).funcid),
+                _ => false,
+            };
+            if !ours {
                 return None;
             }
             Some((
@@ -404,8 +412,15 @@ impl<'a> Rewrite<'a> {
         }
     }
 
-    /// `dptext.mask(arg::text, mechanism, params)::type`.
-    unsafe fn mask_expr(&self, var: *mut pg_sys::Var, rule: &masking::ColumnRule) -> *mut Node {
+    /// `dptext.mask(arg::text, mechanism, params)::type`, or with a
+    /// grouping column `dptext.mask(arg::text, mechanism, params,
+    /// group::text)::type`, the group read from the same row.
+    unsafe fn mask_expr(
+        &self,
+        var: *mut pg_sys::Var,
+        relid: Oid,
+        rule: &masking::ColumnRule,
+    ) -> *mut Node {
         // SAFETY: builds fresh nodes in the planner's memory context from a
         // valid Var; text, varchar and bpchar share text's representation,
         // so the relabels are what the parser emits for them.
@@ -427,11 +442,16 @@ impl<'a> Rewrite<'a> {
             args.push(arg.cast());
             args.push(text_const(&rule.mechanism));
             args.push(text_const(&rule.params));
+            let mut func = self.mask_fn;
+            if let Some(g) = rule.group {
+                args.push(group_text(var, relid, g));
+                func = masking::mask_function_grouped();
+            }
             // COERCE_SQL_SYNTAX marks the call as the rewrite's: the parser
             // never gives it to a call of a function outside pg_catalog, so
             // `dptext.mask` can tell its own calls from a user's.
             let call = pg_sys::makeFuncExpr(
-                self.mask_fn,
+                func,
                 pg_sys::TEXTOID,
                 args.into_pg(),
                 coll,
@@ -491,7 +511,7 @@ impl<'a> Rewrite<'a> {
                 let field = match policy.rule(attnum) {
                     Some(rule) => {
                         self.masked_reads += 1;
-                        self.mask_expr(col, rule)
+                        self.mask_expr(col, relid, rule)
                     }
                     None => col.cast(),
                 };
@@ -589,6 +609,43 @@ unsafe fn is_mask_function(funcid: Oid) -> bool {
         }
         let nsp = pg_sys::get_namespace_name(pg_sys::get_func_namespace(funcid));
         !nsp.is_null() && std::ffi::CStr::from_ptr(nsp).to_bytes() == b"dptext"
+    }
+}
+
+/// Column `attnum` of the row `var` reads (same range-table entry and
+/// level), as text: a relabel for the text types, an I/O conversion (the
+/// type's output function, as `::text` does) for any other.
+///
+/// # Safety
+/// `var` is a valid Var reading relation `relid`, which has column
+/// `attnum`; the nodes are built in the current memory context.
+unsafe fn group_text(var: *mut pg_sys::Var, relid: Oid, attnum: i16) -> *mut Node {
+    let (typ, typmod, coll) = crate::ffi::catalog::attribute_type(relid, attnum);
+    // SAFETY: as the caller promises; makeVar and the node constructors
+    // allocate fresh nodes.
+    unsafe {
+        let group: *mut pg_sys::Expr =
+            pg_sys::makeVar((*var).varno, attnum, typ, typmod, coll, (*var).varlevelsup).cast();
+        if typ == pg_sys::TEXTOID {
+            return group.cast();
+        }
+        if typ == pg_sys::VARCHAROID || typ == pg_sys::BPCHAROID {
+            return pg_sys::makeRelabelType(
+                group,
+                pg_sys::TEXTOID,
+                -1,
+                coll,
+                pg_sys::CoercionForm::COERCE_IMPLICIT_CAST,
+            )
+            .cast();
+        }
+        let mut io = pgrx::PgBox::<pg_sys::CoerceViaIO>::alloc_node(NodeTag::T_CoerceViaIO);
+        io.arg = group;
+        io.resulttype = pg_sys::TEXTOID;
+        io.resultcollid = pg_sys::DEFAULT_COLLATION_OID;
+        io.coerceformat = pg_sys::CoercionForm::COERCE_EXPLICIT_CAST;
+        io.location = -1;
+        io.into_pg().cast()
     }
 }
 
