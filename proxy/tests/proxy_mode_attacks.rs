@@ -179,7 +179,8 @@ fn parse_parameter_types_outside_pg_catalog_are_refused() {
 fn values_of_types_other_roles_own_are_output_only() {
     let Some(env) = env() else { return };
     let _public = PUBLIC.lock().unwrap_or_else(|e| e.into_inner());
-    let cleanup = "DROP CAST IF EXISTS (public.atk_c AS text); DROP CAST IF EXISTS (public.atk_e AS text);
+    let cleanup =
+        "DROP CAST IF EXISTS (public.atk_c AS text); DROP CAST IF EXISTS (public.atk_e AS text);
          DROP FUNCTION IF EXISTS public.leak_row(public.atk_c);
          DROP FUNCTION IF EXISTS public.leak_enum(public.atk_e);";
     let out = mid_session(
