@@ -5,7 +5,7 @@
 //! a session's statements are analyzed (the analyzer itself never waits on
 //! the network); tests fill one by hand.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use super::QualName;
 
@@ -37,6 +37,16 @@ pub struct RelationInfo {
     /// The tables it inherits from or is a partition of, transitively: a
     /// column protected on an ancestor is protected here too.
     pub ancestors: Vec<QualName>,
+    /// Columns whose type a role that is not a superuser owns (an enum, a
+    /// domain, a table's row type), by column, with the type's name. That
+    /// role may attach a cast to the type, implicit or not, whose function
+    /// then runs on the column's values with the session's raw reads: such
+    /// columns may only be output bare.
+    pub opaque: BTreeMap<String, String>,
+    /// The relation's row type, when a role that is not a superuser owns
+    /// it (the table's owner): whole-row references may only be output
+    /// bare, for the same reason.
+    pub opaque_row: Option<String>,
 }
 
 /// `pg_proc.provolatile`.

@@ -7,7 +7,7 @@
 use pg_query::protobuf::{AExprKind, SubLinkType, WindowDef};
 use pg_query::{Node, NodeEnum};
 
-use super::query::{construct, protected, whole_row, Outputs, Walker};
+use super::query::{construct, opaque_row, protected, whole_row, Outputs, Walker};
 use super::scope::{Field, Resolved, Scope};
 use super::{Refusal, Rule};
 
@@ -131,12 +131,13 @@ impl Walker<'_> {
         };
         match n {
             NodeEnum::ColumnRef(r) => match scope.resolve(&fields(&r.fields)?)? {
-                Resolved::Column(c) if c.out.is_protected() => Err(cx.refusal(&c.out)),
+                Resolved::Column(c) if c.out.is_restricted() => Err(cx.refusal(&c.out)),
                 Resolved::Column(_) => Ok(()),
-                Resolved::WholeRow(cols) if cols.iter().any(|c| c.out.is_protected()) => {
+                Resolved::WholeRow(cols, _) if cols.iter().any(|c| c.out.is_restricted()) => {
                     Err(whole_row())
                 }
-                Resolved::WholeRow(_) => Ok(()),
+                Resolved::WholeRow(_, Some(t)) => Err(opaque_row(&t)),
+                Resolved::WholeRow(_, None) => Ok(()),
             },
             NodeEnum::ParamRef(_) | NodeEnum::AConst(_) | NodeEnum::SqlvalueFunction(_) => Ok(()),
             NodeEnum::TypeCast(c) => {

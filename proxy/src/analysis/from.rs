@@ -107,16 +107,11 @@ impl Walker<'_> {
                 .map(str::to_owned)
                 .collect()
         };
-        if !using.is_empty() {
-            // PostgreSQL compares USING and NATURAL columns with `=`,
-            // looked up by that unqualified name.
-            self.check_operator_symbol(None, "=")?;
-        }
         for u in &using {
             for side in [&lcols, &rcols] {
                 let found: Vec<&Col> = side.iter().filter(|c| c.certain && &c.name == u).collect();
                 match found.as_slice() {
-                    [one] if one.out.is_protected() => {
+                    [one] if one.out.is_restricted() => {
                         return Err(protected(Rule::ProtectedInJoin, &one.out, "to join on"));
                     }
                     [_] => {}
@@ -145,6 +140,18 @@ impl Walker<'_> {
                     }
                 }
             }
+        }
+        if !using.is_empty() {
+            // PostgreSQL compares USING and NATURAL columns with `=`,
+            // looked up by that unqualified name when the server runs the
+            // statement; no SQL qualifies it, so an operator created in a
+            // schema of the search path during the session (an exact
+            // match where pg_catalog needs a cast) would run instead.
+            return Err(Refusal::new(
+                Rule::ConstructNotAllowed,
+                "JOIN ... USING and NATURAL JOIN compare with an = operator the proxy cannot \
+                 pin to pg_catalog: write JOIN ... ON a.x = b.x",
+            ));
         }
         if let Some(q) = &j.quals {
             let on = Scope {
@@ -259,11 +266,25 @@ impl Walker<'_> {
         } else {
             self.table_columns(&qn, &rel.columns, &rel.ancestors)?
         };
+        let cols = cols
+            .into_iter()
+            .map(|mut c| {
+                if let (OutputColumn::Plain, Some(t)) = (&c.out, rel.opaque.get(&c.name)) {
+                    c.out = OutputColumn::Opaque {
+                        column: format!("{qn}.{}", c.name),
+                        type_name: t.clone(),
+                    };
+                }
+                c
+            })
+            .collect();
         let cols = rename(cols, &aliases);
-        Ok(match alias_name {
+        let mut it = match alias_name {
             Some(a) => item(Some(a), None, cols, table),
             None => item(Some(rel.name), Some(rel.schema), cols, table),
-        })
+        };
+        it.row_type = rel.opaque_row;
+        Ok(it)
     }
 
     /// A table's columns, protected as the policy says for it and its
@@ -382,6 +403,7 @@ fn item(name: Option<String>, schema: Option<String>, cols: Vec<Col>, table: boo
         cols_visible: true,
         cols,
         system_columns: table,
+        row_type: None,
     }
 }
 

@@ -144,12 +144,27 @@ pub enum OutputColumn {
     Plain,
     /// The raw value of a protected column: the proxy sanitizes it.
     Protected(ProtectedColumn),
+    /// A value of a type that a role other than a superuser owns (see
+    /// [`RelationInfo::opaque`]): relayed as it is, but, like a protected
+    /// column, never fed to a cast, function, operator or clause.
+    Opaque {
+        /// The column (or row) it comes from.
+        column: String,
+        /// Its type.
+        type_name: String,
+    },
 }
 
 impl OutputColumn {
-    /// Whether it is protected.
+    /// Whether it is protected (sanitized on output).
     pub fn is_protected(&self) -> bool {
         matches!(self, OutputColumn::Protected(_))
+    }
+
+    /// Whether it may only be output bare: protected, or of a type
+    /// another role owns.
+    pub fn is_restricted(&self) -> bool {
+        !matches!(self, OutputColumn::Plain)
     }
 }
 

@@ -120,6 +120,7 @@ impl<'a> Walker<'a> {
                 cols_visible: true,
                 cols: cols.clone(),
                 system_columns: false,
+                row_type: None,
             }],
             ctes: Vec::new(),
         };
@@ -258,7 +259,7 @@ impl<'a> Walker<'a> {
             self.target(t, &level, &mut cols)?;
         }
         if let Outputs::Refuse(rule) = outputs {
-            if let Some(c) = cols.iter().find(|c| c.out.is_protected()) {
+            if let Some(c) = cols.iter().find(|c| c.out.is_restricted()) {
                 return Err(protected(
                     rule,
                     &c.out,
@@ -284,7 +285,7 @@ impl<'a> Walker<'a> {
         match stmt.distinct_clause.as_slice() {
             [] => {}
             [only] if only.node.is_none() => {
-                if let Some(c) = cols.iter().find(|c| c.out.is_protected()) {
+                if let Some(c) = cols.iter().find(|c| c.out.is_restricted()) {
                     return Err(protected(
                         Rule::ProtectedInDistinct,
                         &c.out,
@@ -368,7 +369,7 @@ impl<'a> Walker<'a> {
             if let Some(pg_query::protobuf::a_const::Val::Ival(i)) = &c.val {
                 let pos = usize::try_from(i.ival).ok().and_then(|p| p.checked_sub(1));
                 if let Some(col) = pos.and_then(|p| cols.get(p)) {
-                    if col.out.is_protected() {
+                    if col.out.is_restricted() {
                         return Err(protected(rule, &col.out, "through its output position"));
                     }
                 }
@@ -393,7 +394,7 @@ impl<'a> Walker<'a> {
                     _ => !outputs.is_empty(),
                 };
                 if use_output {
-                    if let Some(c) = outputs.iter().find(|c| c.out.is_protected()) {
+                    if let Some(c) = outputs.iter().find(|c| c.out.is_restricted()) {
                         return Err(protected(rule, &c.out, "through its output name"));
                     }
                     return Ok(());
@@ -426,14 +427,23 @@ impl<'a> Walker<'a> {
                 return Ok(());
             }
             match scope.resolve(&fields)? {
-                Resolved::WholeRow(item) if matches!(fields.last(), Some(Field::Star)) => {
+                Resolved::WholeRow(item, _) if matches!(fields.last(), Some(Field::Star)) => {
                     cols.extend(item);
                 }
-                Resolved::WholeRow(item) => {
-                    if item.iter().any(|c| c.out.is_protected()) {
+                Resolved::WholeRow(item, row_type) => {
+                    if item.iter().any(|c| c.out.is_restricted()) {
                         return Err(whole_row());
                     }
-                    cols.push(output_col(t));
+                    let mut col = output_col(t);
+                    if let Some(type_name) = row_type {
+                        // Output bare: relayed, but opaque to whatever
+                        // reads this select's output.
+                        col.out = OutputColumn::Opaque {
+                            column: fields_text(&fields),
+                            type_name,
+                        };
+                    }
+                    cols.push(col);
                 }
                 Resolved::Column(c) => cols.push(Col {
                     out: c.out,
@@ -508,14 +518,47 @@ pub(super) fn construct(what: &str) -> Refusal {
 pub(super) fn whole_row() -> Refusal {
     Refusal::new(
         Rule::WholeRowReference,
-        "a whole-row reference includes protected columns; select the columns instead",
+        "a whole-row reference includes protected columns (or columns of types other roles own); \
+         select the columns instead",
     )
 }
 
-/// A refusal by `rule` for protected column `out` used `how`.
+/// The text of a column reference's fields (`t.c`, `t.*`).
+fn fields_text(fields: &[Field<'_>]) -> String {
+    fields
+        .iter()
+        .map(|f| match f {
+            Field::Name(n) => *n,
+            Field::Star => "*",
+        })
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+/// A refusal of a whole-row value of type `type_name`, which a role that
+/// is not a superuser owns, used in an expression.
+pub(super) fn opaque_row(type_name: &str) -> Refusal {
+    opaque("a whole-row reference", type_name, "in an expression")
+}
+
+fn opaque(what: &str, type_name: &str, how: &str) -> Refusal {
+    Refusal::new(
+        Rule::TypeNotAllowed,
+        format!(
+            "{what} has type {type_name}, which a role that is not a superuser owns and may \
+             attach a cast to; it may only be selected as a plain output column, not used {how}"
+        ),
+    )
+}
+
+/// A refusal by `rule` for protected column `out` used `how` (an opaque
+/// one is refused as [`Rule::TypeNotAllowed`]).
 pub(super) fn protected(rule: Rule, out: &OutputColumn, how: &str) -> Refusal {
     let name = match out {
         OutputColumn::Protected(p) => format!("{}.{}", p.table, p.column),
+        OutputColumn::Opaque { column, type_name } => {
+            return opaque(&format!("column {column}"), type_name, how)
+        }
         OutputColumn::Plain => "?".to_owned(),
     };
     Refusal::new(

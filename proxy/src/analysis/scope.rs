@@ -66,6 +66,10 @@ pub(super) struct NsItem {
     pub cols: Vec<Col>,
     /// A table: its system columns resolve.
     pub system_columns: bool,
+    /// Its whole-row value's type, when a role that is not a superuser
+    /// owns it (see `RelationInfo::opaque_row`): a whole-row reference
+    /// may then only be output bare.
+    pub row_type: Option<String>,
 }
 
 impl NsItem {
@@ -113,8 +117,9 @@ pub(super) struct Scope<'p> {
 pub(super) enum Resolved {
     /// A column.
     Column(Col),
-    /// A whole row (`t`, `t.*`): the item's columns.
-    WholeRow(Vec<Col>),
+    /// A whole row (`t`, `t.*`): the item's columns, and its type when
+    /// another role owns it (`NsItem::row_type`).
+    WholeRow(Vec<Col>, Option<String>),
 }
 
 impl<'p> Scope<'p> {
@@ -166,7 +171,7 @@ impl<'p> Scope<'p> {
                 0 => passed_uncertain |= uncertain,
                 1 => {
                     let col = found.remove(0);
-                    if passed_uncertain && col.out.is_protected() {
+                    if passed_uncertain && col.out.is_restricted() {
                         return Err(uncertain_name(shown));
                     }
                     return Ok(Resolved::Column(col));
@@ -176,10 +181,10 @@ impl<'p> Scope<'p> {
         }
         match self.item(None, c, shown)? {
             Some(item) => {
-                if passed_uncertain && item.cols.iter().any(|c| c.out.is_protected()) {
+                if passed_uncertain && item.cols.iter().any(|c| c.out.is_restricted()) {
                     return Err(uncertain_name(shown));
                 }
-                Ok(Resolved::WholeRow(item.cols.clone()))
+                Ok(Resolved::WholeRow(item.cols.clone(), item.row_type.clone()))
             }
             // Only an uncertain-named column, always unprotected, can be
             // what the server binds it to (or it fails).
@@ -208,7 +213,7 @@ impl<'p> Scope<'p> {
             return Err(unresolved(shown));
         };
         match last {
-            Field::Star => Ok(Resolved::WholeRow(item.cols.clone())),
+            Field::Star => Ok(Resolved::WholeRow(item.cols.clone(), item.row_type.clone())),
             Field::Name(c) => {
                 let mut found = column_of(item, c);
                 match found.len() {

@@ -35,9 +35,12 @@ pub struct SessionCatalog {
     pub origins: HashMap<(u32, i16), String>,
     /// Every rule in force, by its canonical label text.
     pub rules: HashMap<String, dptext_core::mechanisms::MechanismSpec>,
+    /// OIDs of the types only a superuser may attach a cast to: a `Parse`
+    /// may name only these as its parameters' types.
+    pub trusted_types: HashSet<u32>,
 }
 
-const RELATIONS_SQL: &str = "SELECT c.oid, n.nspname, c.relname, c.relkind \
+const RELATIONS_SQL: &str = "SELECT c.oid, n.nspname, c.relname, c.relkind, c.reltype \
   FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
  WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f')";
 const COLUMNS_SQL: &str = "SELECT a.attrelid, a.attnum, a.attname, a.atttypid \
@@ -52,8 +55,12 @@ const OPERATORS_SQL: &str = "SELECT n.nspname, o.oprname, fn.nspname, f.proname,
   JOIN pg_catalog.pg_namespace n ON n.oid = o.oprnamespace \
   JOIN pg_catalog.pg_proc f ON f.oid = o.oprcode \
   JOIN pg_catalog.pg_namespace fn ON fn.oid = f.pronamespace";
-const TYPES_SQL: &str = "SELECT n.nspname, t.typname \
-  FROM pg_catalog.pg_type t JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace";
+/// Types, and whether only a superuser may attach a cast to them: those
+/// of `pg_catalog` and `information_schema`, and those a superuser owns.
+const TYPES_SQL: &str = "SELECT n.nspname, t.typname, t.oid, \
+       n.nspname IN ('pg_catalog', 'information_schema') OR COALESCE(r.rolsuper, false) \
+  FROM pg_catalog.pg_type t JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace \
+  LEFT JOIN pg_catalog.pg_roles r ON r.oid = t.typowner";
 const SESSION_SQL: &str = "SELECT CURRENT_USER::pg_catalog.text, \
   pg_catalog.to_regclass('dptext.rules') IS NOT NULL";
 /// The schemas the server searches, as it resolved them: names folded or
@@ -122,7 +129,21 @@ pub async fn load(
         .collect::<Result<Vec<String>>>()?;
 
     let mut catalog = MemoryCatalog::new();
+    // Types first: columns and row types of another role's types are
+    // opaque (RelationInfo::opaque).
+    let mut trusted_types: HashSet<u32> = HashSet::new();
+    let mut untrusted_types: HashMap<u32, String> = HashMap::new();
+    for r in rows(up, "types", TYPES_SQL).await? {
+        let (schema, name, oid) = (cell(&r, 0)?, cell(&r, 1)?, num::<u32>(&r, 2)?);
+        catalog.add_type(schema, name);
+        if cell(&r, 3)? == "t" {
+            trusted_types.insert(oid);
+        } else {
+            untrusted_types.insert(oid, format!("{schema}.{name}"));
+        }
+    }
     let mut names: HashMap<u32, (String, String, RelationKind)> = HashMap::new();
+    let mut row_types: HashMap<u32, u32> = HashMap::new();
     for r in rows(up, "relations", RELATIONS_SQL).await? {
         let kind = match cell(&r, 3)? {
             "r" | "p" => RelationKind::Table,
@@ -130,10 +151,12 @@ pub async fn load(
             "m" => RelationKind::MaterializedView,
             _ => RelationKind::Other,
         };
+        let oid = num(&r, 0)?;
         names.insert(
-            num(&r, 0)?,
+            oid,
             (cell(&r, 1)?.to_owned(), cell(&r, 2)?.to_owned(), kind),
         );
+        row_types.insert(oid, num(&r, 4)?);
     }
     let mut columns: HashMap<u32, Vec<(i16, String, u32)>> = HashMap::new();
     for r in rows(up, "columns", COLUMNS_SQL).await? {
@@ -222,12 +245,22 @@ pub async fn load(
                 origins.insert((*oid, *attnum), rule);
             }
         }
+        let opaque = cols
+            .iter()
+            .filter_map(|(_, c, typ)| untrusted_types.get(typ).map(|t| (c.clone(), t.clone())))
+            .collect();
+        let opaque_row = row_types
+            .get(oid)
+            .and_then(|t| untrusted_types.get(t))
+            .cloned();
         catalog.add_relation(RelationInfo {
             schema: schema.clone(),
             name: name.clone(),
             kind: *kind,
             columns: cols.into_iter().map(|(_, c, _)| c).collect(),
             ancestors,
+            opaque,
+            opaque_row,
         });
     }
     for r in rows(up, "functions", FUNCTIONS_SQL).await? {
@@ -247,9 +280,6 @@ pub async fn load(
             volatility(cell(&r, 4)?),
         );
     }
-    for r in rows(up, "types", TYPES_SQL).await? {
-        catalog.add_type(cell(&r, 0)?, cell(&r, 1)?);
-    }
     Ok(SessionCatalog {
         catalog,
         policy,
@@ -257,6 +287,7 @@ pub async fn load(
         user,
         origins,
         rules,
+        trusted_types,
     })
 }
 

@@ -125,7 +125,7 @@ fn protected_columns(
     for (i, col) in output.iter().enumerate() {
         let by_analysis = match col {
             OutputColumn::Protected(p) => Some(p.rule.clone()),
-            OutputColumn::Plain => None,
+            OutputColumn::Plain | OutputColumn::Opaque { .. } => None,
         };
         let by_origin = origins.get(i).and_then(|o| catalog.origins.get(o).cloned());
         if let Some(rule) = by_analysis.or(by_origin) {
@@ -522,6 +522,9 @@ impl ProxyMode {
             b'P' => {
                 let name = cstr_at(&f.body, 0)?;
                 let sql = cstr_at(&f.body, 1)?;
+                if let Some(r) = self.untrusted_parameter_type(after_cstrs(&f.body, 2)?)? {
+                    return Ok(Some(r));
+                }
                 match analysis::analyze_parse_forward(&sql, &ctx, &s.session) {
                     Ok((a, forward)) => {
                         if *forward != *sql {
@@ -581,6 +584,30 @@ impl ProxyMode {
                 char::from(other)
             ))),
         }
+    }
+
+    /// A refusal when a `Parse` (`rest`: what follows its two strings)
+    /// names a parameter type a role other than a superuser may attach a
+    /// cast or a domain check to: the server would run that role's
+    /// function on the parameter, a function the analysis never saw.
+    /// Unspecified types (OID 0) are inferred by the server from the
+    /// analysed statement.
+    fn untrusted_parameter_type(&self, rest: &[u8]) -> Result<Option<Refusal>> {
+        let mut r = Reader::new(rest);
+        let n = r.i16()?;
+        for _ in 0..n {
+            let oid = r.i32()? as u32;
+            if oid != 0 && !self.catalog.trusted_types.contains(&oid) {
+                return Ok(Some(Refusal::new(
+                    Rule::TypeNotAllowed,
+                    format!(
+                        "parameter type oid {oid} is not allowed: only types of pg_catalog, \
+                         information_schema and of superusers may be named in a Parse"
+                    ),
+                )));
+            }
+        }
+        Ok(None)
     }
 
     /// Sanitizes the protected fields of `rows` (one batch) and writes them.

@@ -329,3 +329,63 @@ fn lateral_functions_over_unprotected_columns() {
         [note(), None]
     );
 }
+
+/// A value whose type a role other than a superuser owns may carry a
+/// cast that role creates at any time (implicit or not), and a cast or a
+/// function call on it would run that role's function with the session's
+/// raw reads: such values are output bare only, and relayed as they are.
+#[test]
+fn values_of_other_roles_types_are_output_only() {
+    assert_eq!(
+        plan("SELECT status, id FROM tagged"),
+        [Some("opaque public.tagged.status".into()), None]
+    );
+    // Its row holds an opaque column: refused whole, as one holding a
+    // protected column is.
+    refused("SELECT t FROM tagged t", Rule::WholeRowReference);
+    ok("SELECT t.*, id FROM tagged t WHERE id > 1 ORDER BY id");
+    for sql in [
+        "SELECT status::text FROM tagged",
+        "SELECT lower(status) FROM tagged",
+        "SELECT id FROM tagged WHERE status = 'a'",
+        "SELECT id FROM tagged ORDER BY status",
+        "SELECT status FROM tagged GROUP BY status",
+        "SELECT x FROM (SELECT status AS x FROM tagged) s WHERE x::text <> ''",
+        "SELECT status FROM tagged UNION ALL SELECT status FROM tagged",
+    ] {
+        refused(sql, Rule::TypeNotAllowed);
+    }
+}
+
+/// The row type of a table another role owns is that role's type too.
+#[test]
+fn row_types_of_other_roles_tables_are_output_only() {
+    let mut c = catalog();
+    let mut owned = super::rel("public", "owned", RelationKind::Table, &["id", "x"]);
+    owned.opaque_row = Some("public.owned".into());
+    c.add_relation(owned);
+    let policy = policy();
+    let cache = ParseCache::default();
+    let path = ["public".to_owned()];
+    let ctx = Context {
+        catalog: &c,
+        policy: &policy,
+        search_path: &path,
+        user: "analyst",
+        cache: &cache,
+    };
+    let session = Session::new();
+    let a = analyze("SELECT o FROM owned o", &ctx, &session).expect("bare row output");
+    assert!(a.statements[0].output[0].is_restricted());
+    assert!(!a.statements[0].output[0].is_protected());
+    for sql in [
+        "SELECT o::text FROM owned o",
+        "SELECT count(o.*) FROM owned o",
+        "SELECT lower(o) FROM owned o",
+        "SELECT (SELECT o FROM owned o LIMIT 1)::text",
+        "SELECT x::text FROM (SELECT o AS x FROM owned o) s",
+    ] {
+        let r = analyze(sql, &ctx, &session).expect_err(sql);
+        assert_eq!(r.rule, Rule::TypeNotAllowed, "{sql}: {r}");
+    }
+}

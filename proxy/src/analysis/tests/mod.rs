@@ -15,13 +15,15 @@ mod session;
 use super::catalog::{FunctionKind as K, Volatility as V};
 use super::*;
 
-fn rel(schema: &str, name: &str, kind: RelationKind, cols: &[&str]) -> RelationInfo {
+pub fn rel(schema: &str, name: &str, kind: RelationKind, cols: &[&str]) -> RelationInfo {
     RelationInfo {
         schema: schema.into(),
         name: name.into(),
         kind,
         columns: cols.iter().map(|c| (*c).to_owned()).collect(),
         ancestors: Vec::new(),
+        opaque: Default::default(),
+        opaque_row: None,
     }
 }
 
@@ -164,6 +166,13 @@ pub fn catalog() -> MemoryCatalog {
     child.ancestors = vec![QualName::new("public", "records")];
     c.add_relation(child);
     c.add_relation(rel("public", "renamed", t, &["id", "body"]));
+    // Another role owns the type of `status` and the table's row type.
+    let mut tagged = rel("public", "tagged", t, &["id", "status"]);
+    tagged
+        .opaque
+        .insert("status".into(), "public.status_t".into());
+    tagged.opaque_row = Some("public.tagged".into());
+    c.add_relation(tagged);
     c.add_relation(rel(
         "public",
         "records_view",
@@ -390,6 +399,7 @@ pub fn plan(sql: &str) -> Vec<Option<String>> {
         .map(|o| match o {
             OutputColumn::Plain => None,
             OutputColumn::Protected(p) => Some(format!("{}.{}", p.table, p.column)),
+            OutputColumn::Opaque { column, .. } => Some(format!("opaque {column}")),
         })
         .collect()
 }

@@ -113,10 +113,6 @@ fn cte_names_aliases_and_stars_are_not_qualified() {
          (SELECT name AS n FROM public.patients) s"
     );
     assert_eq!(
-        fwd("SELECT * FROM records r JOIN patients USING (id)"),
-        "SELECT * FROM public.records r JOIN public.patients USING (id)"
-    );
-    assert_eq!(
         fwd("SELECT r.* FROM records AS r WHERE EXISTS (SELECT 1 FROM wards w WHERE w.id = r.id)"),
         "SELECT r.* FROM public.records r WHERE EXISTS (SELECT 1 FROM public.wards w WHERE w.id \
          OPERATOR(pg_catalog.=) r.id)"
@@ -157,4 +153,22 @@ fn shape_ignores_positions_only() {
     let s = |p: &pg_query::ParseResult| crate::analysis::qualify::shape(&p.protobuf.stmts[0].stmt);
     assert_eq!(s(&a), s(&b));
     assert_ne!(s(&a), s(&c));
+}
+
+/// The `=` that `USING` and `NATURAL` compare with is looked up by name
+/// when the server runs the statement, and no SQL qualifies it: an
+/// operator created in `public` during the session would run instead
+/// (proxy/tests/proxy_mode_attacks.rs shows raw notes coming back). A
+/// NATURAL join with no common column compares nothing.
+#[test]
+fn using_and_natural_joins_are_refused() {
+    for sql in [
+        "SELECT * FROM records r JOIN patients p USING (id)",
+        "SELECT * FROM records JOIN (SELECT id, count(*) FROM records GROUP BY id) s USING (id)",
+        "SELECT r.id FROM records r NATURAL JOIN (SELECT lower(ward) AS ward FROM records) s",
+        "SELECT 1 FROM records r LEFT JOIN patients p USING (id, ward)",
+    ] {
+        refused(sql, Rule::ConstructNotAllowed);
+    }
+    ok("SELECT 1 FROM (SELECT 1 AS a) x NATURAL JOIN (SELECT 2 AS b) y");
 }

@@ -1,0 +1,209 @@
+//! An attacker's review of proxy mode's forwarding: statements that pass
+//! the analysis but make the server run code the analysis did not see,
+//! because a name is looked up on the server (the `=` of `JOIN ...
+//! USING`), because a value's type belongs to a role that may attach a
+//! cast to it, or because the extended protocol names parameter types by
+//! OID. Each test failed before its fix with raw protected text in the
+//! output; none may now return any.
+//!
+//! Runs in a database of its own (`dptext_proxy_atk`), with an upstream
+//! role `atk_reader` that reads raw data and a role `atk_creator` that
+//! may create objects in `public`: the colluding role of the attacks.
+//! Needs what the other proxy tests need; skipped without the database
+//! unless `DPTEXT_REQUIRE_PG=1`.
+
+mod common;
+
+use std::sync::{Mutex, OnceLock};
+
+use common::*;
+
+const DB: &str = "dptext_proxy_atk";
+
+/// Tests that create objects in `public` run one at a time: an operator
+/// or cast of one would change what the others' sessions may do.
+static PUBLIC: Mutex<()> = Mutex::new(());
+
+/// The database, its tables and roles, and a proxy-mode proxy in front
+/// of it; the proxy's port.
+fn proxy_port(env: &Env) -> u16 {
+    static PORT: OnceLock<u16> = OnceLock::new();
+    *PORT.get_or_init(|| {
+        let have = direct(
+            "postgres",
+            &format!("SELECT count(*) FROM pg_database WHERE datname = '{DB}'"),
+        );
+        if have.trim() == "0" {
+            direct("postgres", &format!("CREATE DATABASE {DB}"));
+        }
+        direct(
+            DB,
+            &format!(
+                "DO $$BEGIN
+                   IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'atk_reader') THEN CREATE ROLE atk_reader LOGIN; END IF;
+                   IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'atk_creator') THEN CREATE ROLE atk_creator LOGIN; END IF;
+                 END$$;
+                 DROP TABLE IF EXISTS atk_t, atk_v, atk_c, atk_en CASCADE;
+                 DROP TYPE IF EXISTS atk_e CASCADE;
+                 DROP DOMAIN IF EXISTS atk_d CASCADE;
+                 DROP FUNCTION IF EXISTS leak_c(text) CASCADE;
+                 CREATE TABLE atk_t (id int PRIMARY KEY, note text, code varchar(20), ward varchar(20));
+                 INSERT INTO atk_t VALUES
+                   (1, 'Seen by {m0} today', 'c1', 'north'),
+                   (2, 'Called {m1}', 'c2', 'south'),
+                   (3, 'Letter from {m2}', 'c3', 'north');
+                 CREATE TABLE atk_v (id int, atk_id int, ward varchar(20));
+                 INSERT INTO atk_v VALUES (10, 1, 'north'), (11, 2, 'south');
+                 GRANT SELECT ON atk_t, atk_v TO atk_reader;
+                 GRANT CREATE ON SCHEMA public TO atk_creator;
+                 SET ROLE atk_creator;
+                 CREATE TABLE atk_c (x int);
+                 INSERT INTO atk_c VALUES (1);
+                 CREATE TYPE atk_e AS ENUM ('a', 'b');
+                 CREATE TABLE atk_en (id int, e atk_e);
+                 INSERT INTO atk_en VALUES (1, 'a');
+                 GRANT SELECT ON atk_c, atk_en TO atk_reader;
+                 CREATE FUNCTION leak_c(text) RETURNS bool LANGUAGE plpgsql AS $f$
+                   BEGIN RAISE EXCEPTION USING ERRCODE = '42000',
+                     MESSAGE = (SELECT string_agg(note, '|') FROM public.atk_t); END $f$;
+                 CREATE DOMAIN atk_d AS text CHECK (public.leak_c(VALUE));
+                 RESET ROLE;",
+                m0 = MARKERS[0],
+                m1 = MARKERS[1],
+                m2 = MARKERS[2],
+            ),
+        );
+        let config = format!(
+            "listen = \"127.0.0.1:0\"\nkey = \"an attack test key, not secret\"\n{}\
+             [[user]]\nname = \"atk\"\npassword = \"atk-pw\"\nmasked = true\n\
+             upstream_user = \"atk_reader\"\n\
+             [masking]\nmode = \"proxy\"\n\
+             [[rule]]\ntable = \"atk_t\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n",
+            upstream_toml(env, DB)
+        );
+        spawn_proxy(&config).0
+    })
+}
+
+/// psql through the proxy: one session, `setup` run by `atk_creator`
+/// after its first statement, then `sql`; `cleanup` as the superuser.
+fn mid_session(env: &Env, setup: &str, sql: &str, cleanup: &str) -> String {
+    use std::io::Write;
+    let port = proxy_port(env);
+    direct(DB, cleanup);
+    let mut child = psql_cmd(port, DB, "atk", "atk-pw")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("psql");
+    let mut stdin = child.stdin.take().expect("stdin");
+    writeln!(stdin, "SELECT 'started';").expect("write");
+    stdin.flush().expect("flush");
+    // The session reads its catalog before the objects exist.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    direct(DB, &format!("SET ROLE atk_creator; {setup}"));
+    writeln!(stdin, "{sql}").expect("write");
+    drop(stdin);
+    let out = child.wait_with_output().expect("psql");
+    direct(DB, cleanup);
+    let out = text(&out);
+    assert!(out.contains("started"), "{out}");
+    out
+}
+
+fn atk(env: &Env, sql: &str) -> String {
+    text(
+        &psql_cmd(proxy_port(env), DB, "atk", "atk-pw")
+            .args(["-c", sql])
+            .output()
+            .expect("psql"),
+    )
+}
+
+/// `JOIN ... USING` and `NATURAL JOIN` compare with an `=` the server
+/// looks up by its unqualified name, which no SQL can qualify: an
+/// operator `public.=(varchar, varchar)` created during the session is
+/// an exact match that beats `pg_catalog`'s `texteq` (reached through a
+/// cast), and its function runs with the session's raw reads.
+#[test]
+fn an_operator_created_during_the_session_is_not_reached_through_using() {
+    let Some(env) = env() else { return };
+    let _public = PUBLIC.lock().unwrap_or_else(|e| e.into_inner());
+    let out = mid_session(
+        env,
+        "CREATE FUNCTION public.leak_eq(varchar, varchar) RETURNS bool LANGUAGE plpgsql AS $f$
+           BEGIN RAISE EXCEPTION USING ERRCODE = '42000',
+             MESSAGE = (SELECT string_agg(note, '|') FROM public.atk_t); END $f$;
+         CREATE OPERATOR public.= (LEFTARG = varchar, RIGHTARG = varchar, FUNCTION = public.leak_eq);",
+        "SELECT count(*) FROM atk_t a JOIN atk_v b USING (ward);\n\
+         SELECT count(*) FROM (SELECT ward FROM atk_t) a NATURAL JOIN (SELECT ward FROM atk_v) b;",
+        "DROP OPERATOR IF EXISTS public.= (varchar, varchar);
+         DROP FUNCTION IF EXISTS public.leak_eq(varchar, varchar);",
+    );
+    assert_no_marker("an = operator created mid-session, through USING", &out);
+}
+
+/// A Parse message names its parameters' types by OID, which the
+/// analysis never saw: a domain whose CHECK calls a function of its
+/// owner's runs that function on Bind.
+#[test]
+fn parse_parameter_types_outside_pg_catalog_are_refused() {
+    let Some(env) = env() else { return };
+    let port = proxy_port(env);
+    let domain = direct(DB, "SELECT 'public.atk_d'::regtype::oid");
+    let conninfo = format!("host=127.0.0.1 port={port} user=atk password=atk-pw dbname={DB}");
+    let Some(out) = python_client(
+        "proxy_mode_param_types.py",
+        &[&conninfo, domain.trim(), "25", "0"],
+    ) else {
+        return;
+    };
+    let text = out.to_string();
+    assert_no_marker("a Parse parameter of a user domain", &text);
+    assert!(
+        out[domain.trim()]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("type_not_allowed")),
+        "{text}"
+    );
+    // pg_catalog types and unspecified ones still work.
+    assert_eq!(out["25"]["value"], "x", "{text}");
+    assert_eq!(out["0"]["value"], "x", "{text}");
+}
+
+/// A value whose type another role owns (an enum column, the row type
+/// of that role's table) may carry a cast its owner creates, implicit or
+/// not: a cast or a function call on it runs the owner's function.
+#[test]
+fn values_of_types_other_roles_own_are_output_only() {
+    let Some(env) = env() else { return };
+    let _public = PUBLIC.lock().unwrap_or_else(|e| e.into_inner());
+    let cleanup =
+        "DROP CAST IF EXISTS (public.atk_c AS text); DROP CAST IF EXISTS (public.atk_e AS text);
+         DROP FUNCTION IF EXISTS public.leak_row(public.atk_c);
+         DROP FUNCTION IF EXISTS public.leak_enum(public.atk_e);";
+    let out = mid_session(
+        env,
+        "CREATE FUNCTION public.leak_row(public.atk_c) RETURNS text LANGUAGE sql
+           AS $f$ SELECT string_agg(note, '|') FROM public.atk_t $f$;
+         CREATE CAST (public.atk_c AS text) WITH FUNCTION public.leak_row(public.atk_c) AS IMPLICIT;
+         CREATE FUNCTION public.leak_enum(public.atk_e) RETURNS text LANGUAGE sql
+           AS $f$ SELECT string_agg(note, '|') FROM public.atk_t $f$;
+         CREATE CAST (public.atk_e AS text) WITH FUNCTION public.leak_enum(public.atk_e) AS IMPLICIT;",
+        "SELECT c::text FROM atk_c c;\n\
+         SELECT lower(c) FROM atk_c c;\n\
+         SELECT (SELECT c FROM atk_c c)::text;\n\
+         SELECT e::text FROM atk_en;\n\
+         SELECT lower(e) FROM atk_en;\n\
+         SELECT x FROM (SELECT e AS x FROM atk_en) s WHERE x::text <> '';\n\
+         SELECT count(*) FROM atk_en WHERE e::text LIKE '%';",
+        cleanup,
+    );
+    assert_no_marker("a cast of another role's type", &out);
+    // Output bare, they still come back as they are.
+    let out = atk(env, "SELECT e, id FROM atk_en");
+    assert!(out.contains("a|1"), "{out}");
+    let out = atk(env, "SELECT c FROM atk_c c");
+    assert!(out.contains("(1)"), "{out}");
+}
