@@ -93,6 +93,29 @@ pub(crate) struct Built {
 }
 
 /// Builds a session for `model` on `device` with `threads` intra-op threads.
+/// The input names of `session`, after checking that it has each of
+/// `needed` (the error names the model file and what it has).
+pub(crate) fn input_names(
+    session: &ort::session::Session,
+    model: &Path,
+    needed: &[&str],
+) -> Result<Vec<String>> {
+    let inputs: Vec<String> = session
+        .inputs()
+        .iter()
+        .map(|i| i.name().to_string())
+        .collect();
+    for need in needed {
+        if !inputs.iter().any(|n| n == need) {
+            return Err(model_err(format!(
+                "{} has no input {need} (inputs: {inputs:?})",
+                model.display()
+            )));
+        }
+    }
+    Ok(inputs)
+}
+
 pub(crate) fn build_session(
     lib: &Path,
     model: &Path,

@@ -21,7 +21,7 @@ use serde::Deserialize;
 
 use crate::assets::SENTENCE_ENCODER_DIR;
 use crate::error::{Error, Result};
-use crate::runtime::{build_session, model_err, Device};
+use crate::runtime::{build_session, input_names, model_err, Device};
 
 #[cfg(test)]
 mod tests;
@@ -116,20 +116,7 @@ impl SentenceEncoder {
             .with_padding(None);
         let model = dir.join("model.onnx");
         let built = build_session(&lib, &model, threads, device)?;
-        let inputs: Vec<String> = built
-            .session
-            .inputs()
-            .iter()
-            .map(|i| i.name().to_string())
-            .collect();
-        for need in ["input_ids", "attention_mask"] {
-            if !inputs.iter().any(|n| n == need) {
-                return Err(model_err(format!(
-                    "{} has no input {need} (inputs: {inputs:?})",
-                    model.display()
-                )));
-            }
-        }
+        let inputs = input_names(&built.session, &model, &["input_ids", "attention_mask"])?;
         if !built
             .session
             .outputs()

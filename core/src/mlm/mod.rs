@@ -24,7 +24,7 @@ use ort::value::TensorRef;
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
-use crate::runtime::{build_session, model_err, Device};
+use crate::runtime::{build_session, input_names, model_err, Device};
 
 pub mod math;
 
@@ -177,20 +177,7 @@ impl MaskedLm {
             .with_padding(None);
         let model = dir.join("model.onnx");
         let built = build_session(lib, &model, intra, device)?;
-        let inputs: Vec<String> = built
-            .session
-            .inputs()
-            .iter()
-            .map(|i| i.name().to_string())
-            .collect();
-        for need in ["input_ids", "attention_mask"] {
-            if !inputs.iter().any(|n| n == need) {
-                return Err(model_err(format!(
-                    "{} has no input {need} (inputs: {inputs:?})",
-                    model.display()
-                )));
-            }
-        }
+        let inputs = input_names(&built.session, &model, &["input_ids", "attention_mask"])?;
         let mut pool = vec![Mutex::new(built.session)];
         for _ in 1..sessions.max(1) {
             pool.push(Mutex::new(
