@@ -25,6 +25,7 @@ mod progress;
 mod report;
 mod sanitize;
 mod sanitize_cmd;
+mod source;
 mod vocab;
 mod wheel;
 

@@ -19,6 +19,17 @@ pub fn bytes(total: Option<u64>, what: &str) -> ProgressBar {
     bar
 }
 
+/// A counter of items of unknown total (`what` read so far), with rate.
+pub fn count(what: &str, unit: &str) -> ProgressBar {
+    let bar = new(None);
+    style(
+        &bar,
+        &format!("{{spinner}} {{msg}} {{pos}} {unit}, {{per_sec}}, {{elapsed}}"),
+    );
+    bar.set_message(what.to_string());
+    bar
+}
+
 /// A bar over `total` items with rate and ETA.
 pub fn items(total: u64, what: &str) -> ProgressBar {
     let bar = new(Some(total));

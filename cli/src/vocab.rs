@@ -1,8 +1,7 @@
-//! `dptext vocab`: build a vocabulary from a file with differential
-//! privacy (set union, docs/vocabulary.md), list the built ones, show one.
+//! `dptext vocab`: build a vocabulary from a file or a table with
+//! differential privacy (set union, docs/vocabulary.md), list the built ones, show one.
 
-use std::fs;
-use std::io::{self, BufRead, BufReader, Read};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -12,7 +11,6 @@ use dptext_core::vocab::{Counter, Noise, ReleaseParams, VocabularyAsset};
 use dptext_core::{Engine, EngineConfig, RandomMode};
 
 use crate::progress;
-use crate::sanitize::jsonl;
 
 /// What `dptext vocab` does.
 #[derive(clap::Subcommand)]
@@ -36,8 +34,17 @@ pub enum VocabAction {
 #[derive(clap::Args)]
 pub struct BuildArgs {
     /// Input file: one value per line, per JSON line (`--field`) or per CSV row (`--field`).
-    #[arg(long)]
-    input: PathBuf,
+    #[arg(long, required_unless_present = "table", conflicts_with = "table")]
+    input: Option<PathBuf>,
+    /// Read this table (`schema.table`) instead of a file, over --dsn.
+    #[arg(long, requires_all = ["column", "dsn"])]
+    table: Option<String>,
+    /// The table's text column.
+    #[arg(long, requires = "table")]
+    column: Option<String>,
+    /// Connection string for --table (libpq key=value or postgresql:// URL).
+    #[arg(long, requires = "table")]
+    dsn: Option<String>,
     /// Input format.
     #[arg(long, value_enum, default_value = "lines")]
     format: crate::sanitize::Format,
@@ -107,36 +114,31 @@ fn build(dir: &Path, a: &BuildArgs) -> Result<()> {
     let glove = engine.vocabulary(EmbeddingChoice::Glove)?;
     let mut counter = Counter::new(glove.embeddings(), params)?;
 
-    let file =
-        fs::File::open(&a.input).with_context(|| format!("opening {}", a.input.display()))?;
-    let size = file.metadata().ok().map(|m| m.len());
-    let bar = progress::bytes(size, "counting words");
-    let input = BufReader::new(bar.wrap_read(file));
-    match (a.format, a.field.as_deref()) {
-        (crate::sanitize::Format::Lines, None) => {
-            for line in input.lines() {
-                counter.add(&line.context("reading input")?);
+    let source = match (&a.input, &a.table) {
+        (Some(path), None) => crate::source::Source::File {
+            path: path.clone(),
+            format: a.format,
+            field: a.field.clone(),
+        },
+        (None, Some(table)) => {
+            if a.field.is_some() {
+                bail!("--field applies to files; a table's text column is --column");
+            }
+            crate::source::Source::Table {
+                dsn: a.dsn.clone().context("--table needs --dsn")?,
+                table: table.clone(),
+                column: a.column.clone().context("--table needs --column")?,
             }
         }
-        (crate::sanitize::Format::Lines, Some(_)) => {
-            bail!("--field applies to --format jsonl and csv; --format lines counts whole lines")
+        _ => bail!("give --input FILE or --table with --column and --dsn"),
+    };
+    let bar = progress::count("counting words", "values");
+    crate::source::for_each(&source, None, |text, _| {
+        if let Some(t) = text {
+            counter.add(&t);
         }
-        (crate::sanitize::Format::Jsonl, Some(f)) => {
-            for (i, line) in input.lines().enumerate() {
-                let line = line.context("reading input")?;
-                if line.trim().is_empty() {
-                    continue;
-                }
-                for found in jsonl::find(&line, i + 1, &[f])? {
-                    if let Some(text) = found.text {
-                        counter.add(&text);
-                    }
-                }
-            }
-        }
-        (crate::sanitize::Format::Csv, Some(f)) => csv_values(input, f, &mut counter)?,
-        (_, None) => bail!("--format jsonl and csv need --field NAME (the JSON key or CSV column)"),
-    }
+        bar.inc(1);
+    })?;
     bar.finish_and_clear();
     let mode = match a.seed {
         Some(s) => RandomMode::Seeded(s),
@@ -145,15 +147,18 @@ fn build(dir: &Path, a: &BuildArgs) -> Result<()> {
     let release = counter.finish(&mode)?;
     let (values, truncated, candidates) = (release.values, release.truncated, release.candidates);
     let (threshold, scale) = (release.threshold, release.scale);
-    let source = format!(
-        "{}{}",
-        a.input.display(),
-        a.field
-            .as_deref()
-            .map(|f| format!(" field {f}"))
-            .unwrap_or_default()
-    );
-    let asset = VocabularyAsset::new(&a.name, &source, &params, release, glove.embeddings())?;
+    let described = match &source {
+        crate::source::Source::File { path, field, .. } => format!(
+            "{}{}",
+            path.display(),
+            field
+                .as_deref()
+                .map(|f| format!(" field {f}"))
+                .unwrap_or_default()
+        ),
+        crate::source::Source::Table { table, column, .. } => format!("{table}.{column}"),
+    };
+    let asset = VocabularyAsset::new(&a.name, &described, &params, release, glove.embeddings())?;
     let written = asset.save(dir, a.replace)?;
     println!(
         "vocabulary {}: {} words released of {candidates} distinct embedding words in {values} values ({truncated} cut to {} words)",
@@ -173,25 +178,6 @@ fn build(dir: &Path, a: &BuildArgs) -> Result<()> {
     );
     if asset.words.is_empty() {
         eprintln!("warning: no word passed the threshold: use more values, a larger eps or delta, or a smaller --max-words-per-value");
-    }
-    Ok(())
-}
-
-/// Adds the column `field` of every CSV row.
-fn csv_values(input: impl Read, field: &str, counter: &mut Counter) -> Result<()> {
-    let mut reader = csv::Reader::from_reader(input);
-    let headers = reader.headers().context("reading the CSV header")?.clone();
-    let Some(col) = headers.iter().position(|h| h == field) else {
-        bail!(
-            "no column {field:?} in the CSV header (columns: {})",
-            headers.iter().collect::<Vec<_>>().join(", ")
-        );
-    };
-    for (i, record) in reader.records().enumerate() {
-        let record = record.with_context(|| format!("CSV row {}", i + 1))?;
-        if let Some(v) = record.get(col) {
-            counter.add(v);
-        }
     }
     Ok(())
 }

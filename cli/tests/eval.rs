@@ -283,5 +283,58 @@ fn a_table_column_is_read_over_a_connection() {
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0]["values"], "30");
     assert_eq!(rows[0]["query_attack_fresh"], "");
+
+    // dptext vocab build reads the same column, every value of it, into a
+    // vocabulary of its own assets folder.
+    let vocab_assets = tmp.path().join("assets");
+    std::fs::create_dir_all(&vocab_assets).unwrap();
+    for entry in std::fs::read_dir(&assets).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name();
+        if name != "vocabularies" {
+            std::os::unix::fs::symlink(entry.path(), vocab_assets.join(&name)).unwrap();
+        }
+    }
+    let build = [
+        "vocab",
+        "build",
+        "--dsn",
+        &dsn,
+        "--table",
+        "public.eval_notes",
+        "--column",
+        "Note Text",
+        "--eps",
+        "5",
+        "--delta",
+        "1e-3",
+        "--max-words-per-value",
+        "4",
+        "--name",
+        "from-table",
+        "--seed",
+        "1",
+    ];
+    let out = dptext(&vocab_assets, &build, "", &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("in 45 values"), "{said}");
+    let show = dptext(&vocab_assets, &["vocab", "show", "from-table"], "", &[]);
+    let shown = String::from_utf8_lossy(&show.stdout);
+    assert!(
+        shown.contains("source: public.eval_notes.Note Text"),
+        "{shown}"
+    );
+    // A file and a table at once is refused.
+    let both = dptext(
+        &vocab_assets,
+        &[
+            "vocab", "build", "--input", "x.txt", "--table", "t", "--column", "c", "--dsn", "d",
+            "--eps", "1", "--delta", "1e-3", "--name", "n",
+        ],
+        "",
+        &[],
+    );
+    assert!(!both.status.success());
     client.batch_execute("DROP TABLE eval_notes").unwrap();
 }

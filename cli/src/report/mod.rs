@@ -16,7 +16,7 @@
 //! plots.
 
 mod classify;
-mod input;
+
 mod measure;
 mod plot;
 mod render;
@@ -194,7 +194,7 @@ fn ratio(a: usize, b: usize) -> f64 {
 /// Runs `dptext eval`.
 pub fn run(dir: &Path, a: EvalArgs) -> Result<()> {
     let source = match (&a.input, &a.table) {
-        (Some(path), None) => input::Source::File {
+        (Some(path), None) => crate::source::Source::File {
             path: path.clone(),
             format: a.format,
             field: a.field.clone(),
@@ -203,7 +203,7 @@ pub fn run(dir: &Path, a: EvalArgs) -> Result<()> {
             if a.field.is_some() {
                 bail!("--field applies to files; a table's text column is --column");
             }
-            input::Source::Table {
+            crate::source::Source::Table {
                 dsn: a.dsn.clone().context("--table needs --dsn")?,
                 table: table.clone(),
                 column: a.column.clone().context("--table needs --column")?,
@@ -221,18 +221,18 @@ pub fn run(dir: &Path, a: EvalArgs) -> Result<()> {
     let configs = configs(&a)?;
 
     let started = Instant::now();
-    let sample = input::sample(&source, a.label.as_deref(), a.sample, a.seed)?;
+    let sample = crate::source::sample(&source, a.label.as_deref(), a.sample, a.seed)?;
     if sample.items.is_empty() {
         bail!(
             "{} has no non-empty value to measure",
-            input::describe(&source)
+            crate::source::describe(&source)
         );
     }
     eprintln!(
         "sampled {} of {} values from {} (seed {}; {} empty or NULL skipped)",
         sample.items.len(),
         sample.read,
-        input::describe(&source),
+        crate::source::describe(&source),
         a.seed,
         sample.skipped
     );
@@ -293,7 +293,7 @@ pub fn run(dir: &Path, a: EvalArgs) -> Result<()> {
         rows.push(row);
     }
     let header = render::Header {
-        source: input::describe(&source),
+        source: crate::source::describe(&source),
         values: texts.len(),
         read: sample.read,
         seed: a.seed,

@@ -1,6 +1,7 @@
-//! The values `dptext eval` measures: a seeded sample of a file's lines,
-//! JSON-line fields or CSV cells, or of a table's column, each with its
-//! label when `--label` names one.
+//! Where the values of `dptext eval` and `dptext vocab build` come from:
+//! a file's lines, JSON-line fields or CSV cells, or a table's column over
+//! a connection, each with its label when one is named; all of them
+//! ([`for_each`]) or a seeded sample ([`sample`]).
 
 use std::fs;
 use std::io::{BufRead, BufReader, Read};
@@ -62,6 +63,17 @@ pub fn sample(source: &Source, label: Option<&str>, n: usize, seed: u64) -> Resu
         bail!("--sample must be at least 1");
     }
     let mut reservoir = Reservoir::new(n, seed);
+    for_each(source, label, |text, lab| reservoir.offer(text, lab))?;
+    Ok(reservoir.finish())
+}
+
+/// Calls `f` with every value of `source` (`None`: NULL) and its label, in
+/// input order.
+pub fn for_each(
+    source: &Source,
+    label: Option<&str>,
+    mut f: impl FnMut(Option<String>, Option<String>),
+) -> Result<()> {
     match source {
         Source::File {
             path,
@@ -75,15 +87,12 @@ pub fn sample(source: &Source, label: Option<&str>, n: usize, seed: u64) -> Resu
                 *format,
                 field.as_deref(),
                 label,
-                &mut reservoir,
+                &mut f,
             )
-            .with_context(|| format!("reading {}", path.display()))?;
+            .with_context(|| format!("reading {}", path.display()))
         }
-        Source::Table { dsn, table, column } => {
-            read_table(dsn, table, column, label, &mut reservoir)?;
-        }
+        Source::Table { dsn, table, column } => read_table(dsn, table, column, label, &mut f),
     }
-    Ok(reservoir.finish())
 }
 
 /// Algorithm R over the non-empty values, keeping input order at the end.
@@ -138,7 +147,7 @@ fn read_file(
     format: Format,
     field: Option<&str>,
     label: Option<&str>,
-    out: &mut Reservoir,
+    out: &mut dyn FnMut(Option<String>, Option<String>),
 ) -> Result<()> {
     match (format, field) {
         (Format::Lines, None) => {
@@ -146,7 +155,7 @@ fn read_file(
                 bail!("--label needs --format jsonl or csv (a line has no columns)");
             }
             for line in input.lines() {
-                out.offer(Some(line.context("reading a line")?), None);
+                out(Some(line.context("reading a line")?), None);
             }
             Ok(())
         }
@@ -167,7 +176,7 @@ fn read_file(
                     Some(l) => Some(json_label(&line, i + 1, l)?),
                     None => None,
                 };
-                out.offer(text, lab);
+                out(text, lab);
             }
             Ok(())
         }
@@ -190,7 +199,12 @@ fn json_label(line: &str, n: usize, field: &str) -> Result<String> {
 }
 
 /// Offers column `field` (and `label`) of every CSV row.
-fn read_csv(input: impl Read, field: &str, label: Option<&str>, out: &mut Reservoir) -> Result<()> {
+fn read_csv(
+    input: impl Read,
+    field: &str,
+    label: Option<&str>,
+    out: &mut dyn FnMut(Option<String>, Option<String>),
+) -> Result<()> {
     let mut reader = csv::Reader::from_reader(input);
     let headers = reader.headers().context("reading the CSV header")?.clone();
     let column = |name: &str| {
@@ -207,7 +221,7 @@ fn read_csv(input: impl Read, field: &str, label: Option<&str>, out: &mut Reserv
         let record = record.with_context(|| format!("CSV row {}", i + 1))?;
         let text = record.get(text_col).map(str::to_owned);
         let lab = label_col.and_then(|c| record.get(c)).map(str::to_owned);
-        out.offer(text, lab);
+        out(text, lab);
     }
     Ok(())
 }
@@ -233,7 +247,7 @@ fn read_table(
     table: &str,
     column: &str,
     label: Option<&str>,
-    out: &mut Reservoir,
+    out: &mut dyn FnMut(Option<String>, Option<String>),
 ) -> Result<()> {
     let mut client = postgres::Client::connect(dsn, postgres::NoTls)
         .context("connecting with --dsn (a libpq connection string or postgresql:// URL)")?;
@@ -275,7 +289,10 @@ mod tests {
 
     fn lines(text: &str, n: usize, seed: u64) -> Vec<String> {
         let mut r = Reservoir::new(n, seed);
-        read_file(text.as_bytes(), Format::Lines, None, None, &mut r).unwrap();
+        read_file(text.as_bytes(), Format::Lines, None, None, &mut |t, l| {
+            r.offer(t, l)
+        })
+        .unwrap();
         r.finish().items.into_iter().map(|i| i.text).collect()
     }
 
@@ -319,7 +336,7 @@ mod tests {
             Format::Csv,
             Some("note"),
             Some("kind"),
-            &mut r,
+            &mut |t, l| r.offer(t, l),
         )
         .unwrap();
         let s = r.finish();
@@ -327,13 +344,27 @@ mod tests {
         assert_eq!(s.items[1].label.as_deref(), Some("cardiac"));
 
         let mut r = Reservoir::new(10, 1);
-        let err = read_file(csv.as_bytes(), Format::Csv, Some("nte"), None, &mut r).unwrap_err();
+        let err = read_file(
+            csv.as_bytes(),
+            Format::Csv,
+            Some("nte"),
+            None,
+            &mut |t, l| r.offer(t, l),
+        )
+        .unwrap_err();
         assert!(format!("{err:#}").contains("no column \"nte\""), "{err:#}");
 
         let mut r = Reservoir::new(10, 1);
         let jl =
             "{\"t\": \"a b\", \"y\": \"x\"}\n{\"t\": null, \"y\": 2}\n{\"t\": \"c\", \"y\": 1}\n";
-        read_file(jl.as_bytes(), Format::Jsonl, Some("t"), Some("y"), &mut r).unwrap();
+        read_file(
+            jl.as_bytes(),
+            Format::Jsonl,
+            Some("t"),
+            Some("y"),
+            &mut |t, l| r.offer(t, l),
+        )
+        .unwrap();
         let s = r.finish();
         assert_eq!(s.items.len(), 2);
         assert_eq!(s.skipped, 1);
