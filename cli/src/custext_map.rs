@@ -4,8 +4,9 @@ use std::path::Path;
 
 use anyhow::Result;
 use dptext_core::mechanisms::{custext, MechanismSpec};
-use dptext_core::{Engine, EngineConfig};
+use dptext_core::Engine;
 
+use crate::engine_flags::EngineFlags;
 use crate::progress;
 
 /// Which mapping to build.
@@ -23,9 +24,8 @@ pub struct CustextMapArgs {
     /// glove or wordpiece.
     #[arg(long, default_value = "glove")]
     embedding: String,
-    /// Number of most frequent GloVe words in the vocabulary.
-    #[arg(long, default_value_t = dptext_core::engine::DEFAULT_GLOVE_WORDS)]
-    glove_words: usize,
+    #[command(flatten)]
+    pub(crate) engine: EngineFlags,
 }
 
 /// Loads or builds the mapping and prints one line about it.
@@ -49,9 +49,7 @@ pub fn run(dir: &Path, a: &CustextMapArgs) -> Result<()> {
     else {
         anyhow::bail!("not a custext specification");
     };
-    let mut config = EngineConfig::new(dir.to_path_buf());
-    config.glove_words = a.glove_words;
-    let engine = Engine::new(config);
+    let engine = Engine::new(a.engine.config(dir));
     let vocab = engine.vocabulary(embedding)?;
     let emb = vocab.embeddings();
     let cache = dir.join("custext");

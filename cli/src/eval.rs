@@ -12,7 +12,7 @@ use anyhow::{bail, Context, Result};
 use dptext_core::detect::annotated::{self, Note};
 use dptext_core::detect::eval::{self, Report};
 use dptext_core::detect::Label;
-use dptext_core::{Engine, EngineConfig};
+use dptext_core::Engine;
 
 use crate::progress;
 
@@ -23,8 +23,9 @@ pub struct Options {
     pub errors: bool,
     /// Custom recognizers (a JSON file).
     pub recognizers: Option<PathBuf>,
-    /// Lines per detection-model call (1: unbatched).
-    pub batch: usize,
+    /// Engine settings (`--detect-batch`, alias `--batch`: lines per
+    /// detection-model call).
+    pub engine: crate::engine_flags::EngineFlags,
 }
 
 /// Reads a custom recognizers file (docs/detection.md).
@@ -38,10 +39,7 @@ pub fn read_recognizers(
 }
 
 fn engine(dir: &Path, opts: &Options) -> Result<Engine> {
-    let mut config = EngineConfig::new(dir.to_path_buf());
-    config.model_threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    config.detect_batch = opts.batch.max(1);
-    let engine = Engine::new(config);
+    let engine = Engine::new(opts.engine.config(dir));
     if let Some(path) = &opts.recognizers {
         engine.set_recognizers(read_recognizers(path)?);
     }

@@ -19,6 +19,7 @@
 mod assets;
 mod assets_dir;
 mod custext_map;
+mod engine_flags;
 mod eval;
 mod output;
 mod progress;
@@ -81,9 +82,8 @@ enum Command {
         /// A JSON file of custom recognizers, allow list and threshold.
         #[arg(long)]
         recognizers: Option<PathBuf>,
-        /// Lines per detection-model call (1: one line a call).
-        #[arg(long, default_value_t = dptext_core::detect::model::DEFAULT_BATCH)]
-        batch: usize,
+        #[command(flatten)]
+        engine: engine_flags::EngineFlags,
     },
     /// Build (or check) the CusText mapping of a vocabulary and cache it in
     /// the assets directory; prints the time taken and the share of tokens
@@ -134,6 +134,23 @@ fn main() {
     }
 }
 
+#[cfg(test)]
+impl Command {
+    /// The engine flags of a subcommand that builds an engine.
+    fn engine_flags(&self) -> Option<&engine_flags::EngineFlags> {
+        match self {
+            Command::Sanitize(a) => Some(&a.engine),
+            Command::Eval(a) => Some(&a.engine),
+            Command::EvalDetect { engine, .. } => Some(engine),
+            Command::CustextMap(a) => Some(&a.engine),
+            Command::Vocab {
+                action: vocab::VocabAction::Build(a),
+            } => Some(&a.engine),
+            Command::Assets { .. } | Command::Vocab { .. } => None,
+        }
+    }
+}
+
 /// True when the error is (or wraps) core's missing-asset error.
 fn missing_asset(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
@@ -159,19 +176,54 @@ fn run(command: Command, assets: &AssetsDir) -> Result<()> {
             file,
             errors,
             recognizers,
-            batch,
+            engine,
         } => eval::eval_detect(
             dir,
             &file,
             eval::Options {
                 errors,
                 recognizers,
-                batch,
+                engine,
             },
         ),
         Command::CustextMap(a) => custext_map::run(dir, &a),
         Command::Sanitize(a) => sanitize_cmd::run(dir, *a),
         Command::Eval(a) => report::run(dir, *a),
         Command::Vocab { action } => vocab::run(dir, action),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every subcommand that builds an engine takes the engine flags, and
+    /// without them gets core's defaults (but for the CLI's two,
+    /// [`engine_flags`]).
+    #[test]
+    fn engine_subcommands_default_to_cores_settings() {
+        let dir = std::path::Path::new("/srv/assets");
+        let build = [
+            "vocab", "build", "--input", "x", "--eps", "1", "--delta", "1e-6", "--name", "n",
+        ];
+        for args in [
+            &["sanitize"][..],
+            &["eval", "notes.txt"],
+            &["eval-detect"],
+            &["custext-map"],
+            &build,
+        ] {
+            let cli = Cli::try_parse_from(std::iter::once("dptext").chain(args.iter().copied()))
+                .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            let flags = cli
+                .command
+                .engine_flags()
+                .unwrap_or_else(|| panic!("{args:?} takes no engine flags"));
+            assert_eq!(
+                flags.config(dir),
+                engine_flags::cli_defaults(dir),
+                "{args:?}"
+            );
+        }
     }
 }

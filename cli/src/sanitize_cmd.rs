@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use dptext_core::mechanisms::MechanismSpec;
-use dptext_core::{Engine, EngineConfig, RandomMode};
+use dptext_core::{Engine, RandomMode};
 
+use crate::engine_flags::EngineFlags;
 use crate::output::Output;
 use crate::progress;
 use crate::sanitize::{self, FieldArg, Format};
@@ -53,21 +54,10 @@ pub struct SanitizeArgs {
     /// santext, santext_plus, custext, deidentify or ndd [default: santext].
     #[arg(long)]
     mechanism: Option<String>,
-    /// ndd: directory of the masked LM (default: <assets>/mlm).
-    #[arg(long)]
-    mlm_model: Option<PathBuf>,
     /// deidentify, ndd: a JSON file of custom recognizers, allow list and
     /// score threshold (docs/detection.md, "Your own recognizers").
     #[arg(long)]
     recognizers: Option<PathBuf>,
-    /// Where models run: cpu or cuda (falls back to the CPU with one warning).
-    #[arg(long, default_value = "cpu")]
-    device: String,
-    /// ONNX Runtime threads (default: all cores): the detection model's
-    /// intra-op threads; the masked LM spreads them over a pool of
-    /// single-threaded sessions (up to 8).
-    #[arg(long)]
-    threads: Option<usize>,
     /// Privacy parameter (> 0) of santext, santext_plus and custext.
     #[arg(long)]
     eps: Option<f64>,
@@ -84,9 +74,6 @@ pub struct SanitizeArgs {
     /// for custext (k, mapping, level, metric, keep_stopwords).
     #[arg(long)]
     params: Option<String>,
-    /// Number of most frequent GloVe words in the vocabulary (as dptext.glove_words).
-    #[arg(long, default_value_t = dptext_core::engine::DEFAULT_GLOVE_WORDS)]
-    glove_words: usize,
     /// Reproducible mode with this seed.
     #[arg(long)]
     seed: Option<u64>,
@@ -114,6 +101,8 @@ pub struct SanitizeArgs {
     output: Option<PathBuf>,
     /// Input file (default: stdin).
     input: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) engine: EngineFlags,
 }
 
 /// Runs `dptext sanitize`.
@@ -140,17 +129,7 @@ pub fn run(dir: &Path, a: SanitizeArgs) -> Result<()> {
         || a.params.is_some();
     let fields = sanitize::resolve(&field_args, || global_spec(&a), global_flags_given)?;
     let mode = random_mode(&a)?;
-    if a.glove_words == 0 {
-        bail!("--glove-words must be at least 1");
-    }
-    let mut config = EngineConfig::new(dir.to_path_buf());
-    config.glove_words = a.glove_words;
-    config.mlm_dir = a.mlm_model.clone();
-    config.device = a.device.parse()?;
-    config.model_threads = a
-        .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
-    let engine = Engine::new(config);
+    let engine = Engine::new(a.engine.config(dir));
     if let Some(path) = &a.recognizers {
         engine.set_recognizers(crate::eval::read_recognizers(path)?);
     }

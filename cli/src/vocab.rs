@@ -8,8 +8,9 @@ use anyhow::{bail, Context, Result};
 use dptext_core::mechanisms::EmbeddingChoice;
 use dptext_core::vocab::dpsu::DEFAULT_MAX_WORDS_PER_VALUE;
 use dptext_core::vocab::{Counter, Noise, ReleaseParams, VocabularyAsset};
-use dptext_core::{Engine, EngineConfig, RandomMode};
+use dptext_core::{Engine, RandomMode};
 
+use crate::engine_flags::EngineFlags;
 use crate::progress;
 
 /// What `dptext vocab` does.
@@ -73,10 +74,10 @@ pub struct BuildArgs {
     /// the seed can recompute the noise).
     #[arg(long)]
     seed: Option<u64>,
-    /// Number of most frequent GloVe words the vocabulary is drawn from
-    /// (as dptext.glove_words; use the same when sanitizing with it).
-    #[arg(long, default_value_t = dptext_core::engine::DEFAULT_GLOVE_WORDS)]
-    glove_words: usize,
+    /// Engine settings; `--glove-words`: the GloVe words the vocabulary
+    /// is drawn from (use the same when sanitizing with it).
+    #[command(flatten)]
+    pub(crate) engine: EngineFlags,
 }
 
 /// Runs `dptext vocab`.
@@ -105,12 +106,7 @@ fn build(dir: &Path, a: &BuildArgs) -> Result<()> {
             path.display()
         );
     }
-    if a.glove_words == 0 {
-        bail!("--glove-words must be at least 1");
-    }
-    let mut config = EngineConfig::new(dir.to_path_buf());
-    config.glove_words = a.glove_words;
-    let engine = Engine::new(config);
+    let engine = Engine::new(a.engine.config(dir));
     let glove = engine.vocabulary(EmbeddingChoice::Glove)?;
     let mut counter = Counter::new(glove.embeddings(), params)?;
 

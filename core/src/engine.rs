@@ -33,6 +33,7 @@ use crate::mlm::MaskedLm;
 use crate::rng::RandomMode;
 use crate::runtime::Device;
 use crate::vocab::VocabularyAsset;
+use serde::{Deserialize, Serialize};
 
 /// Default number of GloVe words loaded (the most frequent ones).
 pub const DEFAULT_GLOVE_WORDS: usize = 50_000;
@@ -43,6 +44,20 @@ pub const DEFAULT_MAX_INPUT_BYTES: usize = 64 << 20;
 /// Default largest input `detect` accepts, in bytes (the model reads every
 /// token, so detection is far costlier per byte than the word mechanisms).
 pub const DEFAULT_MAX_DETECT_BYTES: usize = 1 << 20;
+/// Default ONNX Runtime threads: one, the right number inside a
+/// PostgreSQL backend or a proxy worker, where processes or workers
+/// already share the cores (the CLI uses every core).
+pub const DEFAULT_MODEL_THREADS: usize = 1;
+/// Default of [`EngineConfig::build_mappings`]: off, because a build takes
+/// minutes of every core and a server should not start one inside a
+/// query; the CLI, where mappings are built, turns it on.
+pub const DEFAULT_BUILD_MAPPINGS: bool = false;
+/// Default device models run on.
+pub const DEFAULT_DEVICE: Device = Device::Cpu;
+/// Default rows per masked-LM call.
+pub const DEFAULT_MLM_BATCH: usize = 64;
+/// Default lines per detection-model call in the per-line pass.
+pub const DEFAULT_DETECT_BATCH: usize = crate::detect::model::DEFAULT_BATCH;
 
 /// Largest released vocabulary whose CusText mapping any engine builds in
 /// memory, without a disk cache, whatever [`EngineConfig::build_mappings`]
@@ -50,37 +65,60 @@ pub const DEFAULT_MAX_DETECT_BYTES: usize = 1 << 20;
 /// vocabulary built in SQL has no CLI step that could build them.
 pub const SMALL_VOCABULARY_WORDS: usize = 20_000;
 
-/// Default rows per masked-LM call.
-pub const DEFAULT_MLM_BATCH: usize = 64;
-
-/// Settings of an [`Engine`].
-#[derive(Debug, Clone, PartialEq)]
+/// Settings of an [`Engine`]: the one settings type every front end fills
+/// (the extension from its `dptext.*` settings, the proxy from its
+/// `[engine]` table, the CLI from its engine flags). Every default is one
+/// of this module's `DEFAULT_*` constants, and the front ends take their
+/// own defaults from those constants.
+///
+/// As a settings table (TOML, JSON) every key is optional and an unknown
+/// key is an error:
+///
+/// ```
+/// use dptext_core::EngineConfig;
+/// let c: EngineConfig = serde_json::from_value(serde_json::json!({"glove_words": 20000})).unwrap();
+/// assert_eq!(c, EngineConfig { glove_words: 20_000, ..EngineConfig::default() });
+/// let e = serde_json::from_value::<EngineConfig>(serde_json::json!({"glove_word": 1})).unwrap_err();
+/// assert!(e.to_string().contains("unknown field `glove_word`"), "{e}");
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct EngineConfig {
-    /// The assets directory.
+    /// The assets directory (default: `$DPTEXT_ASSETS`, else the user's
+    /// cache directory, `~/.cache/dptext`: [`crate::assets::resolve_dir`]).
     pub assets_dir: PathBuf,
-    /// How many of the most frequent GloVe words form the vocabulary.
+    /// How many of the most frequent GloVe words form the vocabulary
+    /// (default [`DEFAULT_GLOVE_WORDS`], 50,000).
     pub glove_words: usize,
-    /// Byte budget of each sampler's per-token table cache.
+    /// Byte budget of each sampler's per-token table cache (default
+    /// [`DEFAULT_CACHE_BYTES`], 64 MiB).
     pub cache_bytes: u64,
-    /// Largest input accepted, in bytes.
+    /// Largest input accepted, in bytes (default
+    /// [`DEFAULT_MAX_INPUT_BYTES`], 64 MiB).
     pub max_input_bytes: usize,
-    /// ONNX Runtime threads (1 inside PostgreSQL): the detection model's
-    /// intra-op threads; on the CPU the masked LM keeps one single-threaded
-    /// session per thread, up to [`crate::mlm::MAX_SESSIONS`].
+    /// ONNX Runtime threads (default [`DEFAULT_MODEL_THREADS`], 1): the
+    /// detection model's intra-op threads; on the CPU the masked LM keeps
+    /// one single-threaded session per thread, up to
+    /// [`crate::mlm::MAX_SESSIONS`].
     pub model_threads: usize,
-    /// Largest input `detect` accepts, in bytes.
+    /// Largest input that detection or a model reads whole, in bytes
+    /// (default [`DEFAULT_MAX_DETECT_BYTES`], 1 MiB).
     pub max_detect_bytes: usize,
     /// Whether a CusText mapping missing from the disk cache may be built
     /// in this process (minutes of all cores); when false, a missing
-    /// mapping is an error naming the CLI command that builds it.
+    /// mapping is an error naming the CLI command that builds it (default
+    /// [`DEFAULT_BUILD_MAPPINGS`], false).
     pub build_mappings: bool,
-    /// The masked LM's directory (`None`: `<assets>/mlm`, the default model).
-    pub mlm_dir: Option<PathBuf>,
-    /// Where models run (CUDA falls back to the CPU with one warning).
+    /// The masked LM's directory (default `None`: `<assets>/mlm`, the
+    /// project's model).
+    pub mlm_model: Option<PathBuf>,
+    /// Where models run, `"cpu"` or `"cuda"` (default [`DEFAULT_DEVICE`],
+    /// the CPU; CUDA falls back to the CPU with one warning).
     pub device: Device,
-    /// Rows per masked-LM call.
+    /// Rows per masked-LM call (default [`DEFAULT_MLM_BATCH`], 64).
     pub mlm_batch: usize,
-    /// Lines per detection-model call in the per-line pass (1: unbatched).
+    /// Lines per detection-model call in the per-line pass, 1: unbatched
+    /// (default [`DEFAULT_DETECT_BATCH`], 4).
     pub detect_batch: usize,
 }
 
@@ -92,14 +130,47 @@ impl EngineConfig {
             glove_words: DEFAULT_GLOVE_WORDS,
             cache_bytes: DEFAULT_CACHE_BYTES,
             max_input_bytes: DEFAULT_MAX_INPUT_BYTES,
-            model_threads: 1,
+            model_threads: DEFAULT_MODEL_THREADS,
             max_detect_bytes: DEFAULT_MAX_DETECT_BYTES,
-            build_mappings: true,
-            mlm_dir: None,
-            device: Device::Cpu,
+            build_mappings: DEFAULT_BUILD_MAPPINGS,
+            mlm_model: None,
+            device: DEFAULT_DEVICE,
             mlm_batch: DEFAULT_MLM_BATCH,
-            detect_batch: crate::detect::model::DEFAULT_BATCH,
+            detect_batch: DEFAULT_DETECT_BATCH,
         }
+    }
+
+    /// Checks the counts and sizes, which must be at least 1; the error
+    /// names the setting.
+    ///
+    /// ```
+    /// use dptext_core::EngineConfig;
+    /// let c = EngineConfig { mlm_batch: 0, ..EngineConfig::default() };
+    /// assert!(c.validate().unwrap_err().to_string().contains("mlm_batch"));
+    /// ```
+    pub fn validate(&self) -> Result<()> {
+        for (name, value) in [
+            ("glove_words", self.glove_words as u64),
+            ("cache_bytes", self.cache_bytes),
+            ("max_input_bytes", self.max_input_bytes as u64),
+            ("model_threads", self.model_threads as u64),
+            ("max_detect_bytes", self.max_detect_bytes as u64),
+            ("mlm_batch", self.mlm_batch as u64),
+            ("detect_batch", self.detect_batch as u64),
+        ] {
+            if value == 0 {
+                return Err(Error::invalid(name, "must be at least 1"));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Default for EngineConfig {
+    /// Defaults with the assets directory of [`crate::assets::resolve_dir`]
+    /// (`$DPTEXT_ASSETS`, else the user's cache directory).
+    fn default() -> Self {
+        EngineConfig::new(crate::assets::resolve_dir(None))
     }
 }
 
@@ -383,12 +454,12 @@ impl Engine {
         Ok(m)
     }
 
-    /// The masked LM of the settings (`mlm_dir`, `device`), loaded once per
+    /// The masked LM of the settings (`mlm_model`, `device`), loaded once per
     /// (directory, device) and cached.
     pub fn mlm(&self) -> Result<Arc<MaskedLm>> {
         let dir = self
             .config
-            .mlm_dir
+            .mlm_model
             .clone()
             .unwrap_or_else(|| self.config.assets_dir.join(crate::mlm::MODEL_DIR));
         let key = (dir.clone(), self.config.device);

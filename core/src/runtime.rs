@@ -13,8 +13,12 @@ use std::sync::OnceLock;
 
 use crate::error::{Error, Result};
 
-/// Where a model runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+/// Where a model runs. In settings files it is a string, read as
+/// [`Device::from_str`](std::str::FromStr) reads it (`"cpu"`, `"cuda"`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(try_from = "String", into = "String")]
 pub enum Device {
     /// The CPU (default).
     #[default]
@@ -34,6 +38,25 @@ impl std::str::FromStr for Device {
                 format!("\"{other}\" is not one of 'cpu', 'cuda'"),
             )),
         }
+    }
+}
+
+impl TryFrom<String> for Device {
+    type Error = Error;
+    fn try_from(s: String) -> Result<Self> {
+        s.parse()
+    }
+}
+
+impl From<Device> for String {
+    fn from(d: Device) -> String {
+        d.name().to_string()
+    }
+}
+
+impl std::fmt::Display for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 

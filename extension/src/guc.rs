@@ -14,12 +14,19 @@
 //! | `dptext.device` | text | `'cpu'` | superuser | where models run: `cpu` or `cuda` (needs the `cuda` build and a GPU ONNX Runtime; falls back to the CPU with one warning) |
 //! | `dptext.mlm_batch` | int | 64 | superuser | masked copies per model call |
 //! | `dptext.custext_build` | bool | off | superuser | let a backend build a CusText mapping missing from the disk cache (minutes of CPU); off: an error names `dptext custext-map` |
+//!
+//! The engine settings map onto core's one settings type,
+//! [`dptext_core::EngineConfig`] ([`engine_config`]), and their boot values
+//! are core's `DEFAULT_*` constants, not literals of their own (a
+//! `#[pg_test]` compares `pg_settings.boot_val` with them).
 
 use std::cell::RefCell;
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
 
-use dptext_core::{EngineConfig, RandomMode};
+use dptext_core::engine::{self, EngineConfig};
+use dptext_core::runtime::Device;
+use dptext_core::RandomMode;
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 
 use crate::ffi;
@@ -29,16 +36,36 @@ pub(crate) static ASSETS_DIR: GucSetting<Option<CString>> =
 pub(crate) static SEED: GucSetting<i32> = GucSetting::<i32>::new(-1);
 pub(crate) static KEY: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 pub(crate) static KEY_FILE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
-pub(crate) static MAX_INPUT_BYTES: GucSetting<i32> = GucSetting::<i32>::new(64 << 20);
-pub(crate) static GLOVE_WORDS: GucSetting<i32> = GucSetting::<i32>::new(50_000);
-pub(crate) static CACHE_MB: GucSetting<i32> = GucSetting::<i32>::new(64);
-pub(crate) static MAX_DETECT_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1 << 20);
-pub(crate) static CUSTEXT_BUILD: GucSetting<bool> = GucSetting::<bool>::new(false);
+// The engine settings' boot values are core's defaults (dptext_core::engine).
+pub(crate) static MAX_INPUT_BYTES: GucSetting<i32> =
+    GucSetting::<i32>::new(int(engine::DEFAULT_MAX_INPUT_BYTES as u64));
+pub(crate) static GLOVE_WORDS: GucSetting<i32> =
+    GucSetting::<i32>::new(int(engine::DEFAULT_GLOVE_WORDS as u64));
+pub(crate) static CACHE_MB: GucSetting<i32> =
+    GucSetting::<i32>::new(int(engine::DEFAULT_CACHE_BYTES >> 20));
+pub(crate) static MAX_DETECT_BYTES: GucSetting<i32> =
+    GucSetting::<i32>::new(int(engine::DEFAULT_MAX_DETECT_BYTES as u64));
+pub(crate) static CUSTEXT_BUILD: GucSetting<bool> =
+    GucSetting::<bool>::new(engine::DEFAULT_BUILD_MAPPINGS);
 pub(crate) static MLM_MODEL: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 pub(crate) static DEVICE: GucSetting<Option<CString>> =
-    GucSetting::<Option<CString>>::new(Some(c"cpu"));
-pub(crate) static MLM_BATCH: GucSetting<i32> = GucSetting::<i32>::new(64);
+    GucSetting::<Option<CString>>::new(Some(match engine::DEFAULT_DEVICE {
+        Device::Cpu => c"cpu",
+        Device::Cuda => c"cuda",
+    }));
+pub(crate) static MLM_BATCH: GucSetting<i32> =
+    GucSetting::<i32>::new(int(engine::DEFAULT_MLM_BATCH as u64));
 pub(crate) static DETECT_THRESHOLD: GucSetting<f64> = GucSetting::<f64>::new(0.0);
+
+/// A core default as an `int` setting's boot value; one beyond `i32`
+/// fails the build.
+const fn int(v: u64) -> i32 {
+    assert!(
+        v <= i32::MAX as u64,
+        "a default beyond an int setting's range"
+    );
+    v as i32
+}
 
 /// Registers the settings; called once from `_PG_init`.
 pub fn init() {
@@ -166,20 +193,24 @@ fn string(s: &GucSetting<Option<CString>>) -> Option<String> {
         .filter(|s| !s.is_empty())
 }
 
-/// The engine configuration the settings describe.
+/// The engine configuration the settings describe: core's settings type,
+/// the `dptext.*` settings mapped onto it (settings without a `dptext.*`
+/// counterpart keep core's defaults: one model thread per backend).
 pub fn engine_config() -> EngineConfig {
     let dir = dptext_core::assets::resolve_dir(string(&ASSETS_DIR).map(PathBuf::from).as_deref());
-    let mut c = EngineConfig::new(dir);
-    c.glove_words = GLOVE_WORDS.get().max(1) as usize;
-    c.cache_bytes = (CACHE_MB.get().max(1) as u64) << 20;
-    c.max_input_bytes = MAX_INPUT_BYTES.get().max(1) as usize;
-    c.max_detect_bytes = MAX_DETECT_BYTES.get().max(1) as usize;
-    c.build_mappings = CUSTEXT_BUILD.get();
-    c.mlm_dir = string(&MLM_MODEL).map(PathBuf::from);
-    // An unknown device is reported when a model is used (device()).
-    c.device = device().unwrap_or_default();
-    c.mlm_batch = MLM_BATCH.get().max(1) as usize;
-    c
+    let count = |s: &GucSetting<i32>| s.get().max(1) as usize;
+    EngineConfig {
+        glove_words: count(&GLOVE_WORDS),
+        cache_bytes: (CACHE_MB.get().max(1) as u64) << 20,
+        max_input_bytes: count(&MAX_INPUT_BYTES),
+        max_detect_bytes: count(&MAX_DETECT_BYTES),
+        build_mappings: CUSTEXT_BUILD.get(),
+        mlm_model: string(&MLM_MODEL).map(PathBuf::from),
+        // An unknown device is reported when a model is used (device()).
+        device: device().unwrap_or_default(),
+        mlm_batch: count(&MLM_BATCH),
+        ..EngineConfig::new(dir)
+    }
 }
 
 /// The `dptext.device` setting, validated.
@@ -220,4 +251,55 @@ pub fn random_mode() -> dptext_core::Result<RandomMode> {
 /// True when `dptext.key` holds a value (never the value itself).
 pub fn key_is_set() -> bool {
     string(&KEY).is_some()
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pgrx::pg_schema]
+mod tests {
+    use dptext_core::engine as defaults;
+    use pgrx::prelude::*;
+
+    /// The engine settings' boot values are core's defaults
+    /// (`dptext_core::engine::DEFAULT_*`), and at those values the settings
+    /// map onto core's default settings: no default of their own.
+    #[pg_test]
+    fn engine_settings_boot_values_are_core_defaults() {
+        let boot = |name: &str| {
+            Spi::get_one::<String>(&format!(
+                "SELECT boot_val FROM pg_settings WHERE name = 'dptext.{name}'"
+            ))
+            .expect("pg_settings reads")
+        };
+        for (name, expected) in [
+            ("glove_words", defaults::DEFAULT_GLOVE_WORDS.to_string()),
+            (
+                "max_input_bytes",
+                defaults::DEFAULT_MAX_INPUT_BYTES.to_string(),
+            ),
+            (
+                "max_detect_bytes",
+                defaults::DEFAULT_MAX_DETECT_BYTES.to_string(),
+            ),
+            (
+                "cache_mb",
+                (defaults::DEFAULT_CACHE_BYTES >> 20).to_string(),
+            ),
+            ("mlm_batch", defaults::DEFAULT_MLM_BATCH.to_string()),
+            ("device", defaults::DEFAULT_DEVICE.name().to_string()),
+            (
+                "custext_build",
+                if defaults::DEFAULT_BUILD_MAPPINGS {
+                    "on"
+                } else {
+                    "off"
+                }
+                .to_string(),
+            ),
+        ] {
+            assert_eq!(boot(name), Some(expected), "dptext.{name}");
+        }
+        Spi::run("RESET ALL").expect("RESET ALL runs");
+        let c = super::engine_config();
+        assert_eq!(c, dptext_core::EngineConfig::new(c.assets_dir.clone()));
+    }
 }

@@ -386,7 +386,9 @@ fn ndd_distort(
     candidates: default!(i32, 8),
 ) -> String {
     const F: &str = "ndd_distort";
-    let spec = MechanismSpec::ndd(mode, i64::from(candidates), 0.9, "kl").or_raise(F);
+    // mu and divergence are not arguments here: the spec's defaults.
+    let params = serde_json::json!({"mode": mode, "candidates": candidates});
+    let spec = MechanismSpec::parse("ndd", &params).or_raise(F);
     mlm(F);
     run(spec, t.0, F).text
 }

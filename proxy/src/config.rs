@@ -32,6 +32,11 @@
 //! [masking]                   # optional: see crate::mode
 //! mode = "database"           # or "proxy"
 //!
+//! [engine]                    # optional, proxy mode: dptext_core::EngineConfig
+//! assets_dir = "/var/lib/dptext/assets"
+//! device = "cpu"              # or "cuda"
+//! glove_words = 50000
+//!
 //! [limits]
 //! max_message_bytes = 67108864
 //! max_sessions = 256
@@ -107,6 +112,12 @@ pub struct Config {
     /// The masking mode of masked users ([`crate::mode`]).
     #[serde(default)]
     pub masking: crate::mode::Masking,
+    /// `[engine]`: proxy mode's engine settings, core's
+    /// [`dptext_core::EngineConfig`] (every key optional, with core's
+    /// defaults; an unknown key is an error). [`Config::parse`] moves them
+    /// into [`crate::mode::Masking::engine`], where the sanitizer reads them.
+    #[serde(default)]
+    engine: dptext_core::EngineConfig,
     /// Proxy mode: protected columns and their rules.
     #[serde(default, rename = "rule")]
     pub rules: Vec<crate::mode::RuleConfig>,
@@ -306,8 +317,21 @@ impl Config {
         Ok(c)
     }
 
-    /// Parses TOML text (no environment, no validation).
+    /// Parses TOML text (no environment, no validation), and settles
+    /// proxy mode's engine settings ([`crate::mode::Masking::resolve_engine`]).
     pub fn parse(text: &str) -> Result<Self> {
+        let mut c = Self::parse_tables(text)?;
+        // Which keys [engine] gave, to refuse one given in [masking] too.
+        let tables: toml::Table = toml::from_str(text).unwrap_or_default();
+        let engine_table = tables.get("engine").and_then(toml::Value::as_table);
+        let engine = c.engine.clone();
+        c.masking.resolve_engine(engine, |key| {
+            engine_table.is_some_and(|t| t.contains_key(key))
+        })?;
+        Ok(c)
+    }
+
+    fn parse_tables(text: &str) -> Result<Self> {
         toml::from_str(text).map_err(|e| {
             let e = e.to_string();
             if e.contains("unknown field `user`") || e.contains("unknown field `password`") {
@@ -480,6 +504,81 @@ upstream_user = "reader"
         assert_eq!(c.limits.max_pending, 64);
         assert_eq!(c.limits.startup_timeout_secs, 10);
         assert_eq!(c.limits.idle_timeout_secs, 0);
+    }
+
+    #[test]
+    fn an_empty_or_missing_engine_table_gives_cores_defaults() {
+        let core = dptext_core::EngineConfig::new(dptext_core::assets::resolve_dir(None));
+        for text in [GOOD.to_string(), format!("{GOOD}[engine]\n")] {
+            let c = Config::parse(&text).unwrap();
+            assert_eq!(c.masking.engine, core, "{text}");
+        }
+    }
+
+    #[test]
+    fn the_engine_table_sets_the_engine() {
+        let c = Config::parse(&format!(
+            "{GOOD}[engine]\nassets_dir = \"/srv/assets\"\nglove_words = 20000\n\
+             max_input_bytes = 1000\nmax_detect_bytes = 500\ncache_bytes = 4096\n\
+             mlm_batch = 8\nmodel_threads = 2\ndevice = \"cuda\"\nmlm_model = \"/srv/mlm\"\n\
+             build_mappings = true\ndetect_batch = 1\n"
+        ))
+        .unwrap();
+        c.validate().unwrap();
+        assert_eq!(
+            c.masking.engine,
+            dptext_core::EngineConfig {
+                glove_words: 20_000,
+                max_input_bytes: 1000,
+                max_detect_bytes: 500,
+                cache_bytes: 4096,
+                mlm_batch: 8,
+                model_threads: 2,
+                device: dptext_core::runtime::Device::Cuda,
+                mlm_model: Some("/srv/mlm".into()),
+                build_mappings: true,
+                detect_batch: 1,
+                ..dptext_core::EngineConfig::new("/srv/assets".into())
+            }
+        );
+    }
+
+    #[test]
+    fn engine_keys_are_checked() {
+        let e = Config::parse(&format!("{GOOD}[engine]\nglove_word = 20000\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown field `glove_word`"), "{e}");
+        let e = Config::parse(&format!("{GOOD}[engine]\ndevice = \"tpu\"\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("tpu"), "{e}");
+        let c = Config::parse(&format!("{GOOD}[engine]\nmlm_batch = 0\n")).unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("[engine]") && e.contains("mlm_batch"), "{e}");
+    }
+
+    #[test]
+    fn the_old_masking_keys_still_set_the_engine_but_not_twice() {
+        let c = Config::parse(&format!(
+            "{GOOD}[masking]\nassets_dir = \"/old/assets\"\ndevice = \"cuda\"\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            c.masking.engine.assets_dir,
+            std::path::Path::new("/old/assets")
+        );
+        assert_eq!(c.masking.engine.device, dptext_core::runtime::Device::Cuda);
+        for key in ["assets_dir = \"/a\"", "device = \"cpu\""] {
+            let e = Config::parse(&format!("{GOOD}[masking]\n{key}\n[engine]\n{key}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("both given"), "{e}");
+        }
+        let e = Config::parse(&format!("{GOOD}[masking]\ndevice = \"tpu\"\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("\"tpu\""), "{e}");
     }
 
     #[test]

@@ -3,10 +3,12 @@
 //! ```toml
 //! [masking]
 //! mode = "proxy"              # or "database" (the default)
-//! assets_dir = "/var/lib/dptext/assets"   # proxy mode: the models and vectors
-//! device = "cpu"              # or "cuda"
 //! workers = 0                 # sanitizing threads (0: one per core)
 //! batch_rows = 256            # rows of a result sanitized together
+//!
+//! [engine]                    # proxy mode: the engine's settings (docs/proxy.md)
+//! assets_dir = "/var/lib/dptext/assets"
+//! device = "cpu"              # or "cuda"
 //!
 //! [[rule]]                    # proxy mode: a protected column and its rule
 //! table = "public.records"
@@ -24,9 +26,16 @@
 //!   masked session is parsed and allowed only in shapes where protected
 //!   columns are bare output columns ([`crate::analysis`]); the proxy then
 //!   sanitizes those columns itself, keyed by the proxy's `key`.
+//!
+//! Proxy mode's engine settings are core's one settings type,
+//! [`dptext_core::EngineConfig`], read from the `[engine]` table with
+//! core's defaults. `assets_dir` and `device` were once keys of
+//! `[masking]`; they are still read there (giving one in both tables is an
+//! error), and `[engine]` is their place now.
 
 use std::path::PathBuf;
 
+use dptext_core::EngineConfig;
 use serde::Deserialize;
 
 use crate::error::{ProxyError, Result};
@@ -49,19 +58,23 @@ pub struct Masking {
     /// The mode (default `database`).
     #[serde(default)]
     pub mode: Mode,
-    /// Proxy mode: the assets directory (default: `DPTEXT_ASSETS`, else
-    /// `~/.cache/dptext/assets`).
+    /// The old place of `[engine] assets_dir`, still read (none by default).
     #[serde(default)]
     pub assets_dir: Option<PathBuf>,
-    /// Proxy mode: where the models run, `cpu` or `cuda` (default `cpu`).
-    #[serde(default = "default_device")]
-    pub device: String,
+    /// The old place of `[engine] device`, still read (none by default).
+    #[serde(default)]
+    pub device: Option<String>,
     /// Proxy mode: sanitizing threads (0, the default: one per core).
     #[serde(default)]
     pub workers: usize,
     /// Proxy mode: rows of one result sanitized together (default 256).
     #[serde(default = "default_batch_rows")]
     pub batch_rows: usize,
+    /// Proxy mode's engine settings: the `[engine]` table, with the old
+    /// keys above applied ([`Masking::resolve_engine`], which
+    /// [`crate::config::Config::parse`] calls).
+    #[serde(skip)]
+    pub engine: EngineConfig,
 }
 
 impl Default for Masking {
@@ -69,15 +82,49 @@ impl Default for Masking {
         Masking {
             mode: Mode::default(),
             assets_dir: None,
-            device: default_device(),
+            device: None,
             workers: 0,
             batch_rows: default_batch_rows(),
+            engine: EngineConfig::default(),
         }
     }
 }
 
-fn default_device() -> String {
-    "cpu".into()
+impl Masking {
+    /// Sets [`Masking::engine`]: `engine` (the `[engine]` table) with the
+    /// old `[masking]` keys `assets_dir` and `device` applied. `in_engine`
+    /// says whether `[engine]` gave a key; a key given in both tables is
+    /// an error.
+    pub fn resolve_engine(
+        &mut self,
+        mut engine: EngineConfig,
+        in_engine: impl Fn(&str) -> bool,
+    ) -> Result<()> {
+        let both = |key: &str| {
+            ProxyError::Config(format!(
+                "[masking] {key} and [engine] {key} are both given: keep [engine] {key} \
+                 ([masking] is its old place)"
+            ))
+        };
+        if let Some(dir) = &self.assets_dir {
+            if in_engine("assets_dir") {
+                return Err(both("assets_dir"));
+            }
+            engine.assets_dir = dptext_core::assets::resolve_dir(Some(dir));
+        }
+        if let Some(device) = &self.device {
+            if in_engine("device") {
+                return Err(both("device"));
+            }
+            engine.device = device.parse().map_err(|_| {
+                ProxyError::Config(format!(
+                    "[masking] device = \"{device}\": use \"cpu\" or \"cuda\" (in [engine])"
+                ))
+            })?;
+        }
+        self.engine = engine;
+        Ok(())
+    }
 }
 
 fn default_batch_rows() -> usize {
@@ -202,6 +249,9 @@ pub fn validate(
     for s in sanitized {
         qualified(&s.relation)?;
     }
+    m.engine
+        .validate()
+        .map_err(|e| ProxyError::Config(format!("[engine] {e}")))?;
     if m.mode == Mode::Database {
         if !rules.is_empty() || !sanitized.is_empty() {
             return Err(ProxyError::Config(
@@ -218,12 +268,6 @@ pub fn validate(
              the proxy's outputs are keyed by it"
                 .into(),
         ));
-    }
-    if m.device.parse::<dptext_core::runtime::Device>().is_err() {
-        return Err(ProxyError::Config(format!(
-            "[masking] device = \"{}\": use \"cpu\" or \"cuda\"",
-            m.device
-        )));
     }
     if m.batch_rows == 0 {
         return Err(ProxyError::Config(
@@ -246,7 +290,7 @@ pub fn describe(m: &Masking, rules: &[RuleConfig], sanitized: &[Sanitized]) -> S
              plus dptext.rules where the upstream has it; the proxy sanitizes on {} with {})",
             rules.len(),
             sanitized.len(),
-            m.device,
+            m.engine.device,
             if m.workers == 0 {
                 "a thread per core".to_string()
             } else {

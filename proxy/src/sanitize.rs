@@ -69,19 +69,12 @@ fn output_mode(key: &[u8]) -> Result<RandomMode> {
     Ok(RandomMode::Keyed(dptext_core::rng::Secret::new(derived)))
 }
 
-/// The engine settings of proxy mode's workers (and of the rule checks).
-fn engine_config(masking: &Masking) -> Result<EngineConfig> {
-    let mut config = EngineConfig::new(dptext_core::assets::resolve_dir(
-        masking.assets_dir.as_deref(),
-    ));
-    config.device = masking
-        .device
-        .parse()
-        .map_err(|e| ProxyError::Config(format!("[masking] device: {e}")))?;
-    config.model_threads = 1;
-    // A missing CusText mapping would take minutes of every core.
-    config.build_mappings = false;
-    Ok(config)
+/// The engine settings of proxy mode's workers (and of the rule checks):
+/// the `[engine]` table, core's defaults where it says nothing (one model
+/// thread per worker; no CusText mapping built, which would take minutes
+/// of every core).
+fn engine_config(masking: &Masking) -> EngineConfig {
+    masking.engine.clone()
 }
 
 /// A rule that cannot be built, named as the configuration names it.
@@ -97,7 +90,7 @@ impl Sanitizer {
     /// configuration's rules, so that a bad rule or a missing asset fails
     /// at start-up rather than in a session.
     pub fn start(masking: &Masking, rules: &[ColumnRule], key: &[u8]) -> Result<Arc<Self>> {
-        let config = engine_config(masking)?;
+        let config = engine_config(masking);
         let workers = if masking.workers == 0 {
             std::thread::available_parallelism().map_or(1, usize::from)
         } else {
@@ -166,7 +159,7 @@ impl Sanitizer {
     /// What `dptext-proxy check` does: builds every rule once, as
     /// [`Sanitizer::start`] would, without starting any worker.
     pub fn check(masking: &Masking, rules: &[ColumnRule]) -> Result<()> {
-        let engine = Engine::new(engine_config(masking)?);
+        let engine = Engine::new(engine_config(masking));
         for r in rules {
             engine
                 .build(&r.spec)

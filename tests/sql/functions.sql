@@ -52,6 +52,19 @@ SELECT ndd_distort('x', candidates => 0);
 \echo :LAST_ERROR_SQLSTATE
 SELECT ndd_distort(NULL) IS NULL AS ndd_null;
 
+-- Each dedicated function with only its required arguments is its mechanism
+-- at the spec's defaults (sanitize with only the required parameters): the
+-- functions' SQL defaults are core's. Parameters feed the seeded stream, so
+-- any default that differs changes the text.
+SELECT (sanitize('The patient was admitted with chest pain and a mild fever.', 'santext_plus', '{"eps": 3}') ->> 'text')
+     = santext_plus('The patient was admitted with chest pain and a mild fever.', 3) AS santext_plus_defaults;
+SELECT (sanitize('The doctor saw the patient and the doctor left.', 'custext', '{"eps": 2}') ->> 'text')
+     = custext('The doctor saw the patient and the doctor left.', 2) AS custext_defaults;
+SELECT (sanitize('Call Kathryn Herrera at (555) 123-4567 about MRN-580486.', 'deidentify', '{}') ->> 'text')
+     = deidentify('Call Kathryn Herrera at (555) 123-4567 about MRN-580486.') AS deidentify_defaults;
+SELECT (sanitize('Call Kathryn Herrera at (555) 123-4567 about MRN-580486.', 'ndd', '{}') ->> 'text')
+     = ndd_distort('Call Kathryn Herrera at (555) 123-4567 about MRN-580486.') AS ndd_distort_defaults;
+
 -- NULL in, NULL out.
 SELECT santext(NULL, 3) IS NULL AS n1, santext('x', NULL) IS NULL AS n2,
        santext_plus(NULL, 3) IS NULL AS n3, sanitize('x', 'santext', NULL) IS NULL AS n4;

@@ -30,8 +30,9 @@ use anyhow::{bail, Context, Result};
 use dptext_core::detect::Label;
 use dptext_core::encoder::{cosine, SentenceEncoder};
 use dptext_core::mechanisms::{Mechanism, MechanismSpec};
-use dptext_core::{Engine, EngineConfig, RandomMode};
+use dptext_core::{Engine, RandomMode};
 
+use crate::engine_flags::EngineFlags;
 use crate::progress;
 use crate::sanitize::Format;
 
@@ -119,15 +120,8 @@ pub struct EvalArgs {
     /// deidentify, ndd: a JSON file of custom recognizers.
     #[arg(long)]
     recognizers: Option<PathBuf>,
-    /// Number of most frequent GloVe words in the vocabulary (as dptext.glove_words).
-    #[arg(long, default_value_t = dptext_core::engine::DEFAULT_GLOVE_WORDS)]
-    glove_words: usize,
-    /// Where models run: cpu or cuda.
-    #[arg(long, default_value = "cpu")]
-    device: String,
-    /// ONNX Runtime threads (default: all cores).
-    #[arg(long)]
-    threads: Option<usize>,
+    #[command(flatten)]
+    pub(crate) engine: EngineFlags,
 }
 
 /// One mechanism with one parameter set.
@@ -215,9 +209,6 @@ pub fn run(dir: &Path, a: EvalArgs) -> Result<()> {
     for &e in &a.eps {
         dptext_core::mechanisms::check_eps(e).context("--eps")?;
     }
-    if a.glove_words == 0 {
-        bail!("--glove-words must be at least 1");
-    }
     let configs = configs(&a)?;
 
     let started = Instant::now();
@@ -237,12 +228,7 @@ pub fn run(dir: &Path, a: EvalArgs) -> Result<()> {
         sample.skipped
     );
 
-    let mut config = EngineConfig::new(dir.to_path_buf());
-    config.glove_words = a.glove_words;
-    config.device = a.device.parse()?;
-    config.model_threads = a
-        .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
+    let config = a.engine.config(dir);
     let engine = Engine::new(config.clone());
     if let Some(path) = &a.recognizers {
         engine.set_recognizers(crate::eval::read_recognizers(path)?);
