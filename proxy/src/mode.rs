@@ -70,6 +70,11 @@ pub struct Masking {
     /// Proxy mode: rows of one result sanitized together (default 256).
     #[serde(default = "default_batch_rows")]
     pub batch_rows: usize,
+    /// Proxy mode: a JSON file of custom recognizers, allow list and score
+    /// threshold for detection (`deidentify` and `ndd` rules), the format
+    /// of the CLI's `--recognizers` (docs/detection.md); none by default.
+    #[serde(default)]
+    pub recognizers: Option<PathBuf>,
     /// Proxy mode's engine settings: the `[engine]` table, with the old
     /// keys above applied ([`Masking::resolve_engine`], which
     /// [`crate::config::Config::parse`] calls).
@@ -85,6 +90,7 @@ impl Default for Masking {
             device: None,
             workers: 0,
             batch_rows: default_batch_rows(),
+            recognizers: None,
             engine: EngineConfig::default(),
         }
     }

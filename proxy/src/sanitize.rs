@@ -21,6 +21,7 @@ use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
 
+use dptext_core::detect::custom::Custom;
 use dptext_core::mechanisms::{Mechanism, MechanismSpec};
 use dptext_core::{Engine, EngineConfig, RandomMode};
 use hmac::{Hmac, Mac};
@@ -77,6 +78,32 @@ fn engine_config(masking: &Masking) -> EngineConfig {
     masking.engine.clone()
 }
 
+/// `[masking] recognizers`, read and checked once (`None`: not set).
+fn recognizers(masking: &Masking) -> Result<Option<Arc<Custom>>> {
+    let Some(path) = &masking.recognizers else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ProxyError::Config(format!(
+            "[masking] recognizers: reading {}: {e}",
+            path.display()
+        ))
+    })?;
+    let custom = Custom::from_json(&text).map_err(|e| {
+        ProxyError::Config(format!("[masking] recognizers in {}: {e}", path.display()))
+    })?;
+    Ok(Some(Arc::new(custom)))
+}
+
+/// An engine with the configuration's settings and recognizers.
+fn engine(config: &EngineConfig, custom: Option<&Arc<Custom>>) -> Engine {
+    let engine = Engine::new(config.clone());
+    if let Some(c) = custom {
+        engine.set_recognizers(c.clone());
+    }
+    engine
+}
+
 /// A rule that cannot be built, named as the configuration names it.
 fn rule_error(r: &ColumnRule, e: &ProxyError) -> ProxyError {
     ProxyError::Config(format!(
@@ -91,6 +118,7 @@ impl Sanitizer {
     /// at start-up rather than in a session.
     pub fn start(masking: &Masking, rules: &[ColumnRule], key: &[u8]) -> Result<Arc<Self>> {
         let config = engine_config(masking);
+        let custom = recognizers(masking)?;
         let workers = if masking.workers == 0 {
             std::thread::available_parallelism().map_or(1, usize::from)
         } else {
@@ -102,7 +130,7 @@ impl Sanitizer {
         let rx = Arc::new(std::sync::Mutex::new(rx));
         for i in 0..workers {
             let rx = rx.clone();
-            let engine = Engine::new(config.clone());
+            let engine = engine(&config, custom.as_ref());
             let specs = specs.clone();
             let mode = mode.clone();
             std::thread::Builder::new()
@@ -144,7 +172,7 @@ impl Sanitizer {
                 .map_err(|e| ProxyError::Config(format!("starting a sanitizing thread: {e}")))?;
         }
         let s = Arc::new(Sanitizer {
-            checker: Engine::new(config),
+            checker: engine(&config, custom.as_ref()),
             specs,
             tx,
             workers,
@@ -159,7 +187,7 @@ impl Sanitizer {
     /// What `dptext-proxy check` does: builds every rule once, as
     /// [`Sanitizer::start`] would, without starting any worker.
     pub fn check(masking: &Masking, rules: &[ColumnRule]) -> Result<()> {
-        let engine = Engine::new(engine_config(masking));
+        let engine = engine(&engine_config(masking), recognizers(masking)?.as_ref());
         for r in rules {
             engine
                 .build(&r.spec)

@@ -338,3 +338,51 @@ fn an_overload_created_during_the_session_does_not_run() {
     // pg_catalog.initcap ran.
     assert!(out.contains("1|North"), "{out}");
 }
+
+/// `[masking] recognizers` in proxy mode: the proxy's own detection reads
+/// the file, so a code only a custom pattern knows is replaced through a
+/// proxy with the file and left as it is through one without.
+#[test]
+fn proxy_mode_reads_a_recognizers_file() {
+    let Some(env) = env() else { return };
+    direct(
+        NO_EXTENSION_DB,
+        "DROP TABLE IF EXISTS pm_codes;
+         CREATE TABLE pm_codes (id int PRIMARY KEY, note text);
+         INSERT INTO pm_codes VALUES (1, 'The patient follows the zorblax protocol at home.');
+         GRANT SELECT ON pm_codes TO proxy_unlabelled;",
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("recognizers.json");
+    std::fs::write(
+        &file,
+        r#"{"recognizers": [{"name": "programs", "label": "ORGANIZATION", "words": ["zorblax"]}]}"#,
+    )
+    .expect("write recognizers");
+    let start = |extra: &str| {
+        let config = format!(
+            "listen = \"127.0.0.1:0\"\nkey = \"a proxy-mode test key, not secret\"\n{}\
+             [[user]]\nname = \"pr\"\npassword = \"pr-pw\"\nmasked = true\n\
+             upstream_user = \"proxy_unlabelled\"\nupstream_password = \"unlabelled-up-pw\"\n\
+             [masking]\nmode = \"proxy\"\n{extra}\
+             [[rule]]\ntable = \"pm_codes\"\ncolumn = \"note\"\n\
+             rule = \"deidentify(strategy => typed_placeholder)\"\n",
+            upstream_toml(env, NO_EXTENSION_DB)
+        );
+        spawn_proxy(&config).0
+    };
+    let read = |port: u16| {
+        text(
+            &psql_cmd(port, NO_EXTENSION_DB, "pr", "pr-pw")
+                .args(["-c", "SELECT note FROM pm_codes"])
+                .output()
+                .expect("psql"),
+        )
+    };
+    let without = read(start(""));
+    assert!(without.contains("zorblax"), "{without}");
+    let with = read(start(&format!("recognizers = \"{}\"\n", file.display())));
+    assert!(!with.contains("zorblax"), "{with}");
+    assert!(with.contains("protocol at home"), "{with}");
+    direct(NO_EXTENSION_DB, "DROP TABLE pm_codes;");
+}
