@@ -293,12 +293,28 @@ fn read_policy(relid: Oid) -> RelationPolicy {
         // partition or shard carries the same names, not always the same
         // numbers); one it lacks fails closed.
         let group = rule.group_column.as_ref().map(|name| {
-            crate::ffi::catalog::attnum(relid, name).unwrap_or_else(|| {
+            let g = crate::ffi::catalog::attnum(relid, name).unwrap_or_else(|| {
                 refuse(format!(
                     "a dptext rule of {} groups by column {name}, which it does not have",
                     crate::ffi::catalog::relation_name(relid)
                 ))
-            })
+            });
+            // Checked again here, not only when the label was set: columns
+            // can be renamed, and their types changed, afterwards.
+            if g == attnum {
+                refuse(format!(
+                    "a dptext rule of {} groups by column {name}, which is the labelled column itself (renamed since the label was set): the raw value would fix its own date shift",
+                    crate::ffi::catalog::relation_name(relid)
+                ));
+            }
+            let (typ, _, _) = crate::ffi::catalog::attribute_type(relid, g);
+            if !group_type_supported(typ) {
+                refuse(format!(
+                    "a dptext rule of {} groups by column {name}, whose type's text depends on session settings (DateStyle, TimeZone, extra_float_digits...): a masked session could draw many date shifts of one value; group by a text, integer, numeric or uuid column",
+                    crate::ffi::catalog::relation_name(relid)
+                ));
+            }
+            g
         });
         rules.push(ColumnRule {
             attnum,
@@ -358,28 +374,44 @@ fn matview_policy(relid: Oid, mut rules: Vec<ColumnRule>) -> RelationPolicy {
             });
         }
     }
+    // A rule that fixes the date shift per group (GROUPED BY, or a literal
+    // `group`) cannot be served from stored rows: a masked session that
+    // refreshed the view stored values already shifted, and shifting them
+    // again by the same days shows the shift (the difference with the
+    // table's masked read), hence the raw dates; rows an unmasked session
+    // stored would need the very grouping value of each row, or their
+    // dates would move by a second draw, and enough draws of one date
+    // bound it. Such columns are refused, and with them the view's other
+    // unlabelled columns (a sanitized view is served as it is).
+    let own_fixed = rules.iter().find(|r| rule_fixes_shift(r)).map(|r| r.attnum);
+    if let Some(att) = own_fixed {
+        rules.retain(|r| !rule_fixes_shift(r));
+        taint.get_or_insert_with(|| {
+            format!("its column {att} has a rule that fixes deidentify's date shift per group, which stored rows cannot be served by")
+        });
+    }
     for (i, copy) in lineage.copies.iter().enumerate() {
         let attnum = i16::try_from(i + 1).unwrap_or(i16::MAX);
         let Some((src, att)) = *copy else { continue };
-        if rules.iter().any(|r| r.attnum == attnum) {
+        if rules.iter().any(|r| r.attnum == attnum) || own_fixed == Some(attnum) {
             continue;
         }
         let p = relation_policy(src);
         if let Some(r) = p.rule(att) {
-            // The grouping column as the view copies it; a view without it
-            // shifts each value on its own (less consistent, as private).
-            let group = r.group.and_then(|g| {
-                lineage
-                    .copies
-                    .iter()
-                    .position(|c| *c == Some((src, g)))
-                    .and_then(|i| i16::try_from(i + 1).ok())
-            });
+            if rule_fixes_shift(r) {
+                taint.get_or_insert_with(|| {
+                    format!(
+                        "it copies {}, whose rule fixes deidentify's date shift per group, which stored rows cannot be served by",
+                        column(src, att)
+                    )
+                });
+                continue;
+            }
             rules.push(ColumnRule {
                 attnum,
                 mechanism: r.mechanism.clone(),
                 params: r.params.clone(),
-                group,
+                group: None,
             });
         } else if p.refuses_column(att).is_some() {
             taint.get_or_insert_with(|| {
@@ -401,6 +433,46 @@ fn matview_policy(relid: Oid, mut rules: Vec<ColumnRule>) -> RelationPolicy {
             ),
         },
     }
+}
+
+/// True when a rule fixes `deidentify`'s date shift per group: `GROUPED BY`,
+/// or a literal `group` parameter in any stage.
+fn rule_fixes_shift(r: &ColumnRule) -> bool {
+    fn has_group(v: &serde_json::Value) -> bool {
+        match v {
+            serde_json::Value::Object(m) => m.contains_key("group") || m.values().any(has_group),
+            serde_json::Value::Array(a) => a.iter().any(has_group),
+            _ => false,
+        }
+    }
+    // Unreadable parameters count as fixing it: refused, not served.
+    r.group.is_some()
+        || serde_json::from_str::<serde_json::Value>(&r.params).map_or(true, |v| has_group(&v))
+}
+
+/// True when a `GROUPED BY` column of type `typ` (a domain: its base type)
+/// is rendered as text the same way in every session: text types, integers,
+/// `numeric`, `uuid`, `oid`. Others depend on settings a session may change
+/// (dates and times on `DateStyle`, `TimeZone` and `IntervalStyle`, floats
+/// on `extra_float_digits`, `money` on `lc_monetary`, `bytea` on
+/// `bytea_output`) or on code outside PostgreSQL (extension types), so one
+/// row could be read under many grouping values, each a new date shift of
+/// the same dates; enough shifts of one date bound it.
+pub(crate) fn group_type_supported(typ: Oid) -> bool {
+    // SAFETY: a syscache read; returns its argument for a non-domain.
+    let base = unsafe { pg_sys::getBaseType(typ) };
+    [
+        pg_sys::TEXTOID,
+        pg_sys::VARCHAROID,
+        pg_sys::BPCHAROID,
+        pg_sys::INT2OID,
+        pg_sys::INT4OID,
+        pg_sys::INT8OID,
+        pg_sys::NUMERICOID,
+        pg_sys::UUIDOID,
+        pg_sys::OIDOID,
+    ]
+    .contains(&base)
 }
 
 /// The one SPI argument every lookup takes: the relation's oid.

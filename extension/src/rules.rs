@@ -104,6 +104,20 @@ pub(crate) fn check_label(target: LabelTarget, label: Option<&str>) {
                         )),
                         F,
                     ),
+                    Some(_) if relkind == pg_sys::RELKIND_MATVIEW => raise(
+                        ExtError::Unsupported(
+                            "GROUPED BY on a materialized view: its stored rows may be shifted already; build it with dptext.create_sanitized_view".into()
+                        ),
+                        F,
+                    ),
+                    Some(g) if !crate::masking::group_type_supported(
+                        crate::ffi::catalog::attribute_type(relid, g).0,
+                    ) => raise(
+                        ExtError::Unsupported(format!(
+                            "GROUPED BY {group}: its type's text depends on session settings (dates, times, floats...); group by a text, integer, numeric or uuid column"
+                        )),
+                        F,
+                    ),
                     Some(_) => {}
                     None => raise(
                         ExtError::Unsupported(format!(

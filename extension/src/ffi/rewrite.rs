@@ -271,6 +271,13 @@ impl<'a> Rewrite<'a> {
             }
             let rule = policy.rule((*var).varattno)?;
             self.masked_reads += 1;
+            if let Some(g) = rule.group {
+                // The query now reads the grouping column too: its column
+                // privilege is checked like the parser's own reads, so a
+                // role that may not read it learns nothing of it (not even
+                // which rows share a value).
+                require_select(rte, g);
+            }
             Some(self.mask_expr(
                 pg_sys::copyObjectImpl(var.cast()).cast(),
                 (*rte).relid,
@@ -621,21 +628,55 @@ unsafe fn is_mask_function(funcid: Oid) -> bool {
 /// `attnum`; the nodes are built in the current memory context.
 unsafe fn group_text(var: *mut pg_sys::Var, relid: Oid, attnum: i16) -> *mut Node {
     let (typ, typmod, coll) = crate::ffi::catalog::attribute_type(relid, attnum);
+    // The policy refused other types; checked again, as the text of any
+    // other type may depend on the session's settings.
+    if !masking::group_type_supported(typ) {
+        masking::refuse(format!(
+            "{} groups a dptext rule by column {attnum}, whose type's text depends on session settings",
+            crate::ffi::catalog::relation_name(relid)
+        ));
+    }
     // SAFETY: as the caller promises; makeVar and the node constructors
-    // allocate fresh nodes.
+    // allocate fresh nodes; getBaseType is a syscache read.
     unsafe {
+        let base = pg_sys::getBaseType(typ);
         let group: *mut pg_sys::Expr =
             pg_sys::makeVar((*var).varno, attnum, typ, typmod, coll, (*var).varlevelsup).cast();
         if typ == pg_sys::TEXTOID {
             return group.cast();
         }
-        if typ == pg_sys::VARCHAROID || typ == pg_sys::BPCHAROID {
+        if base == pg_sys::TEXTOID || base == pg_sys::VARCHAROID {
             return pg_sys::makeRelabelType(
                 group,
                 pg_sys::TEXTOID,
                 -1,
                 coll,
                 pg_sys::CoercionForm::COERCE_IMPLICIT_CAST,
+            )
+            .cast();
+        }
+        if base == pg_sys::BPCHAROID {
+            // `text(bpchar)`, which drops trailing blanks as `::text` does,
+            // so a sanitized view (`group::text`) and a masked read group a
+            // char(n) value alike.
+            let mut args = PgList::<Node>::new();
+            args.push(
+                pg_sys::makeRelabelType(
+                    group,
+                    pg_sys::BPCHAROID,
+                    typmod,
+                    coll,
+                    pg_sys::CoercionForm::COERCE_IMPLICIT_CAST,
+                )
+                .cast(),
+            );
+            return pg_sys::makeFuncExpr(
+                Oid::from(pg_sys::F_TEXT_BPCHAR),
+                pg_sys::TEXTOID,
+                args.into_pg(),
+                coll,
+                coll,
+                pg_sys::CoercionForm::COERCE_EXPLICIT_CAST,
             )
             .cast();
         }
@@ -646,6 +687,36 @@ unsafe fn group_text(var: *mut pg_sys::Var, relid: Oid, attnum: i16) -> *mut Nod
         io.coerceformat = pg_sys::CoercionForm::COERCE_EXPLICIT_CAST;
         io.location = -1;
         io.into_pg().cast()
+    }
+}
+
+/// Refuses the statement unless the role `rte` is checked as may read
+/// column `attnum` of its relation: the rewrite reads the grouping column
+/// of every masked value, which the parser's privilege check did not see.
+/// Checked here, while planning (a cached plan is planned again when
+/// privileges change), rather than by adding the column to the entry's
+/// `selectedCols`: the mutator may already have copied the entry.
+///
+/// # Safety
+/// `rte` is a valid relation entry of the query being rewritten.
+unsafe fn require_select(rte: *mut pg_sys::RangeTblEntry, attnum: i16) {
+    // SAFETY: catalog reads; the relation exists (the query locks it).
+    unsafe {
+        let relid = (*rte).relid;
+        let role = if (*rte).checkAsUser != Oid::INVALID {
+            (*rte).checkAsUser
+        } else {
+            pg_sys::GetUserId()
+        };
+        let ok = pg_sys::AclResult::ACLCHECK_OK;
+        if pg_sys::pg_class_aclcheck(relid, role, pg_sys::ACL_SELECT) != ok
+            && pg_sys::pg_attribute_aclcheck(relid, attnum, role, pg_sys::ACL_SELECT) != ok
+        {
+            masking::refuse(format!(
+                "a dptext rule of {} groups by column {attnum}, which this role may not read: the masked value would depend on it",
+                crate::ffi::catalog::relation_name(relid)
+            ));
+        }
     }
 }
 
