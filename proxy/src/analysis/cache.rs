@@ -19,7 +19,8 @@ use std::sync::Arc;
 
 use pg_query::protobuf::ParseResult;
 
-use super::qualify::{self, Relations};
+use super::nodes::Relations;
+use super::qualify;
 use super::refusal::parse_message;
 use super::{Refusal, Rule};
 

@@ -7,85 +7,10 @@
 use pg_query::protobuf::{AExprKind, SubLinkType, WindowDef};
 use pg_query::{Node, NodeEnum};
 
-use super::query::{construct, opaque_row, protected, whole_row, Outputs, Walker};
-use super::scope::{Field, Resolved, Scope};
+use super::nodes::{construct, fields, node_name, opaque_row, protected, whole_row, Cx, Outputs};
+use super::query::Walker;
+use super::scope::{Resolved, Scope};
 use super::{Refusal, Rule};
-
-/// Where an expression appears.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Clause {
-    /// An expression of the select list.
-    Target,
-    /// `WHERE`.
-    Where,
-    /// `HAVING`.
-    Having,
-    /// `JOIN ... ON`.
-    Join,
-    /// `GROUP BY`.
-    GroupBy,
-    /// `ORDER BY`.
-    OrderBy,
-    /// `DISTINCT ON`.
-    Distinct,
-    /// A window definition.
-    Window,
-    /// `LIMIT`/`OFFSET`.
-    Limit,
-    /// `VALUES`, arguments of functions in `FROM`, `EXECUTE` parameters.
-    Values,
-}
-
-/// An expression's context: its clause, and whether it is inside an
-/// aggregate or a window function call.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Cx {
-    clause: Clause,
-    aggregate: bool,
-    window: bool,
-}
-
-impl Clause {
-    /// The context of an expression directly in this clause.
-    pub fn cx(self) -> Cx {
-        Cx {
-            clause: self,
-            aggregate: false,
-            window: false,
-        }
-    }
-
-    /// The rule that refuses a protected column here.
-    pub fn rule(self) -> Rule {
-        match self {
-            Clause::Target => Rule::ProtectedInExpression,
-            Clause::Where => Rule::ProtectedInWhere,
-            Clause::Having => Rule::ProtectedInHaving,
-            Clause::Join => Rule::ProtectedInJoin,
-            Clause::GroupBy => Rule::ProtectedInGroupBy,
-            Clause::OrderBy => Rule::ProtectedInOrderBy,
-            Clause::Distinct => Rule::ProtectedInDistinct,
-            Clause::Window => Rule::ProtectedInWindow,
-            Clause::Limit => Rule::ProtectedInLimit,
-            Clause::Values => Rule::ProtectedInValues,
-        }
-    }
-
-    fn how(self) -> &'static str {
-        match self {
-            Clause::Target => "in an expression",
-            Clause::Where => "in WHERE",
-            Clause::Having => "in HAVING",
-            Clause::Join => "in a join condition",
-            Clause::GroupBy => "in GROUP BY",
-            Clause::OrderBy => "in ORDER BY",
-            Clause::Distinct => "in DISTINCT ON",
-            Clause::Window => "in a window",
-            Clause::Limit => "in LIMIT or OFFSET",
-            Clause::Values => "in VALUES or a function in FROM",
-        }
-    }
-}
 
 impl Cx {
     fn refusal(self, out: &super::OutputColumn) -> Refusal {
@@ -97,18 +22,6 @@ impl Cx {
             protected(self.clause.rule(), out, self.clause.how())
         }
     }
-}
-
-/// The fields of a column reference.
-pub(super) fn fields(nodes: &[Node]) -> Result<Vec<Field<'_>>, Refusal> {
-    nodes
-        .iter()
-        .map(|n| match &n.node {
-            Some(NodeEnum::String(s)) => Ok(Field::Name(s.sval.as_str())),
-            Some(NodeEnum::AStar(_)) => Ok(Field::Star),
-            _ => Err(construct("a column reference of this shape")),
-        })
-        .collect()
 }
 
 impl Walker<'_> {
@@ -298,14 +211,4 @@ impl Walker<'_> {
         self.opt(&w.start_offset, scope, cx)?;
         self.opt(&w.end_offset, scope, cx)
     }
-}
-
-/// A node type's name for messages (never its contents).
-pub(super) fn node_name(n: &NodeEnum) -> String {
-    let debug = format!("{n:?}");
-    debug
-        .split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
-        .next()
-        .unwrap_or("unknown")
-        .to_owned()
 }

@@ -8,9 +8,8 @@
 use pg_query::protobuf::{JoinExpr, RangeFunction, RangeVar};
 use pg_query::{Node, NodeEnum};
 
-use super::expr::Clause;
-use super::functions::names;
-use super::query::{construct, protected, rename, Outputs, Walker};
+use super::nodes::{construct, names, node_name, protected, Clause, Outputs};
+use super::query::{rename, Walker};
 use super::scope::{Col, NsItem, Scope};
 use super::{OutputColumn, ProtectedColumn, QualName, Refusal, RelationKind, Rule};
 
@@ -61,10 +60,7 @@ impl Walker<'_> {
             }
             Some(NodeEnum::JoinExpr(j)) => self.join(j, level, siblings),
             Some(NodeEnum::RangeTableSample(_)) => Err(construct("TABLESAMPLE")),
-            Some(other) => Err(construct(&format!(
-                "FROM item {}",
-                super::expr::node_name(other)
-            ))),
+            Some(other) => Err(construct(&format!("FROM item {}", node_name(other)))),
             None => Err(construct("an empty FROM item")),
         }
     }

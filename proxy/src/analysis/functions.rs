@@ -12,6 +12,7 @@ use pg_query::protobuf::TypeName;
 use pg_query::{Node, NodeEnum};
 
 use super::catalog::{FunctionKind, Volatility};
+use super::nodes::names;
 use super::query::Walker;
 use super::{Refusal, Rule};
 
@@ -22,18 +23,6 @@ pub(super) struct FunctionUse {
     pub aggregate: bool,
     /// Some overload is a window function.
     pub window: bool,
-}
-
-/// The strings of a name list (`schema.name`), or `None` if some element
-/// is not a string.
-pub(super) fn names(nodes: &[Node]) -> Option<Vec<&str>> {
-    nodes
-        .iter()
-        .map(|n| match &n.node {
-            Some(NodeEnum::String(s)) => Some(s.sval.as_str()),
-            _ => None,
-        })
-        .collect()
 }
 
 impl Walker<'_> {

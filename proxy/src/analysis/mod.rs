@@ -26,6 +26,7 @@ pub mod defaults;
 mod expr;
 mod from;
 mod functions;
+mod nodes;
 mod qualify;
 mod query;
 mod refusal;

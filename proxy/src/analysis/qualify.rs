@@ -28,20 +28,14 @@
 //! Not qualifiable in SQL: the `=` a `JOIN ... USING` or `NATURAL JOIN`
 //! compares with (the analysis checks it, see docs/proxy.md).
 
-use std::collections::BTreeMap;
-
 use pg_query::protobuf::{
     a_const, AArrayExpr, AConst, AExpr, AExprKind, BoolExpr, BoolExprType, CaseExpr, CaseWhen,
     NullTest, NullTestType, SelectStmt, SubLinkType, TypeName,
 };
 use pg_query::{Node, NodeEnum};
 
-use super::query::construct;
+use super::nodes::{construct, node_name, Relations};
 use super::Refusal;
-
-/// Relation schemas the analysis resolved, by the position of the
-/// relation's name in the statement text.
-pub(super) type Relations = BTreeMap<i32, String>;
 
 /// Rewrites one analysed statement in place; `true` when something
 /// changed.
@@ -419,7 +413,7 @@ impl Qualifier<'_> {
             NodeEnum::CaseWhen(_) => Err(construct("a CASE branch outside CASE")),
             other => Err(refused(&format!(
                 "node {} is not covered",
-                super::expr::node_name(other)
+                node_name(other)
             ))),
         }
     }

@@ -14,22 +14,12 @@ use pg_query::protobuf::{
 };
 use pg_query::{Node, NodeEnum};
 
-use super::expr::Clause;
+use super::nodes::{construct, fields, names, protected, whole_row, Clause, Outputs, Relations};
 use super::scope::{Col, Cte, Field, NsItem, Resolved, Scope};
 use super::{Context, OutputColumn, Refusal, Rule};
 
 /// Deepest nesting of selects and expressions the analyzer follows.
 const MAX_DEPTH: usize = 200;
-
-/// What a select's protected output columns may do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Outputs {
-    /// Be output bare (top level, derived tables, CTEs, `EXISTS`).
-    Bare,
-    /// Nothing: the output is consumed; a protected one is refused by
-    /// this rule.
-    Refuse(Rule),
-}
 
 /// One analysis: the context, the effective search path, the depth.
 pub(super) struct Walker<'a> {
@@ -40,7 +30,7 @@ pub(super) struct Walker<'a> {
     depth: Cell<usize>,
     /// Relations resolved through the catalog, by the position of their
     /// name in the text: the schema the forwarded text names them with.
-    pub relations: std::cell::RefCell<super::qualify::Relations>,
+    pub relations: std::cell::RefCell<Relations>,
     /// Set when one position resolved to two schemas.
     pub conflict: Cell<bool>,
 }
@@ -171,7 +161,7 @@ impl<'a> Walker<'a> {
                     ),
                 ));
             };
-            let aliases = super::functions::names(&cte.aliascolnames)
+            let aliases = names(&cte.aliascolnames)
                 .ok_or_else(|| construct("CTE column names that are not names"))?;
             let mut visible = Scope::new(parent);
             visible.ctes = ctes.clone();
@@ -377,10 +367,7 @@ impl<'a> Walker<'a> {
             return Ok(());
         }
         if let Some(NodeEnum::ColumnRef(r)) = &n.node {
-            if let [name] = super::functions::names(&r.fields)
-                .unwrap_or_default()
-                .as_slice()
-            {
+            if let [name] = names(&r.fields).unwrap_or_default().as_slice() {
                 // Only certain output names: an uncertain one is plain, so
                 // the server binding the key to it leaks nothing.
                 let outputs: Vec<&Col> = cols
@@ -421,7 +408,7 @@ impl<'a> Walker<'a> {
             return Err(construct("a select-list entry without a value"));
         };
         if let Some(NodeEnum::ColumnRef(r)) = &val.node {
-            let fields = super::expr::fields(&r.fields)?;
+            let fields = fields(&r.fields)?;
             if let [Field::Star] = fields.as_slice() {
                 cols.extend(scope.star());
                 return Ok(());
@@ -476,9 +463,7 @@ fn output_col(t: &ResTarget) -> Col {
 }
 
 pub(super) fn figure_name(n: &Node) -> Option<String> {
-    let last = |nodes: &[Node]| {
-        super::functions::names(nodes).and_then(|v| v.last().map(|s| (*s).to_owned()))
-    };
+    let last = |nodes: &[Node]| names(nodes).and_then(|v| v.last().map(|s| (*s).to_owned()));
     match n.node.as_ref()? {
         NodeEnum::ColumnRef(r) => last(&r.fields),
         NodeEnum::FuncCall(f) => last(&f.funcname),
@@ -509,20 +494,6 @@ pub(super) fn rename(mut cols: Vec<Col>, aliases: &[&str]) -> Vec<Col> {
     cols
 }
 
-/// A refusal for a construct outside the analyzed subset.
-pub(super) fn construct(what: &str) -> Refusal {
-    Refusal::new(Rule::ConstructNotAllowed, format!("{what} is not allowed"))
-}
-
-/// A refusal for a whole-row reference to protected columns.
-pub(super) fn whole_row() -> Refusal {
-    Refusal::new(
-        Rule::WholeRowReference,
-        "a whole-row reference includes protected columns (or columns of types other roles own); \
-         select the columns instead",
-    )
-}
-
 /// The text of a column reference's fields (`t.c`, `t.*`).
 fn fields_text(fields: &[Field<'_>]) -> String {
     fields
@@ -533,38 +504,4 @@ fn fields_text(fields: &[Field<'_>]) -> String {
         })
         .collect::<Vec<_>>()
         .join(".")
-}
-
-/// A refusal of a whole-row value of type `type_name`, which a role that
-/// is not a superuser owns, used in an expression.
-pub(super) fn opaque_row(type_name: &str) -> Refusal {
-    opaque("a whole-row reference", type_name, "in an expression")
-}
-
-fn opaque(what: &str, type_name: &str, how: &str) -> Refusal {
-    Refusal::new(
-        Rule::TypeNotAllowed,
-        format!(
-            "{what} has type {type_name}, which a role that is not a superuser owns and may \
-             attach a cast to; it may only be selected as a plain output column, not used {how}"
-        ),
-    )
-}
-
-/// A refusal by `rule` for protected column `out` used `how` (an opaque
-/// one is refused as [`Rule::TypeNotAllowed`]).
-pub(super) fn protected(rule: Rule, out: &OutputColumn, how: &str) -> Refusal {
-    let name = match out {
-        OutputColumn::Protected(p) => format!("{}.{}", p.table, p.column),
-        OutputColumn::Opaque { column, type_name } => {
-            return opaque(&format!("column {column}"), type_name, how)
-        }
-        OutputColumn::Plain => "?".to_owned(),
-    };
-    Refusal::new(
-        rule,
-        format!(
-            "column {name} is protected and may only be selected as a plain output column, not used {how}"
-        ),
-    )
 }

@@ -7,9 +7,8 @@ use pg_query::protobuf::{
 };
 use pg_query::{Node, NodeEnum};
 
-use super::expr::Clause;
-use super::qualify::Relations;
-use super::query::{construct, Outputs, Walker};
+use super::nodes::{construct, node_name, Clause, Outputs, Relations};
+use super::query::Walker;
 use super::scope::Scope;
 use super::{Context, Effect, Refusal, Rule, Session, StatementAnalysis, StatementKind};
 
@@ -277,7 +276,7 @@ fn kind_name(n: &NodeEnum) -> String {
         NodeEnum::SecLabelStmt(_) => "SECURITY LABEL",
         NodeEnum::CommentStmt(_) => "COMMENT",
         _ => {
-            let name = super::expr::node_name(n);
+            let name = node_name(n);
             return if name.starts_with("Create")
                 || name.starts_with("Alter")
                 || name.starts_with("Drop")

@@ -1,0 +1,183 @@
+//! What the analysis's walkers share, in a leaf module so that none of
+//! them imports another back: the clause an expression is in, what a
+//! select's outputs may do, the refusals every walker builds, and small
+//! readers of parse nodes.
+
+use std::collections::BTreeMap;
+
+use pg_query::{Node, NodeEnum};
+
+use super::scope::Field;
+use super::{OutputColumn, Refusal, Rule};
+
+/// What a select's protected output columns may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Outputs {
+    /// Be output bare (top level, derived tables, CTEs, `EXISTS`).
+    Bare,
+    /// Nothing: the output is consumed; a protected one is refused by
+    /// this rule.
+    Refuse(Rule),
+}
+
+/// Where an expression appears.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Clause {
+    /// An expression of the select list.
+    Target,
+    /// `WHERE`.
+    Where,
+    /// `HAVING`.
+    Having,
+    /// `JOIN ... ON`.
+    Join,
+    /// `GROUP BY`.
+    GroupBy,
+    /// `ORDER BY`.
+    OrderBy,
+    /// `DISTINCT ON`.
+    Distinct,
+    /// A window definition.
+    Window,
+    /// `LIMIT`/`OFFSET`.
+    Limit,
+    /// `VALUES`, arguments of functions in `FROM`, `EXECUTE` parameters.
+    Values,
+}
+
+/// An expression's context: its clause, and whether it is inside an
+/// aggregate or a window function call.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Cx {
+    pub clause: Clause,
+    pub aggregate: bool,
+    pub window: bool,
+}
+
+impl Clause {
+    /// The context of an expression directly in this clause.
+    pub fn cx(self) -> Cx {
+        Cx {
+            clause: self,
+            aggregate: false,
+            window: false,
+        }
+    }
+
+    /// The rule that refuses a protected column here.
+    pub fn rule(self) -> Rule {
+        match self {
+            Clause::Target => Rule::ProtectedInExpression,
+            Clause::Where => Rule::ProtectedInWhere,
+            Clause::Having => Rule::ProtectedInHaving,
+            Clause::Join => Rule::ProtectedInJoin,
+            Clause::GroupBy => Rule::ProtectedInGroupBy,
+            Clause::OrderBy => Rule::ProtectedInOrderBy,
+            Clause::Distinct => Rule::ProtectedInDistinct,
+            Clause::Window => Rule::ProtectedInWindow,
+            Clause::Limit => Rule::ProtectedInLimit,
+            Clause::Values => Rule::ProtectedInValues,
+        }
+    }
+
+    pub fn how(self) -> &'static str {
+        match self {
+            Clause::Target => "in an expression",
+            Clause::Where => "in WHERE",
+            Clause::Having => "in HAVING",
+            Clause::Join => "in a join condition",
+            Clause::GroupBy => "in GROUP BY",
+            Clause::OrderBy => "in ORDER BY",
+            Clause::Distinct => "in DISTINCT ON",
+            Clause::Window => "in a window",
+            Clause::Limit => "in LIMIT or OFFSET",
+            Clause::Values => "in VALUES or a function in FROM",
+        }
+    }
+}
+
+/// Relation schemas the analysis resolved, by the position of the
+/// relation's name in the statement text.
+pub(super) type Relations = BTreeMap<i32, String>;
+
+/// A refusal for a construct outside the analyzed subset.
+pub(super) fn construct(what: &str) -> Refusal {
+    Refusal::new(Rule::ConstructNotAllowed, format!("{what} is not allowed"))
+}
+
+/// A refusal for a whole-row reference to protected columns.
+pub(super) fn whole_row() -> Refusal {
+    Refusal::new(
+        Rule::WholeRowReference,
+        "a whole-row reference includes protected columns (or columns of types other roles own); \
+         select the columns instead",
+    )
+}
+
+/// A refusal of a whole-row value of type `type_name`, which a role that
+/// is not a superuser owns, used in an expression.
+pub(super) fn opaque_row(type_name: &str) -> Refusal {
+    opaque("a whole-row reference", type_name, "in an expression")
+}
+
+fn opaque(what: &str, type_name: &str, how: &str) -> Refusal {
+    Refusal::new(
+        Rule::TypeNotAllowed,
+        format!(
+            "{what} has type {type_name}, which a role that is not a superuser owns and may \
+             attach a cast to; it may only be selected as a plain output column, not used {how}"
+        ),
+    )
+}
+
+/// A refusal by `rule` for protected column `out` used `how` (an opaque
+/// one is refused as [`Rule::TypeNotAllowed`]).
+pub(super) fn protected(rule: Rule, out: &OutputColumn, how: &str) -> Refusal {
+    let name = match out {
+        OutputColumn::Protected(p) => format!("{}.{}", p.table, p.column),
+        OutputColumn::Opaque { column, type_name } => {
+            return opaque(&format!("column {column}"), type_name, how)
+        }
+        OutputColumn::Plain => "?".to_owned(),
+    };
+    Refusal::new(
+        rule,
+        format!(
+            "column {name} is protected and may only be selected as a plain output column, not used {how}"
+        ),
+    )
+}
+
+/// The fields of a column reference.
+pub(super) fn fields(nodes: &[Node]) -> Result<Vec<Field<'_>>, Refusal> {
+    nodes
+        .iter()
+        .map(|n| match &n.node {
+            Some(NodeEnum::String(s)) => Ok(Field::Name(s.sval.as_str())),
+            Some(NodeEnum::AStar(_)) => Ok(Field::Star),
+            _ => Err(construct("a column reference of this shape")),
+        })
+        .collect()
+}
+
+/// The strings of a name list (`schema.name`), or `None` if some element
+/// is not a string.
+pub(super) fn names(nodes: &[Node]) -> Option<Vec<&str>> {
+    nodes
+        .iter()
+        .map(|n| match &n.node {
+            Some(NodeEnum::String(s)) => Some(s.sval.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A node type's name for messages (never its contents).
+pub(super) fn node_name(n: &NodeEnum) -> String {
+    let debug = format!("{n:?}");
+    debug
+        .split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+        .next()
+        .unwrap_or("unknown")
+        .to_owned()
+}
