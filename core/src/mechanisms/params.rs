@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 
 /// Every parameter name of every mechanism: an error names the parameter
 /// when its key is one of these.
-const NAMES: [&str; 16] = [
+const NAMES: [&str; 21] = [
     "eps",
     "p",
     "w",
@@ -33,6 +33,11 @@ const NAMES: [&str; 16] = [
     "mu",
     "divergence",
     "vocabulary",
+    "operators",
+    "whole",
+    "shift_days",
+    "group",
+    "stages",
 ];
 
 /// Parses mechanism parameters from JSON text. Numbers beyond the `f64`
@@ -143,5 +148,41 @@ mod tests {
         let v = parse_params(r#"{"eps": 3, "embedding": "glove"}"#).unwrap();
         assert_eq!(v["embedding"], "glove");
         assert!(message("{").starts_with("invalid value for parameter \"params\": EOF"));
+    }
+
+    #[test]
+    fn every_parameter_of_every_mechanism_is_named() {
+        // Every key a spec writes, optional ones set, must be in NAMES, so
+        // that an out-of-range value names its parameter: a new parameter
+        // without its name here fails this test.
+        use crate::mechanisms::MechanismSpec;
+        let specs = [
+            ("santext", serde_json::json!({"eps": 3, "vocabulary": "v"})),
+            (
+                "santext_plus",
+                serde_json::json!({"eps": 3, "vocabulary": "v"}),
+            ),
+            ("custext", serde_json::json!({"eps": 3, "vocabulary": "v"})),
+            (
+                "deidentify",
+                serde_json::json!({"operators": "DATE:shift", "group": "g"}),
+            ),
+            ("ndd", serde_json::json!({})),
+            (
+                "chain",
+                serde_json::json!({"stages": [{"mechanism": "deidentify", "params": {}},
+                                              {"mechanism": "santext", "params": {"eps": 3}}]}),
+            ),
+        ];
+        for (name, params) in specs {
+            let spec = MechanismSpec::parse(name, &params).unwrap();
+            let json = spec.params_json();
+            for key in json.as_object().unwrap().keys() {
+                assert!(
+                    NAMES.contains(&key.as_str()),
+                    "{name}: {key} is not in NAMES"
+                );
+            }
+        }
     }
 }
