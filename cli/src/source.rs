@@ -36,6 +36,39 @@ pub enum Source {
     },
 }
 
+impl Source {
+    /// The source the flags name: a file (with its format and field) or a
+    /// table (with its column and connection string), not both.
+    pub fn from_flags(
+        input: Option<&Path>,
+        format: Format,
+        field: Option<&str>,
+        table: Option<&str>,
+        column: Option<&str>,
+        dsn: Option<&str>,
+    ) -> Result<Source> {
+        match (input, table) {
+            (Some(path), None) => Ok(Source::File {
+                path: path.to_path_buf(),
+                format,
+                field: field.map(str::to_owned),
+            }),
+            (None, Some(table)) => {
+                if field.is_some() {
+                    bail!("--field applies to files; a table's text column is --column");
+                }
+                Ok(Source::Table {
+                    dsn: dsn.context("--table needs --dsn")?.to_owned(),
+                    table: table.to_owned(),
+                    column: column.context("--table needs --column")?.to_owned(),
+                })
+            }
+            (None, None) => bail!("give an input file, or --table with --column and --dsn"),
+            (Some(_), Some(_)) => bail!("give an input file or --table, not both"),
+        }
+    }
+}
+
 /// One sampled value.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Item {

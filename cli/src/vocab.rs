@@ -4,7 +4,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use dptext_core::mechanisms::EmbeddingChoice;
 use dptext_core::vocab::dpsu::DEFAULT_MAX_WORDS_PER_VALUE;
 use dptext_core::vocab::{Counter, Noise, ReleaseParams, VocabularyAsset};
@@ -110,24 +110,14 @@ fn build(dir: &Path, a: &BuildArgs) -> Result<()> {
     let glove = engine.vocabulary(EmbeddingChoice::Glove)?;
     let mut counter = Counter::new(glove.embeddings(), params)?;
 
-    let source = match (&a.input, &a.table) {
-        (Some(path), None) => crate::source::Source::File {
-            path: path.clone(),
-            format: a.format,
-            field: a.field.clone(),
-        },
-        (None, Some(table)) => {
-            if a.field.is_some() {
-                bail!("--field applies to files; a table's text column is --column");
-            }
-            crate::source::Source::Table {
-                dsn: a.dsn.clone().context("--table needs --dsn")?,
-                table: table.clone(),
-                column: a.column.clone().context("--table needs --column")?,
-            }
-        }
-        _ => bail!("give --input FILE or --table with --column and --dsn"),
-    };
+    let source = crate::source::Source::from_flags(
+        a.input.as_deref(),
+        a.format,
+        a.field.as_deref(),
+        a.table.as_deref(),
+        a.column.as_deref(),
+        a.dsn.as_deref(),
+    )?;
     let bar = progress::count("counting words", "values");
     crate::source::for_each(&source, None, |text, _| {
         if let Some(t) = text {

@@ -187,25 +187,14 @@ fn ratio(a: usize, b: usize) -> f64 {
 
 /// Runs `dptext eval`.
 pub fn run(dir: &Path, a: EvalArgs) -> Result<()> {
-    let source = match (&a.input, &a.table) {
-        (Some(path), None) => crate::source::Source::File {
-            path: path.clone(),
-            format: a.format,
-            field: a.field.clone(),
-        },
-        (None, Some(table)) => {
-            if a.field.is_some() {
-                bail!("--field applies to files; a table's text column is --column");
-            }
-            crate::source::Source::Table {
-                dsn: a.dsn.clone().context("--table needs --dsn")?,
-                table: table.clone(),
-                column: a.column.clone().context("--table needs --column")?,
-            }
-        }
-        (None, None) => bail!("give an input file, or --table with --column and --dsn"),
-        (Some(_), Some(_)) => bail!("give an input file or --table, not both"),
-    };
+    let source = crate::source::Source::from_flags(
+        a.input.as_deref(),
+        a.format,
+        a.field.as_deref(),
+        a.table.as_deref(),
+        a.column.as_deref(),
+        a.dsn.as_deref(),
+    )?;
     for &e in &a.eps {
         dptext_core::mechanisms::check_eps(e).context("--eps")?;
     }
