@@ -87,15 +87,26 @@ pub struct Sample {
     pub read: usize,
     /// Empty or NULL values skipped.
     pub skipped: usize,
+    /// Values longer than the byte limit, skipped.
+    pub too_long: usize,
 }
 
 /// Reads `source` and keeps a uniform sample of `n` values (reservoir
-/// sampling, seeded: the same input and seed give the same sample).
-pub fn sample(source: &Source, label: Option<&str>, n: usize, seed: u64) -> Result<Sample> {
+/// sampling, seeded: the same input and seed give the same sample) among
+/// those of at most `max_bytes` bytes (longer ones are counted, not kept:
+/// the engine would refuse them).
+pub fn sample(
+    source: &Source,
+    label: Option<&str>,
+    n: usize,
+    seed: u64,
+    max_bytes: usize,
+) -> Result<Sample> {
     if n == 0 {
         bail!("--sample must be at least 1");
     }
     let mut reservoir = Reservoir::new(n, seed);
+    reservoir.max_bytes = max_bytes;
     for_each(source, label, |text, lab| reservoir.offer(text, lab))?;
     Ok(reservoir.finish())
 }
@@ -135,6 +146,8 @@ struct Reservoir {
     kept: Vec<(usize, Item)>,
     seen: usize,
     skipped: usize,
+    max_bytes: usize,
+    too_long: usize,
 }
 
 impl Reservoir {
@@ -145,6 +158,8 @@ impl Reservoir {
             kept: Vec::with_capacity(n.min(1 << 16)),
             seen: 0,
             skipped: 0,
+            max_bytes: usize::MAX,
+            too_long: 0,
         }
     }
 
@@ -153,6 +168,10 @@ impl Reservoir {
             self.skipped += 1;
             return;
         };
+        if text.len() > self.max_bytes {
+            self.too_long += 1;
+            return;
+        }
         let item = Item { text, label };
         if self.kept.len() < self.n {
             self.kept.push((self.seen, item));
@@ -171,6 +190,7 @@ impl Reservoir {
             items: self.kept.into_iter().map(|(_, it)| it).collect(),
             read: self.seen,
             skipped: self.skipped,
+            too_long: self.too_long,
         }
     }
 }
@@ -343,6 +363,15 @@ mod tests {
         assert!(idx.windows(2).all(|w| w[0] < w[1]), "{idx:?}");
         // Fewer values than asked: all of them.
         assert_eq!(lines("a\nb\n", 10, 1), ["a", "b"]);
+        // Longer than the limit: counted, not kept.
+        let mut r = Reservoir::new(10, 1);
+        r.max_bytes = 3;
+        for v in ["abc", "abcd", "ab"] {
+            r.offer(Some(v.into()), None);
+        }
+        let s = r.finish();
+        assert_eq!(s.items.len(), 2);
+        assert_eq!(s.too_long, 1);
     }
 
     #[test]

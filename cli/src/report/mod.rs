@@ -201,7 +201,11 @@ pub fn run(dir: &Path, a: EvalArgs) -> Result<()> {
     let configs = configs(&a)?;
 
     let started = Instant::now();
-    let sample = crate::source::sample(&source, a.label.as_deref(), a.sample, a.seed)?;
+    let config = a.engine.config(dir);
+    // Every sampled value goes through detection, whose limit is the
+    // smaller one.
+    let limit = config.max_detect_bytes.min(config.max_input_bytes);
+    let sample = crate::source::sample(&source, a.label.as_deref(), a.sample, a.seed, limit)?;
     if sample.items.is_empty() {
         bail!(
             "{} has no non-empty value to measure",
@@ -216,8 +220,13 @@ pub fn run(dir: &Path, a: EvalArgs) -> Result<()> {
         a.seed,
         sample.skipped
     );
+    if sample.too_long > 0 {
+        eprintln!(
+            "warning: {} values longer than {limit} bytes were left out of the sample (--max-detect-bytes raises the limit)",
+            sample.too_long
+        );
+    }
 
-    let config = a.engine.config(dir);
     let engine = Engine::new(config.clone());
     if let Some(path) = &a.recognizers {
         engine.set_recognizers(crate::eval::read_recognizers(path)?);
