@@ -72,7 +72,7 @@ pub fn run(dir: &Path, a: &CustextMapArgs) -> Result<()> {
     );
     bar.finish_and_clear();
     let m = m?;
-    println!(
+    outln!(
         "{}: {} tokens, k {k}, {} mapping, {} metric: {} output sets, {:.2}% of tokens have adjacent tokens, {:.1}s ({})",
         emb.name(),
         emb.len(),

@@ -90,24 +90,24 @@ fn eval_notes(dir: &Path, path: &Path, opts: Options) -> Result<()> {
         let pred: Vec<eval::Labelled> = spans.iter().map(|s| (s.start, s.end, s.label)).collect();
         report.add_note(note, &pred);
         if opts.errors {
-            bar.suspend(|| print_errors(file, note, &spans));
+            bar.suspend(|| print_errors(file, note, &spans))?;
         }
         bar.inc(1);
     }
     bar.finish_and_clear();
     let secs = started.elapsed().as_secs_f64();
     let bytes: usize = notes.iter().map(|(_, n)| n.text.len()).sum();
-    println!(
+    outln!(
         "{} notes ({} KB) in {secs:.1}s ({:.1} notes/s)",
         notes.len(),
         bytes / 1024,
         notes.len() as f64 / secs.max(1e-9)
     );
-    println!();
-    println!("| category | label | gold | span recall | protected (any label) | word recall |");
-    println!("|---|---|---|---|---|---|");
+    outln!();
+    outln!("| category | label | gold | span recall | protected (any label) | word recall |");
+    outln!("|---|---|---|---|---|---|");
     for (c, t) in &report.categories {
-        println!(
+        outln!(
             "| {} | {} | {} | {:.3} | {:.3} | {:.3} |",
             c.as_str(),
             c.label().as_str(),
@@ -118,18 +118,18 @@ fn eval_notes(dir: &Path, path: &Path, opts: Options) -> Result<()> {
         );
     }
     let r = report.recall_total();
-    println!(
+    outln!(
         "| **all** | | {} | **{:.3}** | {:.3} | {:.3} |",
         r.gold,
         r.recall(),
         r.protected_share(),
         r.word_recall()
     );
-    println!();
-    println!("| label | predicted | span precision | word precision |");
-    println!("|---|---|---|---|");
+    outln!();
+    outln!("| label | predicted | span precision | word precision |");
+    outln!("|---|---|---|---|");
     for (l, t) in &report.labels {
-        println!(
+        outln!(
             "| {} | {} | {:.3} | {:.3} |",
             l.as_str(),
             t.predicted,
@@ -138,7 +138,7 @@ fn eval_notes(dir: &Path, path: &Path, opts: Options) -> Result<()> {
         );
     }
     let p = report.precision_total();
-    println!(
+    outln!(
         "| **all** | {} | **{:.3}** | {:.3} |",
         p.predicted,
         p.precision(),
@@ -148,7 +148,7 @@ fn eval_notes(dir: &Path, path: &Path, opts: Options) -> Result<()> {
 }
 
 /// Prints what a note's detection missed and what it got wrong.
-fn print_errors(file: &Path, note: &Note, spans: &[dptext_core::detect::Span]) {
+fn print_errors(file: &Path, note: &Note, spans: &[dptext_core::detect::Span]) -> Result<()> {
     let name = file
         .file_name()
         .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
@@ -162,7 +162,7 @@ fn print_errors(file: &Path, note: &Note, spans: &[dptext_core::detect::Span]) {
                 .filter(|s| s.start < g.end && g.start < s.end)
                 .map(|s| format!("{}:{:?}", s.label.as_str(), &t[s.start..s.end]))
                 .collect();
-            println!(
+            outln!(
                 "MISS {name}:{} {} {:?}  got [{}]",
                 line(g.start),
                 g.category.as_str(),
@@ -177,7 +177,7 @@ fn print_errors(file: &Path, note: &Note, spans: &[dptext_core::detect::Span]) {
             .iter()
             .any(|g| g.category.label() == s.label && g.start < s.end && s.start < g.end);
         if !ok {
-            println!(
+            outln!(
                 "FP   {name}:{} {} {:?} ({:?})",
                 line(s.start),
                 s.label.as_str(),
@@ -186,6 +186,7 @@ fn print_errors(file: &Path, note: &Note, spans: &[dptext_core::detect::Span]) {
             );
         }
     }
+    Ok(())
 }
 
 fn eval_jsonl(dir: &Path, file: &Path, opts: &Options) -> Result<()> {
@@ -221,15 +222,15 @@ fn eval_jsonl(dir: &Path, file: &Path, opts: &Options) -> Result<()> {
         bar.inc(1);
     }
     bar.finish_and_clear();
-    println!(
+    outln!(
         "{} texts in {:.1}s",
         texts.len(),
         started.elapsed().as_secs_f64()
     );
-    println!("| label | gold | recall (overlap) | precision (overlap) | recall (strict) | precision (strict) |");
-    println!("|---|---|---|---|---|---|");
+    outln!("| label | gold | recall (overlap) | precision (overlap) | recall (strict) | precision (strict) |");
+    outln!("|---|---|---|---|---|---|");
     for (label, (strict, overlap)) in &totals {
-        println!(
+        outln!(
             "| {} | {} | {:.3} | {:.3} | {:.3} | {:.3} |",
             label.as_str(),
             strict.gold,

@@ -16,6 +16,15 @@
 
 #![forbid(unsafe_code)]
 
+/// `println!` that returns the write's error instead of panicking, so that
+/// a closed pipe (`dptext ... | head`) ends the command quietly.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout(), $($arg)*)?
+    }};
+}
+
 mod assets;
 mod assets_dir;
 mod custext_map;
@@ -126,6 +135,10 @@ fn main() {
     let cli = Cli::parse();
     let assets = AssetsDir::resolve(cli.assets.as_deref());
     if let Err(e) = run(cli.command, &assets) {
+        if closed_pipe(&e) {
+            // The reader went away (`| head`): what it wanted is written.
+            std::process::exit(0);
+        }
         eprintln!("error: {e:#}");
         if missing_asset(&e) {
             eprintln!("{}", assets.hint());
@@ -151,6 +164,14 @@ impl Command {
     }
 }
 
+/// True when the error is (or wraps) a write to a closed pipe.
+fn closed_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<io::Error>()
+            .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+    })
+}
+
 /// True when the error is (or wraps) core's missing-asset error.
 fn missing_asset(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
@@ -168,7 +189,7 @@ fn run(command: Command, assets: &AssetsDir) -> Result<()> {
             AssetsAction::Fetch { force, only } => assets::fetch(dir, force, &only),
             AssetsAction::Verify => assets::verify(dir),
             AssetsAction::Path => {
-                println!("{}", dir.display());
+                outln!("{}", dir.display());
                 Ok(())
             }
         },
@@ -225,5 +246,28 @@ mod tests {
                 "{args:?}"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod pipe_tests {
+    use super::*;
+
+    #[test]
+    fn a_closed_pipe_is_told_from_other_errors() {
+        let pipe = anyhow::Error::from(io::Error::from(io::ErrorKind::BrokenPipe));
+        assert!(closed_pipe(&pipe.context("writing the table")));
+        let other = anyhow::Error::from(io::Error::from(io::ErrorKind::NotFound));
+        assert!(!closed_pipe(&other));
+        assert!(!closed_pipe(&anyhow::anyhow!("no column \"nte\"")));
+    }
+
+    #[test]
+    fn outln_returns_the_write_error() {
+        fn write() -> Result<()> {
+            outln!("{}", 1);
+            Ok(())
+        }
+        write().unwrap();
     }
 }

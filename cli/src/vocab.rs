@@ -146,20 +146,20 @@ fn build(dir: &Path, a: &BuildArgs) -> Result<()> {
     };
     let asset = VocabularyAsset::new(&a.name, &described, &params, release, glove.embeddings())?;
     let written = asset.save(dir, a.replace)?;
-    println!(
+    outln!(
         "vocabulary {}: {} words released of {candidates} distinct embedding words in {values} values ({truncated} cut to {} words)",
         asset.name,
         asset.words.len(),
         params.max_words_per_value
     );
-    println!(
+    outln!(
         "release: eps {} delta {} per value, {} noise (scale {scale:.3}), threshold {threshold:.3}",
         params.eps,
         params.delta,
         params.noise.name()
     );
-    println!("written to {}", written.display());
-    println!(
+    outln!("written to {}", written.display());
+    outln!(
         "(the counts of values and words above are exact, for you; the file holds only the released words)"
     );
     if asset.words.is_empty() {
@@ -171,11 +171,11 @@ fn build(dir: &Path, a: &BuildArgs) -> Result<()> {
 fn list(dir: &Path) -> Result<()> {
     let names = VocabularyAsset::list(dir)?;
     if names.is_empty() {
-        println!("no vocabularies in {}", dir.display());
+        outln!("no vocabularies in {}", dir.display());
     }
     for name in names {
         match VocabularyAsset::load(dir, &name) {
-            Ok(v) => println!(
+            Ok(v) => outln!(
                 "{name}\t{} words\teps {} delta {}\t{}\t{}",
                 v.words.len(),
                 v.eps,
@@ -183,7 +183,7 @@ fn list(dir: &Path) -> Result<()> {
                 v.created,
                 v.source
             ),
-            Err(e) => println!("{name}\tunreadable: {e}"),
+            Err(e) => outln!("{name}\tunreadable: {e}"),
         }
     }
     Ok(())
