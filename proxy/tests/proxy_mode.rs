@@ -301,38 +301,28 @@ fn an_overload_created_during_the_session_does_not_run() {
         NO_EXTENSION_DB,
         "DROP FUNCTION IF EXISTS public.initcap(varchar)",
     );
-    let mut child = psql_cmd(port, NO_EXTENSION_DB, "pm", "pm-pw")
-        .args(["-X", "-A", "-t"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("psql");
-    let mut stdin = child.stdin.take().expect("stdin");
-    use std::io::Write;
     // The session starts and reads its catalog before the overload exists.
-    writeln!(stdin, "SELECT 'started';").expect("write");
-    stdin.flush().expect("flush");
-    std::thread::sleep(std::time::Duration::from_secs(3));
-    direct(
+    let out = psql_mid_session(
+        port,
         NO_EXTENSION_DB,
-        "CREATE FUNCTION public.initcap(varchar) RETURNS text LANGUAGE sql \
-         AS $$ SELECT pg_catalog.string_agg(note || ' ' || patient, ' | ') FROM public.pm_t $$;
-         GRANT EXECUTE ON FUNCTION public.initcap(varchar) TO PUBLIC;",
-    );
-    writeln!(
-        stdin,
+        "pm",
+        "pm-pw",
+        std::time::Duration::from_secs(3),
+        || {
+            direct(
+                NO_EXTENSION_DB,
+                "CREATE FUNCTION public.initcap(varchar) RETURNS text LANGUAGE sql \
+                 AS $$ SELECT pg_catalog.string_agg(note || ' ' || patient, ' | ') FROM public.pm_t $$;
+                 GRANT EXECUTE ON FUNCTION public.initcap(varchar) TO PUBLIC;",
+            );
+        },
         "SELECT id, initcap(ward::varchar) AS w FROM pm_t ORDER BY id;\n\
-         SELECT initcap(ward::varchar), id FROM pm_t WHERE initcap(ward::varchar) <> '' ORDER BY id;"
-    )
-    .expect("write");
-    drop(stdin);
-    let out = child.wait_with_output().expect("psql");
+         SELECT initcap(ward::varchar), id FROM pm_t WHERE initcap(ward::varchar) <> '' ORDER BY id;",
+    );
     direct(
         NO_EXTENSION_DB,
         "DROP FUNCTION IF EXISTS public.initcap(varchar)",
     );
-    let out = text(&out);
     assert!(out.contains("started"), "{out}");
     assert_no_marker("a function overload created mid-session", &out);
     // pg_catalog.initcap ran.

@@ -88,26 +88,20 @@ fn proxy_port(env: &Env) -> u16 {
 /// psql through the proxy: one session, `setup` run by `atk_creator`
 /// after its first statement, then `sql`; `cleanup` as the superuser.
 fn mid_session(env: &Env, setup: &str, sql: &str, cleanup: &str) -> String {
-    use std::io::Write;
-    let port = proxy_port(env);
     direct(DB, cleanup);
-    let mut child = psql_cmd(port, DB, "atk", "atk-pw")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("psql");
-    let mut stdin = child.stdin.take().expect("stdin");
-    writeln!(stdin, "SELECT 'started';").expect("write");
-    stdin.flush().expect("flush");
     // The session reads its catalog before the objects exist.
-    std::thread::sleep(std::time::Duration::from_secs(2));
-    direct(DB, &format!("SET ROLE atk_creator; {setup}"));
-    writeln!(stdin, "{sql}").expect("write");
-    drop(stdin);
-    let out = child.wait_with_output().expect("psql");
+    let out = psql_mid_session(
+        proxy_port(env),
+        DB,
+        "atk",
+        "atk-pw",
+        std::time::Duration::from_secs(2),
+        || {
+            direct(DB, &format!("SET ROLE atk_creator; {setup}"));
+        },
+        sql,
+    );
     direct(DB, cleanup);
-    let out = text(&out);
     assert!(out.contains("started"), "{out}");
     out
 }

@@ -241,6 +241,36 @@ pub fn text(out: &std::process::Output) -> String {
     )
 }
 
+/// One psql session through the proxy at `port`: it runs `SELECT
+/// 'started'` (so the session has read its catalog), waits `wait`, then
+/// `between` runs (objects created upstream mid-session), then `sql`.
+/// Returns stdout and stderr.
+pub fn psql_mid_session(
+    port: u16,
+    db: &str,
+    user: &str,
+    password: &str,
+    wait: std::time::Duration,
+    between: impl FnOnce(),
+    sql: &str,
+) -> String {
+    use std::io::Write;
+    let mut child = psql_cmd(port, db, user, password)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("psql");
+    let mut stdin = child.stdin.take().expect("stdin");
+    writeln!(stdin, "SELECT 'started';").expect("write");
+    stdin.flush().expect("flush");
+    std::thread::sleep(wait);
+    between();
+    writeln!(stdin, "{sql}").expect("write");
+    drop(stdin);
+    text(&child.wait_with_output().expect("psql"))
+}
+
 /// stdout and stderr of psql through the main proxy as `user`.
 pub fn via(env: &Env, user: &str, sql: &str) -> String {
     let out = psql_cmd(env.port, &env.db, user, &format!("{user}-pw"))
