@@ -426,7 +426,7 @@ impl<'a> Walker<'a> {
                         // Output bare: relayed, but opaque to whatever
                         // reads this select's output.
                         col.out = OutputColumn::Opaque {
-                            column: fields_text(&fields),
+                            column: super::scope::show(&fields),
                             type_name,
                         };
                     }
@@ -492,16 +492,4 @@ pub(super) fn rename(mut cols: Vec<Col>, aliases: &[&str]) -> Vec<Col> {
         c.certain = true;
     }
     cols
-}
-
-/// The text of a column reference's fields (`t.c`, `t.*`).
-fn fields_text(fields: &[Field<'_>]) -> String {
-    fields
-        .iter()
-        .map(|f| match f {
-            Field::Name(n) => *n,
-            Field::Star => "*",
-        })
-        .collect::<Vec<_>>()
-        .join(".")
 }

@@ -284,7 +284,8 @@ pub(super) fn column_of(item: &NsItem, name: &str) -> Vec<Col> {
     found
 }
 
-fn show(fields: &[Field<'_>]) -> String {
+/// The text of a column reference's fields (`t.c`, `t.*`).
+pub(super) fn show(fields: &[Field<'_>]) -> String {
     fields
         .iter()
         .map(|f| match f {
