@@ -463,17 +463,7 @@ fn attack_key(seed: u64) -> Result<RandomMode> {
 impl Study<'_> {
     /// The classifier trained and tested on originals (`None` without labels).
     fn baseline(&self) -> Option<f64> {
-        let labels = self.labels?;
-        let (train, test) = classify::split(self.texts.len(), self.seed);
-        let x: Vec<&[f32]> = train
-            .iter()
-            .map(|&i| self.originals[i].as_slice())
-            .collect();
-        let y: Vec<&str> = train.iter().map(|&i| labels[i]).collect();
-        let model = classify::Linear::train(&x, &y)?;
-        let tx: Vec<&[f32]> = test.iter().map(|&i| self.originals[i].as_slice()).collect();
-        let ty: Vec<&str> = test.iter().map(|&i| labels[i]).collect();
-        Some(model.accuracy(&tx, &ty))
+        self.classifier(self.originals)
     }
 
     fn measure(&self, c: &Config, n: usize, of: usize) -> Result<Row> {
@@ -550,11 +540,12 @@ impl Study<'_> {
         })
     }
 
-    /// Trained on sanitized training values, tested on original test values.
-    fn classifier(&self, sanitized: &[Vec<f32>]) -> Option<f64> {
+    /// Trained on `trained_on`'s training values (sanitized, or the
+    /// originals for the baseline), tested on original test values.
+    fn classifier(&self, trained_on: &[Vec<f32>]) -> Option<f64> {
         let labels = self.labels?;
         let (train, test) = classify::split(self.texts.len(), self.seed);
-        let x: Vec<&[f32]> = train.iter().map(|&i| sanitized[i].as_slice()).collect();
+        let x: Vec<&[f32]> = train.iter().map(|&i| trained_on[i].as_slice()).collect();
         let y: Vec<&str> = train.iter().map(|&i| labels[i]).collect();
         let model = classify::Linear::train(&x, &y)?;
         let tx: Vec<&[f32]> = test.iter().map(|&i| self.originals[i].as_slice()).collect();
