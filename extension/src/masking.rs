@@ -544,16 +544,42 @@ fn grouped_mechanism_for(
     mechanism: &str,
     params: &str,
     group: Option<&str>,
-) -> Box<dyn dptext_core::mechanisms::Mechanism> {
+) -> Arc<dyn dptext_core::mechanisms::Mechanism> {
+    let spec = rule_spec(mechanism, params).with_group(group);
+    crate::engine()
+        .build(&spec)
+        .unwrap_or_else(|e| raise(e.into(), "dptext.mask"))
+        .into()
+}
+
+/// The spec of a rule as the rewrite writes it into the call: the
+/// mechanism's name and its parameters as JSON text.
+fn rule_spec(mechanism: &str, params: &str) -> dptext_core::mechanisms::MechanismSpec {
     const F: &str = "dptext.mask";
     let json: serde_json::Value = serde_json::from_str(params)
         .unwrap_or_else(|e| raise(ExtError::Core(dptext_core::Error::Json(e)), F));
-    let spec = dptext_core::mechanisms::MechanismSpec::parse(mechanism, &json)
+    dptext_core::mechanisms::MechanismSpec::parse(mechanism, &json)
         .unwrap_or_else(|e| raise(e.into(), F))
-        .with_group(group);
+}
+
+/// What both forms of `dptext.mask` do: refuse a call the rewrite did not
+/// build, require the key, then run the rule `build` makes, keyed.
+fn mask_value(
+    fcinfo: pg_sys::FunctionCallInfo,
+    value: &str,
+    build: impl FnOnce() -> Arc<dyn dptext_core::mechanisms::Mechanism>,
+) -> String {
+    if !crate::ffi::catalog::called_by_rewrite(fcinfo) {
+        refuse("dptext.mask is applied by masking only and cannot be called directly".into());
+    }
+    require_key();
+    let m = build();
+    let mode = crate::guc::random_mode()
+        .unwrap_or_else(|e| refuse(format!("the masking key could not be read: {e}")));
     crate::engine()
-        .build(&spec)
-        .unwrap_or_else(|e| raise(e.into(), F))
+        .run(m.as_ref(), value, &mode, &[])
+        .unwrap_or_else(|e| raise(e.into(), "dptext.mask"))
+        .text
 }
 
 fn mechanism_for(mechanism: &str, params: &str) -> Arc<dyn dptext_core::mechanisms::Mechanism> {
@@ -562,10 +588,7 @@ fn mechanism_for(mechanism: &str, params: &str) -> Arc<dyn dptext_core::mechanis
     if let Some(m) = MECHANISMS.with(|c| c.borrow().get(&key).cloned()) {
         return m;
     }
-    let json: serde_json::Value = serde_json::from_str(params)
-        .unwrap_or_else(|e| raise(ExtError::Core(dptext_core::Error::Json(e)), F));
-    let spec = dptext_core::mechanisms::MechanismSpec::parse(mechanism, &json)
-        .unwrap_or_else(|e| raise(e.into(), F));
+    let spec = rule_spec(mechanism, params);
     let built: Arc<dyn dptext_core::mechanisms::Mechanism> = crate::engine()
         .build(&spec)
         .unwrap_or_else(|e| raise(e.into(), F))
@@ -591,19 +614,7 @@ pub mod dptext {
         params: &str,
         fcinfo: pg_sys::FunctionCallInfo,
     ) -> String {
-        if !crate::ffi::catalog::called_by_rewrite(fcinfo) {
-            super::refuse(
-                "dptext.mask is applied by masking only and cannot be called directly".into(),
-            );
-        }
-        super::require_key();
-        let m = super::mechanism_for(mechanism, params);
-        let mode = crate::guc::random_mode()
-            .unwrap_or_else(|e| super::refuse(format!("the masking key could not be read: {e}")));
-        crate::engine()
-            .run(m.as_ref(), value, &mode, &[])
-            .unwrap_or_else(|e| crate::error::raise(e.into(), "dptext.mask"))
-            .text
+        super::mask_value(fcinfo, value, || super::mechanism_for(mechanism, params))
     }
 
     /// [`mask`] for a rule written `GROUPED BY column`: `grp` is that
@@ -617,22 +628,17 @@ pub mod dptext {
         grp: Option<&str>,
         fcinfo: pg_sys::FunctionCallInfo,
     ) -> Option<String> {
+        // A NULL value is refused like any direct call before it is
+        // passed through as NULL.
         if !crate::ffi::catalog::called_by_rewrite(fcinfo) {
             super::refuse(
                 "dptext.mask is applied by masking only and cannot be called directly".into(),
             );
         }
         let value = value?;
-        super::require_key();
-        let m = super::grouped_mechanism_for(mechanism, params, grp);
-        let mode = crate::guc::random_mode()
-            .unwrap_or_else(|e| super::refuse(format!("the masking key could not be read: {e}")));
-        Some(
-            crate::engine()
-                .run(m.as_ref(), value, &mode, &[])
-                .unwrap_or_else(|e| crate::error::raise(e.into(), "dptext.mask"))
-                .text,
-        )
+        Some(super::mask_value(fcinfo, value, || {
+            super::grouped_mechanism_for(mechanism, params, grp)
+        }))
     }
 
     /// Whether the calling session is masked and can read labelled
