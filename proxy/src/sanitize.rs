@@ -248,3 +248,44 @@ impl Sanitizer {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_recognizers_file_that_cannot_be_used_stops_the_check() {
+        let dir = std::env::temp_dir().join(format!("dptext-rec-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let missing = Masking {
+            recognizers: Some(dir.join("missing.json")),
+            ..Masking::default()
+        };
+        let e = Sanitizer::check(&missing, &[]).unwrap_err().to_string();
+        assert!(e.contains("[masking] recognizers: reading"), "{e}");
+        let bad = dir.join("bad.json");
+        std::fs::write(
+            &bad,
+            r#"{"recognizers": [{"name": "x", "label": "NOPE", "words": ["a"]}]}"#,
+        )
+        .unwrap();
+        let invalid = Masking {
+            recognizers: Some(bad),
+            ..Masking::default()
+        };
+        let e = Sanitizer::check(&invalid, &[]).unwrap_err().to_string();
+        assert!(e.contains("[masking] recognizers in"), "{e}");
+        let good = dir.join("good.json");
+        std::fs::write(
+            &good,
+            r#"{"recognizers": [{"name": "x", "label": "ID", "words": ["a"]}]}"#,
+        )
+        .unwrap();
+        let fine = Masking {
+            recognizers: Some(good),
+            ..Masking::default()
+        };
+        Sanitizer::check(&fine, &[]).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
