@@ -88,10 +88,12 @@ fn proxy_port(env: &Env) -> u16 {
 /// psql through the proxy: one session, `setup` run by `atk_creator`
 /// after its first statement, then `sql`; `cleanup` as the superuser.
 fn mid_session(env: &Env, setup: &str, sql: &str, cleanup: &str) -> String {
+    // The proxy's start makes the database: first.
+    let port = proxy_port(env);
     direct(DB, cleanup);
     // The session reads its catalog before the objects exist.
     let out = psql_mid_session(
-        proxy_port(env),
+        port,
         DB,
         "atk",
         "atk-pw",
