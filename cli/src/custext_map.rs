@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use anyhow::Result;
-use dptext_core::mechanisms::{custext, MechanismSpec};
+use dptext_core::mechanisms::{custext, CusTextSpec, MechanismSpec, Words};
 use dptext_core::Engine;
 
 use crate::engine_flags::EngineFlags;
@@ -39,13 +39,13 @@ pub fn run(dir: &Path, a: &CustextMapArgs) -> Result<()> {
         true,
         &a.embedding,
     )?;
-    let MechanismSpec::CusText {
+    let MechanismSpec::CusText(CusTextSpec {
         k,
         mapping,
         metric,
-        embedding,
+        words: Words { embedding, .. },
         ..
-    } = spec
+    }) = spec
     else {
         anyhow::bail!("not a custext specification");
     };

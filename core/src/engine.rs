@@ -27,7 +27,8 @@ use crate::mechanisms::custext::{self, Mapping};
 use crate::mechanisms::deidentify::Deidentify;
 use crate::mechanisms::ndd::NddDistort;
 use crate::mechanisms::{
-    CusText, EmbeddingChoice, Mechanism, MechanismSpec, SanText, SanTextPlus, Sanitized, Vocabulary,
+    CusText, EmbeddingChoice, Mechanism, MechanismSpec, SanText, SanTextPlus, Sanitized,
+    Vocabulary, Words,
 };
 use crate::mlm::MaskedLm;
 use crate::rng::RandomMode;
@@ -350,6 +351,12 @@ impl Engine {
         Ok(a)
     }
 
+    /// The vocabulary of a word mechanism's [`Words`]: its embedding's,
+    /// restricted to its released vocabulary when it names one.
+    pub fn words(&self, words: &Words) -> Result<Arc<Vocabulary>> {
+        self.word_vocabulary(words.embedding, words.vocabulary.as_deref())
+    }
+
     /// The vocabulary a word mechanism draws from: the embedding's own, or
     /// (with a name) the GloVe words restricted to a released vocabulary.
     pub fn word_vocabulary(
@@ -509,64 +516,29 @@ impl Engine {
         spec.validate()?;
         // Mapping builds run for minutes: cancellable.
         let _scope = self.scope();
-        Ok(match *spec {
-            MechanismSpec::SanText {
-                eps,
-                embedding,
-                ref vocabulary,
-            } => Box::new(SanText::new(
-                self.word_vocabulary(embedding, vocabulary.as_deref())?,
-                eps,
-            )?),
-            MechanismSpec::SanTextPlus {
-                eps,
-                p,
-                w,
-                embedding,
-                ref vocabulary,
-            } => Box::new(SanTextPlus::new(
-                self.word_vocabulary(embedding, vocabulary.as_deref())?,
-                eps,
-                p,
-                w,
-            )?),
-            MechanismSpec::CusText {
-                eps,
-                k,
-                mapping,
-                metric,
-                level,
-                keep_stopwords,
-                embedding,
-                ref vocabulary,
-            } => {
-                let vocab = self.word_vocabulary(embedding, vocabulary.as_deref())?;
-                let name = vocab.embeddings().name().to_string();
-                let m = self.mapping(&vocab, (name, k, mapping, metric))?;
-                Box::new(CusText::new(vocab, m, eps, level, keep_stopwords)?)
+        Ok(match spec {
+            MechanismSpec::SanText(s) => Box::new(SanText::from_spec(self.words(&s.words)?, s)?),
+            MechanismSpec::SanTextPlus(s) => {
+                Box::new(SanTextPlus::from_spec(self.words(&s.words)?, s)?)
             }
-            MechanismSpec::Deidentify(ref d) => {
+            MechanismSpec::CusText(s) => {
+                let vocab = self.words(&s.words)?;
+                let name = vocab.embeddings().name().to_string();
+                let m = self.mapping(&vocab, (name, s.k, s.mapping, s.metric))?;
+                Box::new(CusText::from_spec(vocab, m, s)?)
+            }
+            MechanismSpec::Deidentify(d) => {
                 Box::new(Deidentify::from_spec(self.model()?, d.clone())?)
             }
-            MechanismSpec::Chain(ref stages) => Box::new(crate::mechanisms::chain::Chain::new(
+            MechanismSpec::Chain(stages) => Box::new(crate::mechanisms::chain::Chain::new(
                 stages
                     .iter()
                     .map(|s| self.build(s))
                     .collect::<Result<Vec<_>>>()?,
             )?),
-            MechanismSpec::Ndd {
-                mode,
-                candidates,
-                mu,
-                divergence,
-            } => Box::new(NddDistort::new(
-                self.model()?,
-                self.mlm()?,
-                mode,
-                candidates,
-                mu,
-                divergence,
-            )?),
+            MechanismSpec::Ndd(s) => {
+                Box::new(NddDistort::from_spec(self.model()?, self.mlm()?, s)?)
+            }
         })
     }
 

@@ -412,14 +412,14 @@ mod tests {
         )
         .unwrap();
         match r.spec {
-            MechanismSpec::CusText {
+            MechanismSpec::CusText(crate::mechanisms::CusTextSpec {
                 eps,
                 k,
                 mapping,
                 level,
                 keep_stopwords,
                 ..
-            } => {
+            }) => {
                 assert_eq!((eps, k, keep_stopwords), (1.5, 50, false));
                 assert_eq!(mapping, custext::MappingStrategy::Conservative);
                 assert_eq!(level, custext::Level::Token);

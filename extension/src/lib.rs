@@ -12,7 +12,9 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use dptext_core::mechanisms::{EmbeddingChoice, MechanismSpec};
+use dptext_core::mechanisms::{
+    EmbeddingChoice, MechanismSpec, SanTextPlusSpec, SanTextSpec, Words,
+};
 use dptext_core::Engine;
 use pgrx::prelude::*;
 use pgrx::JsonB;
@@ -117,11 +119,13 @@ fn santext(
     embedding: default!(&str, "'glove'"),
     vocabulary: default!(&str, "''"),
 ) -> String {
-    let spec = MechanismSpec::SanText {
+    let spec = MechanismSpec::SanText(SanTextSpec::new(
         eps,
-        embedding: self::embedding(embedding, "santext"),
-        vocabulary: None,
-    };
+        Words {
+            embedding: self::embedding(embedding, "santext"),
+            vocabulary: None,
+        },
+    ));
     run(with_vocabulary(spec, vocabulary, "santext"), t.0, "santext").text
 }
 
@@ -152,13 +156,15 @@ fn santext_plus(
     embedding: default!(&str, "'glove'"),
     vocabulary: default!(&str, "''"),
 ) -> String {
-    let spec = MechanismSpec::SanTextPlus {
+    let spec = MechanismSpec::SanTextPlus(SanTextPlusSpec::new(
         eps,
         p,
         w,
-        embedding: self::embedding(embedding, "santext_plus"),
-        vocabulary: None,
-    };
+        Words {
+            embedding: self::embedding(embedding, "santext_plus"),
+            vocabulary: None,
+        },
+    ));
     run(
         with_vocabulary(spec, vocabulary, "santext_plus"),
         t.0,

@@ -155,7 +155,50 @@ pub struct DeidentifySpec {
     pub group: Option<String>,
 }
 
+/// `deidentify`'s JSON keys and their defaults.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DeidentifyParams {
+    #[serde(default)]
+    strategy: Option<String>,
+    #[serde(default = "default_p")]
+    p: f64,
+    #[serde(default)]
+    consistent: bool,
+    #[serde(default)]
+    operators: serde_json::Value,
+    #[serde(default)]
+    whole: bool,
+    #[serde(default = "default_shift_days")]
+    shift_days: i64,
+    #[serde(default)]
+    group: Option<String>,
+}
+
+fn default_p() -> f64 {
+    1.0
+}
+
+fn default_shift_days() -> i64 {
+    365
+}
+
 impl DeidentifySpec {
+    /// The spec of `deidentify`'s JSON parameters (not yet validated):
+    /// strategy `full_entity`, `p` 1, no operators, `shift_days` 365.
+    pub(super) fn parse(params: &serde_json::Value) -> Result<Self> {
+        let p: DeidentifyParams = super::spec::read(params)?;
+        Ok(DeidentifySpec {
+            strategy: p.strategy.as_deref().unwrap_or("full_entity").parse()?,
+            p: p.p,
+            consistent: p.consistent,
+            operators: Operators::parse(&p.operators)?,
+            whole: p.whole,
+            shift_days: u32::try_from(p.shift_days).unwrap_or(0),
+            group: p.group,
+        })
+    }
+
     /// `strategy` for every label, `p = 1`, nothing else.
     pub fn new(strategy: ReplaceStrategy) -> Self {
         DeidentifySpec {

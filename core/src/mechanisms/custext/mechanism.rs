@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use rand::{Rng, RngCore};
 
-use super::{Level, Mapping, STOPWORDS};
+use super::{CusTextSpec, Level, Mapping, STOPWORDS};
 use crate::cost::{Cost, Guarantee};
 use crate::error::{Error, Result};
 use crate::mechanisms::vocabulary::Vocabulary;
@@ -26,6 +26,16 @@ pub struct CusText {
 }
 
 impl CusText {
+    /// CusText as `spec` says, over `vocab` with the mapping built for
+    /// `spec`'s K, strategy and metric.
+    pub fn from_spec(
+        vocab: Arc<Vocabulary>,
+        mapping: Arc<Mapping>,
+        spec: &CusTextSpec,
+    ) -> Result<Self> {
+        Self::new(vocab, mapping, spec.eps, spec.level, spec.keep_stopwords)
+    }
+
     /// CusText at `eps` (> 0) with a prepared mapping.
     pub fn new(
         vocab: Arc<Vocabulary>,

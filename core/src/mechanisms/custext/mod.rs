@@ -21,14 +21,17 @@
 //! vocabulary (all cores); [`Mapping::load_or_build`] caches it on disk.//!
 //! The module splits by job: [`mapping`] builds, caches and samples
 //! `f_map` (`knn` holds its nearest-neighbour search), [`mechanism`] is the
-//! [`CusText`] mechanism that applies it to text.
+//! [`CusText`] mechanism that applies it to text, and `spec` its
+//! parameters ([`CusTextSpec`]).
 
 mod knn;
 pub mod mapping;
 pub mod mechanism;
+mod spec;
 
 pub use mapping::{cache_file, Mapping};
 pub use mechanism::CusText;
+pub use spec::{CusTextSpec, MAX_K};
 
 /// The stopwords CusText+ keeps (one a line, `#` comments).
 pub const STOPWORDS: &str = include_str!("../stopwords.txt");

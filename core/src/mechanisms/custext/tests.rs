@@ -239,13 +239,13 @@ fn parameters_are_validated() {
     let ok = MechanismSpec::parse("custext", &serde_json::json!({"eps": 1})).unwrap();
     assert!(matches!(
         ok,
-        MechanismSpec::CusText {
+        MechanismSpec::CusText(super::CusTextSpec {
             k: 20,
             keep_stopwords: true,
             level: Level::Record,
             mapping: MappingStrategy::Balanced,
             ..
-        }
+        })
     ));
     for (params, msg) in [
         (serde_json::json!({"eps": 0}), "\"eps\""),

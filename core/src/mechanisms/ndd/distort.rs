@@ -88,6 +88,22 @@ fn recase(original: &str, generated: &str) -> String {
 }
 
 impl NddDistort {
+    /// Distortion as `spec` says, with the detector and masked LM given.
+    pub fn from_spec(
+        ner: Arc<Detector>,
+        mlm: Arc<MaskedLm>,
+        spec: &super::NddSpec,
+    ) -> Result<Self> {
+        Self::new(
+            ner,
+            mlm,
+            spec.mode,
+            spec.candidates,
+            spec.mu,
+            spec.divergence,
+        )
+    }
+
     /// Distortion with `candidates` per span in `mode`, scored with `mu`
     /// and `divergence`.
     pub fn new(

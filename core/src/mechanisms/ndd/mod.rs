@@ -33,18 +33,21 @@
 //! libm's `f64` exp (perf, on the NDD benchmark).
 //!
 //! The module splits by job: [`scorer`] computes NDDs (batched, pruned),
-//! `tally` holds a candidate's partial sums and the pruning rules, and
-//! [`distort`] makes candidates and keeps the winner.
+//! `tally` holds a candidate's partial sums and the pruning rules,
+//! [`distort`] makes candidates and keeps the winner, and `spec` holds
+//! the parameters ([`NddSpec`]).
 
 use crate::error::{Error, Result};
 use crate::mlm::math;
 
 pub mod distort;
 pub mod scorer;
+mod spec;
 mod tally;
 
 pub use distort::{sentences, NddDistort};
 pub use scorer::{Choice, Scorer, SpanCandidates, Term, Window};
+pub use spec::NddSpec;
 
 /// Which divergence compares two distributions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

@@ -25,6 +25,10 @@ use crate::mechanisms::vocabulary::Vocabulary;
 use crate::mechanisms::{check_eps, check_unit, Mechanism, Sanitized};
 use crate::text::Segmented;
 
+mod spec;
+
+pub use spec::{SanTextPlusSpec, SanTextSpec};
+
 /// SanText over one vocabulary at one eps.
 #[derive(Debug)]
 pub struct SanText {
@@ -34,6 +38,11 @@ pub struct SanText {
 }
 
 impl SanText {
+    /// SanText as `spec` says, over `vocab` (the words `spec.words` names).
+    pub fn from_spec(vocab: Arc<Vocabulary>, spec: &SanTextSpec) -> Result<Self> {
+        Self::new(vocab, spec.eps)
+    }
+
     /// SanText at `eps` (> 0, finite) over `vocab`.
     pub fn new(vocab: Arc<Vocabulary>, eps: f64) -> Result<Self> {
         check_eps(eps)?;
@@ -113,6 +122,11 @@ pub struct SanTextPlus {
 }
 
 impl SanTextPlus {
+    /// SanText+ as `spec` says, over `vocab` (the words `spec.words` names).
+    pub fn from_spec(vocab: Arc<Vocabulary>, spec: &SanTextPlusSpec) -> Result<Self> {
+        Self::new(vocab, spec.eps, spec.p, spec.w)
+    }
+
     /// SanText+ at `eps` (> 0), replacing non-sensitive words with
     /// probability `p` in [0, 1], with the least frequent fraction `w` in
     /// (0, 1] of the vocabulary sensitive.

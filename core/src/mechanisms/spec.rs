@@ -1,0 +1,329 @@
+//! [`MechanismSpec`]: a mechanism's name and validated parameters, not yet
+//! bound to a vocabulary or a model.
+//!
+//! Each mechanism's parameters are one struct that lives beside the
+//! mechanism ([`SanTextSpec`], [`SanTextPlusSpec`], [`CusTextSpec`],
+//! [`DeidentifySpec`], [`NddSpec`]): its JSON keys and defaults, its checks,
+//! its canonical JSON and its guarantee. The mechanism is built from that
+//! struct whole (`from_spec`), so a new parameter touches the struct and
+//! the mechanism only (docs/architecture.md, "Adding a mechanism
+//! parameter"). This enum dispatches between them and adds what is shared:
+//! chains, released vocabularies and date-shift groups.
+
+use serde::de::DeserializeOwned;
+
+use super::custext::CusTextSpec;
+use super::ndd::NddSpec;
+use super::operators::{self, DeidentifySpec};
+use super::santext::{SanTextPlusSpec, SanTextSpec};
+use super::{chain, EmbeddingChoice};
+use crate::cost::Guarantee;
+use crate::error::{Error, Result};
+
+/// A mechanism with validated parameters, not yet bound to a vocabulary.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MechanismSpec {
+    /// SanText at `eps`.
+    SanText(SanTextSpec),
+    /// SanText+ at `eps` with replacement probability `p` and sensitive fraction `w`.
+    SanTextPlus(SanTextPlusSpec),
+    /// Entity replacement over detected spans (no embedding involved).
+    Deidentify(DeidentifySpec),
+    /// Mechanisms applied in order (`deidentify THEN santext_plus`).
+    Chain(Vec<MechanismSpec>),
+    /// NDD distortion of detected spans (no formal guarantee).
+    Ndd(NddSpec),
+    /// CusText at `eps` with output sets of `k` tokens.
+    CusText(CusTextSpec),
+}
+
+/// The words a word mechanism (SanText, SanText+, CusText) draws from: an
+/// embedding set, optionally restricted to a released vocabulary
+/// ([`crate::vocab`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Words {
+    /// Embedding set.
+    pub embedding: EmbeddingChoice,
+    /// A released vocabulary to restrict the words to ([`crate::vocab`]).
+    pub vocabulary: Option<String>,
+}
+
+impl Words {
+    /// The words of the JSON keys `embedding` (default `glove`) and
+    /// `vocabulary` (default none; an empty name is none).
+    pub fn parse(embedding: Option<&str>, vocabulary: Option<String>) -> Result<Self> {
+        Ok(Words {
+            embedding: embedding.map_or(Ok(EmbeddingChoice::default()), str::parse)?,
+            vocabulary: vocabulary.filter(|v| !v.is_empty()),
+        })
+    }
+
+    /// Checks the vocabulary's name, and that it restricts GloVe.
+    pub fn validate(&self) -> Result<()> {
+        if let Some(v) = &self.vocabulary {
+            crate::vocab::check_name(v)?;
+            if self.embedding != EmbeddingChoice::Glove {
+                return Err(Error::invalid(
+                    "vocabulary",
+                    "a released vocabulary applies to the 'glove' embedding only",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `params` with `embedding` added, and `vocabulary` after it when one
+    /// is set (so that rules and provenance without one read as before).
+    pub fn extend(&self, mut params: serde_json::Value) -> serde_json::Value {
+        params["embedding"] = self.embedding.name().into();
+        if let Some(v) = &self.vocabulary {
+            params["vocabulary"] = v.as_str().into();
+        }
+        params
+    }
+}
+
+/// Reads a mechanism's JSON parameters into its `serde` struct; a key the
+/// struct does not know, a missing required key or a value of the wrong
+/// JSON type is an invalid `params`.
+pub(super) fn read<T: DeserializeOwned>(params: &serde_json::Value) -> Result<T> {
+    serde_json::from_value(params.clone()).map_err(|e| Error::invalid("params", e.to_string()))
+}
+
+impl MechanismSpec {
+    /// Parses a mechanism name and its JSON parameters.
+    ///
+    /// ```
+    /// use dptext_core::mechanisms::MechanismSpec;
+    /// let spec = MechanismSpec::parse("santext_plus", &serde_json::json!({"eps": 3})).unwrap();
+    /// assert!(matches!(spec, MechanismSpec::SanTextPlus(ref s) if s.p == 0.3 && s.w == 0.9));
+    /// assert!(MechanismSpec::parse("santext", &serde_json::json!({"eps": -1})).is_err());
+    /// ```
+    pub fn parse(name: &str, params: &serde_json::Value) -> Result<Self> {
+        let spec = match name.trim().to_ascii_lowercase().as_str() {
+            "santext" => MechanismSpec::SanText(SanTextSpec::parse(params)?),
+            "santext_plus" | "santext+" => {
+                MechanismSpec::SanTextPlus(SanTextPlusSpec::parse(params)?)
+            }
+            "custext" => MechanismSpec::CusText(CusTextSpec::parse(params)?),
+            "deidentify" => MechanismSpec::Deidentify(DeidentifySpec::parse(params)?),
+            "ndd" => MechanismSpec::Ndd(NddSpec::parse(params)?),
+            "chain" => MechanismSpec::Chain(chain::parse_stages(params)?),
+            _ => return Err(Error::UnknownMechanism(name.to_string())),
+        };
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// A chain of specs (one spec alone is itself), validated.
+    pub fn chain(mut stages: Vec<MechanismSpec>) -> Result<Self> {
+        if stages.len() == 1 {
+            return Ok(stages.remove(0));
+        }
+        let spec = MechanismSpec::Chain(stages);
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// A CusText spec from its SQL-level parameters, validated.
+    pub fn custext(
+        eps: f64,
+        k: i64,
+        mapping: &str,
+        metric: &str,
+        level: &str,
+        keep_stopwords: bool,
+        embedding: &str,
+    ) -> Result<Self> {
+        let spec = MechanismSpec::CusText(CusTextSpec::new(
+            eps,
+            k,
+            mapping,
+            metric,
+            level,
+            keep_stopwords,
+            embedding,
+        )?);
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// An NDD distortion spec from its SQL-level parameters, validated.
+    pub fn ndd(mode: &str, candidates: i64, mu: f64, divergence: &str) -> Result<Self> {
+        let spec = MechanismSpec::Ndd(NddSpec::new(mode, candidates, mu, divergence)?);
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// The words of a word mechanism (`None` for the others and chains).
+    fn words(&self) -> Option<&Words> {
+        match self {
+            MechanismSpec::SanText(s) => Some(&s.words),
+            MechanismSpec::SanTextPlus(s) => Some(&s.words),
+            MechanismSpec::CusText(s) => Some(&s.words),
+            MechanismSpec::Deidentify(_) | MechanismSpec::Ndd(_) | MechanismSpec::Chain(_) => None,
+        }
+    }
+
+    /// This spec drawing from the released vocabulary `name` (`None` or an
+    /// empty name: the embedding's own), validated. Only SanText, SanText+
+    /// and CusText take one.
+    ///
+    /// ```
+    /// use dptext_core::mechanisms::MechanismSpec;
+    /// let spec = MechanismSpec::parse("santext", &serde_json::json!({"eps": 3})).unwrap();
+    /// let spec = spec.with_vocabulary(Some("notes".into())).unwrap();
+    /// assert_eq!(spec.vocabulary(), Some("notes"));
+    /// assert_eq!(spec.params_json()["vocabulary"], "notes");
+    /// ```
+    pub fn with_vocabulary(mut self, name: Option<String>) -> Result<Self> {
+        let name = name.filter(|n| !n.is_empty());
+        let words = match self {
+            MechanismSpec::SanText(ref mut s) => Some(&mut s.words),
+            MechanismSpec::SanTextPlus(ref mut s) => Some(&mut s.words),
+            MechanismSpec::CusText(ref mut s) => Some(&mut s.words),
+            _ => None,
+        };
+        match words {
+            Some(w) => w.vocabulary = name,
+            None if name.is_none() => {}
+            None => {
+                return Err(Error::invalid(
+                    "vocabulary",
+                    format!("{} takes no vocabulary", self.name()),
+                ))
+            }
+        }
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// The released vocabulary this spec (or a stage of it) draws from.
+    pub fn vocabulary(&self) -> Option<&str> {
+        match self {
+            MechanismSpec::Chain(stages) => stages.iter().find_map(MechanismSpec::vocabulary),
+            other => other.words().and_then(|w| w.vocabulary.as_deref()),
+        }
+    }
+
+    /// The embedding set the mechanism needs, if any.
+    pub fn embedding(&self) -> Option<EmbeddingChoice> {
+        match self {
+            MechanismSpec::Chain(stages) => stages.iter().find_map(MechanismSpec::embedding),
+            other => other.words().map(|w| w.embedding),
+        }
+    }
+
+    /// True when the spec (or a stage of it) is entity replacement, whose
+    /// date shift a grouping value fixes.
+    pub fn has_deidentify(&self) -> bool {
+        match self {
+            MechanismSpec::Deidentify(_) => true,
+            MechanismSpec::Chain(stages) => stages.iter().any(MechanismSpec::has_deidentify),
+            _ => false,
+        }
+    }
+
+    /// The spec with `group` as the grouping value of every entity
+    /// replacement stage (`None`: no group). A value longer than
+    /// [`operators::MAX_GROUP_BYTES`] is replaced by its SHA-256 (hex): a
+    /// group read from a column can be any length, and only equality
+    /// matters.
+    ///
+    /// ```
+    /// use dptext_core::mechanisms::MechanismSpec;
+    /// let spec = MechanismSpec::parse("deidentify", &serde_json::json!({"operators": "DATE:shift"})).unwrap();
+    /// let grouped = spec.with_group(Some("patient 17"));
+    /// assert_eq!(grouped.params_json()["group"], "patient 17");
+    /// ```
+    pub fn with_group(self, group: Option<&str>) -> Self {
+        match self {
+            MechanismSpec::Deidentify(mut d) => {
+                d.group = group.map(|g| {
+                    if g.len() > operators::MAX_GROUP_BYTES {
+                        use sha2::Digest;
+                        hex::encode(sha2::Sha256::digest(g.as_bytes()))
+                    } else {
+                        g.to_string()
+                    }
+                });
+                MechanismSpec::Deidentify(d)
+            }
+            MechanismSpec::Chain(stages) => {
+                MechanismSpec::Chain(stages.into_iter().map(|s| s.with_group(group)).collect())
+            }
+            other => other,
+        }
+    }
+
+    /// Checks every parameter's domain.
+    pub fn validate(&self) -> Result<()> {
+        match self {
+            MechanismSpec::SanText(s) => s.validate(),
+            MechanismSpec::SanTextPlus(s) => s.validate(),
+            MechanismSpec::CusText(s) => s.validate(),
+            MechanismSpec::Deidentify(d) => d.validate(),
+            MechanismSpec::Ndd(s) => s.validate(),
+            MechanismSpec::Chain(stages) => chain::validate_stages(stages),
+        }
+    }
+
+    /// The mechanism's name as SQL and labels spell it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            MechanismSpec::SanText(_) => "santext",
+            MechanismSpec::SanTextPlus(_) => "santext_plus",
+            MechanismSpec::CusText(_) => "custext",
+            MechanismSpec::Deidentify(_) => "deidentify",
+            MechanismSpec::Chain(_) => "chain",
+            MechanismSpec::Ndd(_) => "ndd",
+        }
+    }
+
+    /// Every parameter, defaults filled in, as the JSON object that
+    /// [`MechanismSpec::parse`] accepts: `parse(spec.name(), &spec.params_json())`
+    /// gives the same spec back.
+    ///
+    /// ```
+    /// use dptext_core::mechanisms::MechanismSpec;
+    /// let spec = MechanismSpec::parse("santext_plus", &serde_json::json!({"eps": 3})).unwrap();
+    /// assert_eq!(
+    ///     spec.params_json(),
+    ///     serde_json::json!({"eps": 3.0, "p": 0.3, "w": 0.9, "embedding": "glove"})
+    /// );
+    /// ```
+    pub fn params_json(&self) -> serde_json::Value {
+        match self {
+            MechanismSpec::SanText(s) => s.params_json(),
+            MechanismSpec::SanTextPlus(s) => s.params_json(),
+            MechanismSpec::CusText(s) => s.params_json(),
+            MechanismSpec::Deidentify(d) => d.params_json(),
+            MechanismSpec::Ndd(s) => s.params_json(),
+            MechanismSpec::Chain(stages) => serde_json::json!({
+                "stages": stages
+                    .iter()
+                    .map(|s| serde_json::json!({"mechanism": s.name(), "params": s.params_json()}))
+                    .collect::<Vec<_>>()
+            }),
+        }
+    }
+
+    /// The per-token (per-span for entity replacement) guarantee of every
+    /// call, known before any text is seen: what accounting composes.
+    /// Entity replacement states the lemma's eps over the shipped surrogate
+    /// lists ([`super::replace::strategy_epsilon`]).
+    pub fn guarantee(&self) -> Result<Guarantee> {
+        Ok(match self {
+            MechanismSpec::SanText(s) => s.guarantee(),
+            MechanismSpec::SanTextPlus(s) => s.guarantee(),
+            MechanismSpec::CusText(s) => s.guarantee(),
+            MechanismSpec::Deidentify(d) => d.guarantee()?,
+            // Later stages post-process the first one's output.
+            MechanismSpec::Chain(stages) => stages
+                .first()
+                .ok_or_else(|| Error::invalid("stages", "a chain has no stage"))?
+                .guarantee()?,
+            MechanismSpec::Ndd(s) => s.guarantee(),
+        })
+    }
+}
