@@ -135,7 +135,7 @@ pub fn run(dir: &Path, a: SanitizeArgs) -> Result<()> {
     }
     let mut targets = Vec::with_capacity(fields.len());
     for f in fields {
-        let mechanism = engine.build(&f.spec).with_context(|| {
+        let mechanism = engine.mechanism(&f.spec).with_context(|| {
             if f.name.is_empty() {
                 format!("building {}", f.spec.name())
             } else {

@@ -23,6 +23,7 @@ use std::collections::HashMap;
 
 use crate::detect::Detector;
 use crate::detect::Span;
+use crate::mechanisms::cache::MechanismCache;
 use crate::mechanisms::custext::{self, Mapping};
 use crate::mechanisms::deidentify::Deidentify;
 use crate::mechanisms::ndd::NddDistort;
@@ -195,6 +196,8 @@ pub struct Engine {
     mlms: moka::sync::Cache<(PathBuf, Device), Arc<MaskedLm>>,
     /// Installed around every call; `None`: calls run to the end.
     cancel: Option<Hook>,
+    /// Built mechanisms by spec ([`Engine::mechanism`]).
+    built: MechanismCache,
 }
 
 /// The cancellation hook, with a `Debug` that says only whether there is one.
@@ -226,6 +229,7 @@ impl Engine {
             custom: Mutex::new(Arc::default()),
             mlms: moka::sync::Cache::new(4),
             cancel: None,
+            built: MechanismCache::default(),
         }
     }
 
@@ -333,6 +337,8 @@ impl Engine {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(asset.name.clone(), Arc::new(asset));
+        // A built mechanism may hold the vocabulary this name meant before.
+        self.built.clear();
         Ok(())
     }
 
@@ -511,7 +517,33 @@ impl Engine {
             .clone()
     }
 
-    /// Builds the mechanism `spec` describes.
+    /// The mechanism `spec` describes, built once and kept while it is
+    /// among the [`crate::mechanisms::cache::CAPACITY`] most recently used
+    /// specs: what every front end calls per value. Registering a
+    /// vocabulary forgets every built mechanism.
+    ///
+    /// ```no_run
+    /// use dptext_core::{Engine, EngineConfig};
+    /// use dptext_core::mechanisms::MechanismSpec;
+    /// let engine = Engine::new(EngineConfig::new(dptext_core::assets::resolve_dir(None)));
+    /// let spec = MechanismSpec::parse("santext", &serde_json::json!({"eps": 3})).unwrap();
+    /// let a = engine.mechanism(&spec).unwrap();
+    /// let b = engine.mechanism(&spec.clone()).unwrap();
+    /// assert!(std::sync::Arc::ptr_eq(&a, &b));
+    /// ```
+    pub fn mechanism(&self, spec: &MechanismSpec) -> Result<Arc<dyn Mechanism>> {
+        if let Some(m) = self.built.get(spec) {
+            return Ok(m);
+        }
+        // Built outside the cache's lock: a CusText mapping takes minutes.
+        let m: Arc<dyn Mechanism> = self.build(spec)?.into();
+        self.built.insert(spec.clone(), m.clone());
+        Ok(m)
+    }
+
+    /// Builds the mechanism `spec` describes, every time (callers with one
+    /// spec per value, such as a date shift grouped per patient, would
+    /// fill [`Engine::mechanism`]'s cache).
     pub fn build(&self, spec: &MechanismSpec) -> Result<Box<dyn Mechanism>> {
         spec.validate()?;
         // Mapping builds run for minutes: cancellable.
@@ -600,7 +632,7 @@ impl Engine {
         mechanism.sanitize_in(text, &mut rng, mode)
     }
 
-    /// Parses, builds and runs in one call.
+    /// Finds (or builds) the mechanism and runs it in one call.
     ///
     /// ```no_run
     /// use dptext_core::{Engine, EngineConfig, RandomMode};
@@ -616,7 +648,7 @@ impl Engine {
         text: &str,
         mode: &RandomMode,
     ) -> Result<Sanitized> {
-        let m = self.build(spec)?;
+        let m = self.mechanism(spec)?;
         self.run(m.as_ref(), text, mode, &[])
     }
 }

@@ -84,7 +84,7 @@ fn engine() -> Arc<Engine> {
 fn run(spec: MechanismSpec, t: &str, funcname: &'static str) -> dptext_core::mechanisms::Sanitized {
     let engine = engine();
     vocabularies::ensure(&engine, &spec, funcname);
-    let mechanism = engine.build(&spec).or_raise(funcname);
+    let mechanism = engine.mechanism(&spec).or_raise(funcname);
     engine
         .run(
             mechanism.as_ref(),

@@ -105,6 +105,9 @@ pub(crate) fn invalidate() {
     ROLES.with(|r| r.borrow_mut().clear());
     RELATIONS.with(|r| r.borrow_mut().clear());
     FUNCTIONS.with(|f| f.borrow_mut().clear());
+    // Cheap to refill (the engine keeps what it built), and a rule's
+    // released vocabulary may have changed.
+    MECHANISMS.with(|m| m.borrow_mut().clear());
 }
 
 /// True while this module's own catalog queries are being planned.
@@ -589,10 +592,9 @@ fn mechanism_for(mechanism: &str, params: &str) -> Arc<dyn dptext_core::mechanis
         return m;
     }
     let spec = rule_spec(mechanism, params);
-    let built: Arc<dyn dptext_core::mechanisms::Mechanism> = crate::engine()
-        .build(&spec)
-        .unwrap_or_else(|e| raise(e.into(), F))
-        .into();
+    let built = crate::engine()
+        .mechanism(&spec)
+        .unwrap_or_else(|e| raise(e.into(), F));
     MECHANISMS.with(|c| c.borrow_mut().insert(key, built.clone()));
     built
 }

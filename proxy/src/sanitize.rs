@@ -136,7 +136,7 @@ impl Sanitizer {
             std::thread::Builder::new()
                 .name(format!("dptext-sanitize-{i}"))
                 .spawn(move || {
-                    let mut built: HashMap<Arc<str>, Box<dyn Mechanism>> = HashMap::new();
+                    let mut built: HashMap<Arc<str>, Arc<dyn Mechanism>> = HashMap::new();
                     loop {
                         let job = {
                             let mut guard = rx.lock().unwrap_or_else(PoisonError::into_inner);
@@ -160,7 +160,7 @@ impl Sanitizer {
                                                     "rule {label} was not prepared"
                                                 ))
                                             })?;
-                                        e.insert(engine.build(&spec)?)
+                                        e.insert(engine.mechanism(&spec)?)
                                     }
                                 };
                                 Ok(engine.run(m.as_ref(), text, &mode, &[])?.text)

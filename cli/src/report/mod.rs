@@ -468,7 +468,7 @@ impl Study<'_> {
 
     fn measure(&self, c: &Config, n: usize, of: usize) -> Result<Row> {
         let started = Instant::now();
-        let mechanism = self.engine.build(&c.spec)?;
+        let mechanism = self.engine.mechanism(&c.spec)?;
         let m = mechanism.as_ref();
         let attack_runs = if self.queries > 0 {
             2 * self.attack_values * self.queries

@@ -35,7 +35,7 @@ pub struct Target {
     /// The JSON key or CSV column (empty for `--format lines`).
     pub name: String,
     /// The mechanism to run on it.
-    pub mechanism: Box<dyn Mechanism>,
+    pub mechanism: std::sync::Arc<dyn Mechanism>,
 }
 
 /// What to run, on what.

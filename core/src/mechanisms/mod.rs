@@ -33,6 +33,7 @@ macro_rules! named_enum {
     };
 }
 
+pub mod cache;
 pub mod chain;
 pub mod custext;
 pub mod dateshift;

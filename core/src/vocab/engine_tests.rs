@@ -178,3 +178,49 @@ fn a_rule_names_its_vocabulary() {
     let again = crate::rules::parse_column_label(&rule.to_label()).unwrap();
     assert_eq!(again.spec, rule.spec);
 }
+
+#[test]
+fn a_vocabulary_registered_again_replaces_the_built_mechanisms() {
+    let Some((engine, asset)) = engine() else {
+        return;
+    };
+    let spec = MechanismSpec::parse(
+        "santext",
+        &serde_json::json!({"eps": 3, "vocabulary": "notes"}),
+    )
+    .unwrap();
+    let first = engine.mechanism(&spec).unwrap();
+    assert!(
+        std::sync::Arc::ptr_eq(&first, &engine.mechanism(&spec).unwrap()),
+        "the same spec is built once"
+    );
+    // The same name released again with other words: only those are drawn.
+    let glove = engine.vocabulary(EmbeddingChoice::Glove).unwrap();
+    let params = ReleaseParams {
+        eps: 1.0,
+        delta: 1e-5,
+        max_words_per_value: 16,
+        noise: Noise::Laplace,
+    };
+    let mut c = Counter::new(glove.embeddings(), params).unwrap();
+    for _ in 0..2000 {
+        c.add("wombat kangaroo");
+    }
+    let r = c.finish(&RandomMode::Seeded(1)).unwrap();
+    let again = VocabularyAsset::new("notes", "unit test", &params, r, glove.embeddings()).unwrap();
+    assert_ne!(again.words, asset.words);
+    engine.register_vocabulary(again.clone()).unwrap();
+    assert!(!std::sync::Arc::ptr_eq(
+        &first,
+        &engine.mechanism(&spec).unwrap()
+    ));
+    let allowed: HashSet<&str> = again.words.iter().map(String::as_str).collect();
+    for seed in 0..10 {
+        let out = engine
+            .sanitize(&spec, "patient with fever", &RandomMode::Seeded(seed))
+            .unwrap();
+        for w in words_of(&out.text) {
+            assert!(allowed.contains(w.as_str()), "{w} is not in {allowed:?}");
+        }
+    }
+}
