@@ -11,59 +11,11 @@ use rand::RngCore;
 
 use crate::cost::Cost;
 use crate::error::{Error, Result};
-use crate::mechanisms::{Mechanism, MechanismSpec, Sanitized};
+use crate::mechanisms::{Mechanism, Sanitized};
 use crate::rng::RandomMode;
 
 /// Most stages in one chain.
 pub const MAX_STAGES: usize = 4;
-
-/// The stages of `{"stages": [{"mechanism": ..., "params": {...}}, ...]}`,
-/// each parsed and validated (the chain itself is checked by
-/// [`validate_stages`]).
-pub(super) fn parse_stages(params: &serde_json::Value) -> Result<Vec<MechanismSpec>> {
-    let stages = params
-        .get("stages")
-        .and_then(|v| v.as_array())
-        .ok_or_else(|| {
-            Error::invalid(
-                "stages",
-                "a chain needs {\"stages\": [{\"mechanism\": ..., \"params\": {...}}, ...]}",
-            )
-        })?;
-    if params.as_object().is_some_and(|o| o.len() != 1) {
-        return Err(Error::invalid("params", "a chain takes only \"stages\""));
-    }
-    stages
-        .iter()
-        .map(|st| {
-            let name = st
-                .get("mechanism")
-                .and_then(|m| m.as_str())
-                .ok_or_else(|| {
-                    Error::invalid("stages", format!("stage {st} has no \"mechanism\""))
-                })?;
-            let empty = serde_json::json!({});
-            MechanismSpec::parse(name, st.get("params").unwrap_or(&empty))
-        })
-        .collect()
-}
-
-/// Checks a chain: 2 to [`MAX_STAGES`] stages, none a chain, each valid.
-pub(super) fn validate_stages(stages: &[MechanismSpec]) -> Result<()> {
-    if !(2..=MAX_STAGES).contains(&stages.len()) {
-        return Err(Error::invalid(
-            "stages",
-            format!("a chain has 2 to {MAX_STAGES} stages, got {}", stages.len()),
-        ));
-    }
-    if stages.iter().any(|s| matches!(s, MechanismSpec::Chain(_))) {
-        return Err(Error::invalid(
-            "stages",
-            "a chain's stage cannot be a chain",
-        ));
-    }
-    stages.iter().try_for_each(MechanismSpec::validate)
-}
 
 /// Mechanisms applied one after the other.
 pub struct Chain {

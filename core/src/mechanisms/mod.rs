@@ -47,6 +47,7 @@ mod santext;
 mod spec;
 pub mod surrogates;
 mod vocabulary;
+mod words;
 
 #[cfg(test)]
 mod tests;
@@ -57,8 +58,9 @@ pub use ndd::NddSpec;
 pub use operators::DeidentifySpec;
 pub use params::parse_params;
 pub use santext::{SanText, SanTextPlus, SanTextPlusSpec, SanTextSpec};
-pub use spec::{MechanismSpec, Words};
+pub use spec::MechanismSpec;
 pub use vocabulary::Vocabulary;
+pub use words::Words;
 
 use rand::RngCore;
 use serde::{Deserialize, Serialize};

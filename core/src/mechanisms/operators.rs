@@ -187,7 +187,7 @@ impl DeidentifySpec {
     /// The spec of `deidentify`'s JSON parameters (not yet validated):
     /// strategy `full_entity`, `p` 1, no operators, `shift_days` 365.
     pub(super) fn parse(params: &serde_json::Value) -> Result<Self> {
-        let p: DeidentifyParams = super::spec::read(params)?;
+        let p: DeidentifyParams = super::params::read(params)?;
         Ok(DeidentifySpec {
             strategy: p.strategy.as_deref().unwrap_or("full_entity").parse()?,
             p: p.p,

@@ -10,7 +10,7 @@
 use std::cell::RefCell;
 use std::fmt;
 
-use serde::de::{DeserializeSeed, MapAccess, Visitor};
+use serde::de::{DeserializeOwned, DeserializeSeed, MapAccess, Visitor};
 
 use crate::error::{Error, Result};
 
@@ -108,6 +108,13 @@ impl<'de> Visitor<'de> for LastKey<'_> {
         }
         Ok(())
     }
+}
+
+/// Reads a mechanism's JSON parameters into its `serde` struct; a key the
+/// struct does not know, a missing required key or a value of the wrong
+/// JSON type is an invalid `params`.
+pub(super) fn read<T: DeserializeOwned>(params: &serde_json::Value) -> Result<T> {
+    serde_json::from_value(params.clone()).map_err(|e| Error::invalid("params", e.to_string()))
 }
 
 #[cfg(test)]

@@ -10,13 +10,13 @@
 //! parameter"). This enum dispatches between them and adds what is shared:
 //! chains, released vocabularies and date-shift groups.
 
-use serde::de::DeserializeOwned;
-
+use super::chain::MAX_STAGES;
 use super::custext::CusTextSpec;
 use super::ndd::NddSpec;
 use super::operators::{self, DeidentifySpec};
 use super::santext::{SanTextPlusSpec, SanTextSpec};
-use super::{chain, EmbeddingChoice};
+use super::words::Words;
+use super::EmbeddingChoice;
 use crate::cost::Guarantee;
 use crate::error::{Error, Result};
 
@@ -37,59 +37,6 @@ pub enum MechanismSpec {
     CusText(CusTextSpec),
 }
 
-/// The words a word mechanism (SanText, SanText+, CusText) draws from: an
-/// embedding set, optionally restricted to a released vocabulary
-/// ([`crate::vocab`]).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Words {
-    /// Embedding set.
-    pub embedding: EmbeddingChoice,
-    /// A released vocabulary to restrict the words to ([`crate::vocab`]).
-    pub vocabulary: Option<String>,
-}
-
-impl Words {
-    /// The words of the JSON keys `embedding` (default `glove`) and
-    /// `vocabulary` (default none; an empty name is none).
-    pub fn parse(embedding: Option<&str>, vocabulary: Option<String>) -> Result<Self> {
-        Ok(Words {
-            embedding: embedding.map_or(Ok(EmbeddingChoice::default()), str::parse)?,
-            vocabulary: vocabulary.filter(|v| !v.is_empty()),
-        })
-    }
-
-    /// Checks the vocabulary's name, and that it restricts GloVe.
-    pub fn validate(&self) -> Result<()> {
-        if let Some(v) = &self.vocabulary {
-            crate::vocab::check_name(v)?;
-            if self.embedding != EmbeddingChoice::Glove {
-                return Err(Error::invalid(
-                    "vocabulary",
-                    "a released vocabulary applies to the 'glove' embedding only",
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// `params` with `embedding` added, and `vocabulary` after it when one
-    /// is set (so that rules and provenance without one read as before).
-    pub fn extend(&self, mut params: serde_json::Value) -> serde_json::Value {
-        params["embedding"] = self.embedding.name().into();
-        if let Some(v) = &self.vocabulary {
-            params["vocabulary"] = v.as_str().into();
-        }
-        params
-    }
-}
-
-/// Reads a mechanism's JSON parameters into its `serde` struct; a key the
-/// struct does not know, a missing required key or a value of the wrong
-/// JSON type is an invalid `params`.
-pub(super) fn read<T: DeserializeOwned>(params: &serde_json::Value) -> Result<T> {
-    serde_json::from_value(params.clone()).map_err(|e| Error::invalid("params", e.to_string()))
-}
-
 impl MechanismSpec {
     /// Parses a mechanism name and its JSON parameters.
     ///
@@ -108,7 +55,7 @@ impl MechanismSpec {
             "custext" => MechanismSpec::CusText(CusTextSpec::parse(params)?),
             "deidentify" => MechanismSpec::Deidentify(DeidentifySpec::parse(params)?),
             "ndd" => MechanismSpec::Ndd(NddSpec::parse(params)?),
-            "chain" => MechanismSpec::Chain(chain::parse_stages(params)?),
+            "chain" => MechanismSpec::Chain(parse_stages(params)?),
             _ => return Err(Error::UnknownMechanism(name.to_string())),
         };
         spec.validate()?;
@@ -264,7 +211,7 @@ impl MechanismSpec {
             MechanismSpec::CusText(s) => s.validate(),
             MechanismSpec::Deidentify(d) => d.validate(),
             MechanismSpec::Ndd(s) => s.validate(),
-            MechanismSpec::Chain(stages) => chain::validate_stages(stages),
+            MechanismSpec::Chain(stages) => validate_stages(stages),
         }
     }
 
@@ -326,4 +273,52 @@ impl MechanismSpec {
             MechanismSpec::Ndd(s) => s.guarantee(),
         })
     }
+}
+
+/// The stages of `{"stages": [{"mechanism": ..., "params": {...}}, ...]}`,
+/// each parsed and validated (the chain itself is checked by
+/// [`validate_stages`]).
+fn parse_stages(params: &serde_json::Value) -> Result<Vec<MechanismSpec>> {
+    let stages = params
+        .get("stages")
+        .and_then(|v| v.as_array())
+        .ok_or_else(|| {
+            Error::invalid(
+                "stages",
+                "a chain needs {\"stages\": [{\"mechanism\": ..., \"params\": {...}}, ...]}",
+            )
+        })?;
+    if params.as_object().is_some_and(|o| o.len() != 1) {
+        return Err(Error::invalid("params", "a chain takes only \"stages\""));
+    }
+    stages
+        .iter()
+        .map(|st| {
+            let name = st
+                .get("mechanism")
+                .and_then(|m| m.as_str())
+                .ok_or_else(|| {
+                    Error::invalid("stages", format!("stage {st} has no \"mechanism\""))
+                })?;
+            let empty = serde_json::json!({});
+            MechanismSpec::parse(name, st.get("params").unwrap_or(&empty))
+        })
+        .collect()
+}
+
+/// Checks a chain: 2 to [`MAX_STAGES`] stages, none a chain, each valid.
+fn validate_stages(stages: &[MechanismSpec]) -> Result<()> {
+    if !(2..=MAX_STAGES).contains(&stages.len()) {
+        return Err(Error::invalid(
+            "stages",
+            format!("a chain has 2 to {MAX_STAGES} stages, got {}", stages.len()),
+        ));
+    }
+    if stages.iter().any(|s| matches!(s, MechanismSpec::Chain(_))) {
+        return Err(Error::invalid(
+            "stages",
+            "a chain's stage cannot be a chain",
+        ));
+    }
+    stages.iter().try_for_each(MechanismSpec::validate)
 }

@@ -7,7 +7,8 @@ use super::{Level, MappingStrategy, Metric};
 use crate::cost::Guarantee;
 use crate::error::{Error, Result};
 use crate::mechanisms::check_eps;
-use crate::mechanisms::spec::{read, Words};
+use crate::mechanisms::params::read;
+use crate::mechanisms::words::Words;
 
 /// Largest accepted CusText K.
 pub const MAX_K: usize = 2000;

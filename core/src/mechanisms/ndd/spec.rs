@@ -6,7 +6,7 @@ use serde::Deserialize;
 use super::{check_candidates, check_mu, Divergence, Mode, MAX_CANDIDATES};
 use crate::cost::Guarantee;
 use crate::error::{Error, Result};
-use crate::mechanisms::spec::read;
+use crate::mechanisms::params::read;
 
 /// NDD distortion's parameters.
 #[derive(Debug, Clone, PartialEq)]

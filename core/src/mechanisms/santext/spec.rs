@@ -5,7 +5,8 @@ use serde::Deserialize;
 
 use crate::cost::Guarantee;
 use crate::error::{Error, Result};
-use crate::mechanisms::spec::{read, Words};
+use crate::mechanisms::params::read;
+use crate::mechanisms::words::Words;
 use crate::mechanisms::{check_eps, check_unit};
 
 /// SanText's parameters.
