@@ -20,7 +20,7 @@ fn proxy_port(env: &Env) -> u16 {
     static PORT: OnceLock<u16> = OnceLock::new();
     *PORT.get_or_init(|| {
         direct(
-            NO_EXTENSION_DB,
+            no_extension_db(),
             &format!(
                 "DROP TABLE IF EXISTS pm_t, pm_visits CASCADE;
                  CREATE TABLE pm_t (id int PRIMARY KEY, patient text, note text, ward text);
@@ -44,14 +44,14 @@ fn proxy_port(env: &Env) -> u16 {
              [[rule]]\ntable = \"pm_t\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n\
              [[rule]]\ntable = \"public.pm_t\"\ncolumn = \"patient\"\n\
              rule = \"deidentify(whole => true, strategy => typed_placeholder)\"\n",
-            upstream_toml(env, NO_EXTENSION_DB)
+            upstream_toml(env, no_extension_db())
         );
         spawn_proxy(&config).0
     })
 }
 
 fn pm(env: &Env, sql: &str) -> String {
-    let out = psql_cmd(proxy_port(env), NO_EXTENSION_DB, "pm", "pm-pw")
+    let out = psql_cmd(proxy_port(env), no_extension_db(), "pm", "pm-pw")
         .args(["-c", sql])
         .output()
         .expect("psql");
@@ -206,8 +206,10 @@ fn server_errors_keep_only_severity_sqlstate_and_a_safe_message() {
 fn the_extended_protocol_is_analyzed_too() {
     let Some(env) = env() else { return };
     let port = proxy_port(env);
-    let conninfo =
-        format!("host=127.0.0.1 port={port} user=pm password=pm-pw dbname={NO_EXTENSION_DB}");
+    let conninfo = format!(
+        "host=127.0.0.1 port={port} user=pm password=pm-pw dbname={}",
+        no_extension_db()
+    );
     let Some(out) = python_client("proxy_mode_client.py", &[&conninfo]) else {
         return;
     };
@@ -265,8 +267,10 @@ fn database_labels_protect_columns_in_proxy_mode_too() {
 fn protocol_bookkeeping_follows_what_the_server_confirms() {
     let Some(env) = env() else { return };
     let port = proxy_port(env);
-    let conninfo =
-        format!("host=127.0.0.1 port={port} user=pm password=pm-pw dbname={NO_EXTENSION_DB}");
+    let conninfo = format!(
+        "host=127.0.0.1 port={port} user=pm password=pm-pw dbname={}",
+        no_extension_db()
+    );
     let Some(out) = python_client("proxy_mode_protocol.py", &[&conninfo]) else {
         return;
     };
@@ -298,19 +302,19 @@ fn an_overload_created_during_the_session_does_not_run() {
     let Some(env) = env() else { return };
     let port = proxy_port(env);
     direct(
-        NO_EXTENSION_DB,
+        no_extension_db(),
         "DROP FUNCTION IF EXISTS public.initcap(varchar)",
     );
     // The session starts and reads its catalog before the overload exists.
     let out = psql_mid_session(
         port,
-        NO_EXTENSION_DB,
+        no_extension_db(),
         "pm",
         "pm-pw",
         std::time::Duration::from_secs(3),
         || {
             direct(
-                NO_EXTENSION_DB,
+                no_extension_db(),
                 "CREATE FUNCTION public.initcap(varchar) RETURNS text LANGUAGE sql \
                  AS $$ SELECT pg_catalog.string_agg(note || ' ' || patient, ' | ') FROM public.pm_t $$;
                  GRANT EXECUTE ON FUNCTION public.initcap(varchar) TO PUBLIC;",
@@ -320,7 +324,7 @@ fn an_overload_created_during_the_session_does_not_run() {
          SELECT initcap(ward::varchar), id FROM pm_t WHERE initcap(ward::varchar) <> '' ORDER BY id;",
     );
     direct(
-        NO_EXTENSION_DB,
+        no_extension_db(),
         "DROP FUNCTION IF EXISTS public.initcap(varchar)",
     );
     assert!(out.contains("started"), "{out}");
@@ -336,7 +340,7 @@ fn an_overload_created_during_the_session_does_not_run() {
 fn proxy_mode_reads_a_recognizers_file() {
     let Some(env) = env() else { return };
     direct(
-        NO_EXTENSION_DB,
+        no_extension_db(),
         "DROP TABLE IF EXISTS pm_codes;
          CREATE TABLE pm_codes (id int PRIMARY KEY, note text);
          INSERT INTO pm_codes VALUES (1, 'The patient follows the zorblax protocol at home.');
@@ -357,13 +361,13 @@ fn proxy_mode_reads_a_recognizers_file() {
              [masking]\nmode = \"proxy\"\n{extra}\
              [[rule]]\ntable = \"pm_codes\"\ncolumn = \"note\"\n\
              rule = \"deidentify(strategy => typed_placeholder)\"\n",
-            upstream_toml(env, NO_EXTENSION_DB)
+            upstream_toml(env, no_extension_db())
         );
         spawn_proxy(&config).0
     };
     let read = |port: u16| {
         text(
-            &psql_cmd(port, NO_EXTENSION_DB, "pr", "pr-pw")
+            &psql_cmd(port, no_extension_db(), "pr", "pr-pw")
                 .args(["-c", "SELECT note FROM pm_codes"])
                 .output()
                 .expect("psql"),
@@ -374,5 +378,5 @@ fn proxy_mode_reads_a_recognizers_file() {
     let with = read(start(&format!("recognizers = \"{}\"\n", file.display())));
     assert!(!with.contains("zorblax"), "{with}");
     assert!(with.contains("protocol at home"), "{with}");
-    direct(NO_EXTENSION_DB, "DROP TABLE pm_codes;");
+    direct(no_extension_db(), "DROP TABLE pm_codes;");
 }
