@@ -87,10 +87,16 @@ pub struct Policy {
     /// `pg_catalog` functions refused even when IMMUTABLE (also checked
     /// against the functions behind operators).
     pub denied_functions: BTreeSet<String>,
-    /// `pg_catalog` functions allowed although STABLE (catalog
-    /// introspection, date and time formatting, and the functions behind
-    /// cross-type date/time operators). VOLATILE ones are never allowed.
+    /// `pg_catalog` functions allowed although STABLE (date and time
+    /// formatting, and the functions behind cross-type date/time
+    /// operators). VOLATILE ones are never allowed.
     pub stable_functions: BTreeSet<String>,
+    /// `pg_catalog` functions that read definitions from the catalog
+    /// (psql's `\d`, SQLAlchemy's inspection): allowed whatever their
+    /// volatility, but only with arguments that are values of the catalog
+    /// (constants, parameters, columns of `catalog_relations`), never
+    /// values read from a table.
+    pub catalog_functions: BTreeSet<String>,
     /// Set-returning `pg_catalog` functions allowed in `FROM`.
     pub from_functions: BTreeSet<String>,
     /// Relations of `pg_catalog` and `information_schema` that may be
@@ -106,6 +112,7 @@ impl Default for Policy {
             allowed_settings: defaults::set(defaults::ALLOWED_SETTINGS),
             denied_functions: defaults::set(defaults::DENIED_FUNCTIONS),
             stable_functions: defaults::set(defaults::STABLE_FUNCTIONS),
+            catalog_functions: defaults::set(defaults::CATALOG_FUNCTIONS),
             from_functions: defaults::set(defaults::FROM_FUNCTIONS),
             catalog_relations: defaults::catalog_relations(),
         }
