@@ -175,6 +175,9 @@ pub const STABLE_FUNCTIONS: &[&str] = &[
     "concat",
     "concat_ws",
     "format",
+    // as concat: STABLE for its arguments' output functions (SQLAlchemy's
+    // column reflection builds its identity and collation options with it)
+    "json_build_object",
     // behind operators
     "anytextcat",
     "textanycat",

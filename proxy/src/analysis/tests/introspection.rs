@@ -192,6 +192,24 @@ const SQLALCHEMY: &[&str] = &[
      AND pg_catalog.pg_table_is_visible(pg_catalog.pg_class.oid) \
      AND pg_catalog.pg_namespace.nspname != $4::VARCHAR",
     "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'",
+    // Inspector.get_columns (and pandas' read_sql_table), parameters numbered
+    "SELECT pg_catalog.pg_attribute.attname AS name, \
+     pg_catalog.format_type(pg_catalog.pg_attribute.atttypid, pg_catalog.pg_attribute.atttypmod) AS format_type, \
+     CASE WHEN pg_catalog.pg_attribute.atthasdef THEN (SELECT pg_catalog.pg_get_expr(pg_catalog.pg_attrdef.adbin, pg_catalog.pg_attrdef.adrelid) AS pg_get_expr_1 \
+     FROM pg_catalog.pg_attrdef WHERE pg_catalog.pg_attribute.atthasdef AND pg_catalog.pg_attrdef.adrelid = pg_catalog.pg_attribute.attrelid \
+     AND pg_catalog.pg_attrdef.adnum = pg_catalog.pg_attribute.attnum) ELSE NULL END AS \"default\", \
+     pg_catalog.pg_attribute.attnotnull AS not_null, pg_catalog.pg_class.relname AS table_name, \
+     CASE WHEN (pg_catalog.pg_attribute.attcollation != $1::INTEGER AND (SELECT pg_catalog.pg_type.typcollation \
+     FROM pg_catalog.pg_type WHERE pg_catalog.pg_type.oid = pg_catalog.pg_attribute.atttypid) != pg_catalog.pg_attribute.attcollation) \
+     THEN (SELECT json_build_object($2::VARCHAR, pg_catalog.pg_collation.collname, $3::VARCHAR, \
+     CASE WHEN pg_catalog.pg_collation_is_visible(pg_catalog.pg_collation.oid) THEN NULL ELSE pg_catalog.pg_namespace.nspname END) AS json_build_object_9 \
+     FROM pg_catalog.pg_collation JOIN pg_catalog.pg_namespace ON pg_catalog.pg_namespace.oid = pg_catalog.pg_collation.collnamespace \
+     WHERE pg_catalog.pg_collation.oid = pg_catalog.pg_attribute.attcollation) ELSE NULL END AS collation \
+     FROM pg_catalog.pg_class LEFT OUTER JOIN pg_catalog.pg_attribute ON pg_catalog.pg_class.oid = pg_catalog.pg_attribute.attrelid \
+     AND pg_catalog.pg_attribute.attnum > $4::SMALLINT AND NOT pg_catalog.pg_attribute.attisdropped \
+     JOIN pg_catalog.pg_namespace ON pg_catalog.pg_namespace.oid = pg_catalog.pg_class.relnamespace \
+     WHERE pg_catalog.pg_table_is_visible(pg_catalog.pg_class.oid) AND pg_catalog.pg_class.relname IN ($5::VARCHAR) \
+     ORDER BY pg_catalog.pg_class.relname, pg_catalog.pg_attribute.attnum",
 ];
 
 #[test]

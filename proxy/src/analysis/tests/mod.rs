@@ -73,7 +73,7 @@ const PG_CATALOG: &[(&str, &[&str])] = &[
         ],
     ),
     ("pg_attrdef", &["oid", "adrelid", "adnum", "adbin"]),
-    ("pg_collation", &["oid", "collname"]),
+    ("pg_collation", &["oid", "collname", "collnamespace"]),
     ("pg_type", &["oid", "typname", "typcollation"]),
     (
         "pg_index",
@@ -305,6 +305,7 @@ pub fn catalog() -> MemoryCatalog {
         ("array_to_string", V::Stable, F),
         ("format", V::Stable, F),
         ("json_build_object", V::Stable, F),
+        ("pg_collation_is_visible", V::Stable, F),
         ("pg_mcv_list_items", V::Immutable, F),
         ("pg_stat_get_live_tuples", V::Stable, F),
     ] {
