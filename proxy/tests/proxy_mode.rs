@@ -171,7 +171,7 @@ fn every_rule_of_the_allow_list_refuses_with_its_name() {
             "function_not_allowed",
             "SELECT set_config('a', ward, false) FROM pm_t",
         ),
-        ("setting_not_allowed", "SET search_path = public"),
+        ("setting_not_allowed", "SET LOCAL search_path = public"),
         ("catalog_relation", "SELECT * FROM pg_stats"),
         ("parse_error", "SELEC 1"),
     ];

@@ -5,9 +5,9 @@ use std::collections::BTreeSet;
 
 use super::QualName;
 
-/// Settings `SET`/`RESET` may change. Not `search_path`: the analyzer
-/// resolves names with the path the proxy knows, which a `SET` undone by
-/// a later `ROLLBACK` would make wrong. Not `standard_conforming_strings`
+/// Settings `SET`/`RESET` may change. `search_path` is not listed: it
+/// has rules of its own (`PathChange`), since the analyzer resolves names
+/// with the path the server searches. Not `standard_conforming_strings`
 /// or `backslash_quote`: the proxy's parse must read string literals as
 /// the server does. `client_encoding` only to UTF8, for the same reason.
 pub const ALLOWED_SETTINGS: &[&str] = &[

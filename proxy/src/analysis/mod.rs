@@ -234,6 +234,22 @@ pub enum Effect {
     DiscardAll,
 }
 
+/// What a statement does to the session's `search_path`, once the server
+/// has committed it: the analysis of later statements must then resolve
+/// names with the server's new path (the proxy's session follows it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathChange {
+    /// `SET [SESSION] search_path TO ...` (or `= ...`): a path only the
+    /// server resolves as it will search it (schemas that do not exist or
+    /// that the role may not use are skipped, `$user` replaced), so the
+    /// proxy asks the server for it.
+    Set,
+    /// `RESET search_path`, `SET search_path TO DEFAULT`, `RESET ALL`,
+    /// `DISCARD ALL`: back to the session's default, the path it started
+    /// with.
+    Reset,
+}
+
 /// One analyzed statement.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StatementAnalysis {
@@ -245,6 +261,8 @@ pub struct StatementAnalysis {
     pub output: Vec<OutputColumn>,
     /// What it changes in the [`Session`] once completed.
     pub effect: Option<Effect>,
+    /// What it changes in the search path once committed.
+    pub search_path: Option<PathChange>,
 }
 
 /// A whole query string: one analysis per statement, in order.

@@ -140,3 +140,36 @@ fn search_path_resolution() {
     .unwrap();
     assert_eq!(a.statements[0].output, [OutputColumn::Plain]);
 }
+
+/// What each statement does to the search path: the proxy's session
+/// follows a `SET` by asking the server, and a reset by going back to the
+/// path it started with.
+#[test]
+fn search_path_changes_are_reported() {
+    let change = |sql: &str| ok(sql).statements[0].search_path;
+    for sql in [
+        "SET search_path TO other, public",
+        "SET search_path = \"$user\", public",
+        "SET SESSION search_path TO 'my schema'",
+    ] {
+        assert_eq!(change(sql), Some(PathChange::Set), "{sql}");
+    }
+    for sql in [
+        "RESET search_path",
+        "SET search_path TO DEFAULT",
+        "RESET ALL",
+        "DISCARD ALL",
+    ] {
+        assert_eq!(change(sql), Some(PathChange::Reset), "{sql}");
+    }
+    for sql in [
+        "SET statement_timeout = 5",
+        "RESET application_name",
+        "DISCARD PLANS",
+        "SHOW search_path",
+    ] {
+        assert_eq!(change(sql), None, "{sql}");
+    }
+    let r = refused("SET LOCAL search_path TO other", Rule::SettingNotAllowed);
+    assert!(r.to_string().contains("SET LOCAL search_path"), "{r}");
+}
