@@ -22,7 +22,8 @@ fn proxy_port(env: &Env) -> u16 {
         direct(
             no_extension_db(),
             &format!(
-                "DROP TABLE IF EXISTS pm_t, pm_visits CASCADE;
+                "DROP TABLE IF EXISTS pm_t, pm_visits, pm_parts CASCADE;
+                 DROP SCHEMA IF EXISTS pm_other CASCADE;
                  CREATE TABLE pm_t (id int PRIMARY KEY, patient text, note text, ward text);
                  INSERT INTO pm_t VALUES
                    (1, '{m0}', 'Seen by {m0} on Monday.', 'north'),
@@ -30,7 +31,16 @@ fn proxy_port(env: &Env) -> u16 {
                    (3, '{m2}', 'Letter from {m2}.', 'north');
                  CREATE TABLE pm_visits (id int, pm_id int REFERENCES pm_t, at date);
                  INSERT INTO pm_visits VALUES (10, 1, '2026-01-02'), (11, 1, '2026-02-03'), (12, 3, '2026-03-04');
-                 GRANT SELECT ON pm_t, pm_visits TO proxy_unlabelled;",
+                 CREATE TABLE pm_parts (id int, ward text DEFAULT 'north') PARTITION BY LIST (ward);
+                 CREATE TABLE pm_parts_north PARTITION OF pm_parts FOR VALUES IN ('north');
+                 CREATE VIEW pm_wards AS SELECT id, ward FROM pm_t WHERE ward <> 'east';
+                 CREATE STATISTICS pm_st (mcv) ON ward, patient FROM pm_t;
+                 ANALYZE pm_t;
+                 CREATE SCHEMA pm_other;
+                 CREATE TABLE pm_other.pm_t (id int, secret text);
+                 INSERT INTO pm_other.pm_t VALUES (1, 'Kept by {m0} in the other schema.');
+                 GRANT USAGE ON SCHEMA pm_other TO proxy_unlabelled;
+                 GRANT SELECT ON pm_t, pm_visits, pm_other.pm_t TO proxy_unlabelled;",
                 m0 = MARKERS[0],
                 m1 = MARKERS[1],
                 m2 = MARKERS[2],
@@ -43,7 +53,8 @@ fn proxy_port(env: &Env) -> u16 {
              [masking]\nmode = \"proxy\"\nbatch_rows = 2\n\
              [[rule]]\ntable = \"pm_t\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n\
              [[rule]]\ntable = \"public.pm_t\"\ncolumn = \"patient\"\n\
-             rule = \"deidentify(whole => true, strategy => typed_placeholder)\"\n",
+             rule = \"deidentify(whole => true, strategy => typed_placeholder)\"\n\
+             [[rule]]\ntable = \"pm_other.pm_t\"\ncolumn = \"secret\"\nrule = \"santext(eps => 2)\"\n",
             upstream_toml(env, no_extension_db())
         );
         spawn_proxy(&config).0
@@ -379,4 +390,179 @@ fn proxy_mode_reads_a_recognizers_file() {
     assert!(!with.contains("zorblax"), "{with}");
     assert!(with.contains("protocol at home"), "{with}");
     direct(no_extension_db(), "DROP TABLE pm_codes;");
+}
+
+/// psql's `meta` command (aligned, with its footers) through the
+/// proxy-mode proxy and directly as its upstream role: (proxied, direct).
+fn describe(env: &Env, meta: &str) -> (String, String) {
+    let full = ["-P", "tuples_only=off", "-P", "format=aligned", "-c", meta];
+    let proxied = psql_cmd(proxy_port(env), no_extension_db(), "pm", "pm-pw")
+        .args(full)
+        .output()
+        .expect("psql");
+    let direct = direct_cmd(env, no_extension_db(), "proxy_unlabelled")
+        .args(full)
+        .output()
+        .expect("psql");
+    (text(&proxied), text(&direct))
+}
+
+/// psql's `\d` of a table (a foreign key references pm_t, which makes
+/// psql ask for pg_partition_ancestors), of a partitioned table, a
+/// partition, a view, and the lists, describe through the proxy exactly
+/// what they describe directly, and show no protected value.
+#[test]
+fn psql_describes_tables_as_a_direct_connection_does() {
+    let Some(env) = env() else { return };
+    for meta in [
+        "\\d pm_t",
+        "\\d+ pm_t",
+        "\\d pm_visits",
+        "\\d+ pm_parts",
+        "\\d pm_parts_north",
+        "\\d+ pm_wards",
+        "\\dt",
+        "\\di",
+        "\\dv",
+        "\\df",
+        "\\dX",
+    ] {
+        let (proxied, direct) = describe(env, meta);
+        assert!(!proxied.contains("ERROR"), "{meta}:\n{proxied}");
+        assert_eq!(proxied, direct, "{meta}");
+        assert_no_marker(meta, &proxied);
+    }
+    let (d, _) = describe(env, "\\d pm_t");
+    assert!(
+        d.contains("Referenced by:") && d.contains("pm_visits"),
+        "{d}"
+    );
+    let (d, _) = describe(env, "\\d+ pm_parts");
+    assert!(d.contains("pm_parts_north FOR VALUES IN ('north')"), "{d}");
+}
+
+/// The catalog functions psql's `\d` needs read definitions, never the
+/// values of a table: the statistics that hold protected values stay
+/// refused, a catalog function given a value read from a table is refused
+/// by its own rule, and what the allowed ones return over the whole
+/// catalog holds no protected value.
+#[test]
+fn catalog_introspection_reveals_no_protected_value() {
+    let Some(env) = env() else { return };
+    proxy_port(env);
+    // The statistics do hold the planted values: reading them would leak.
+    let stats = direct(
+        no_extension_db(),
+        "SELECT histogram_bounds::text FROM pg_stats WHERE tablename = 'pm_t' AND attname = 'patient'",
+    );
+    assert!(stats.contains(MARKERS[0]), "{stats}");
+    for (rule, sql) in [
+        (
+            "catalog_relation",
+            "SELECT histogram_bounds FROM pg_stats WHERE tablename = 'pm_t'",
+        ),
+        (
+            "catalog_relation",
+            "SELECT most_common_vals FROM pg_stats_ext",
+        ),
+        (
+            "catalog_relation",
+            "SELECT stxdmcv FROM pg_statistic_ext_data",
+        ),
+        ("catalog_relation", "SELECT stavalues1 FROM pg_statistic"),
+        (
+            "catalog_function_argument",
+            "SELECT pg_catalog.pg_get_userbyid(id::oid) FROM pm_t",
+        ),
+        (
+            "catalog_function_argument",
+            "SELECT a.relid FROM pm_t t, pg_catalog.pg_partition_ancestors(t.id::regclass) a",
+        ),
+        (
+            "catalog_function_argument",
+            "SELECT pg_catalog.pg_describe_object(1259, s.id::oid, 0) FROM (SELECT id FROM pm_t) s",
+        ),
+        (
+            "protected_in_expression",
+            "SELECT pg_catalog.to_regclass(note) FROM pm_t",
+        ),
+    ] {
+        let out = pm(env, sql);
+        assert!(
+            out.contains(&format!("statement refused ({rule})")),
+            "{sql}: expected a refusal by {rule}:\n{out}"
+        );
+        assert_no_marker(sql, &out);
+    }
+    for sql in [
+        "SELECT pg_catalog.pg_describe_object(classid, objid, objsubid) FROM pg_catalog.pg_depend",
+        "SELECT pg_catalog.pg_get_expr(adbin, adrelid) FROM pg_catalog.pg_attrdef",
+        "SELECT pg_catalog.pg_get_expr(relpartbound, oid) FROM pg_catalog.pg_class",
+        "SELECT pg_catalog.pg_get_statisticsobjdef_columns(oid) FROM pg_catalog.pg_statistic_ext",
+        "SELECT r.relid FROM pg_catalog.pg_class c, pg_catalog.pg_partition_ancestors(c.oid) r",
+    ] {
+        let out = pm(env, sql);
+        assert!(!out.contains("ERROR"), "{sql}:\n{out}");
+        assert_no_marker(sql, &out);
+    }
+}
+
+/// `SET search_path` through proxy mode: unqualified names then resolve
+/// as the server resolves them (a schema that does not exist skipped), the
+/// rules of the table reached apply, `SHOW` agrees, and what could be
+/// undone (`SET LOCAL`, a `SET` inside a transaction block) is refused.
+#[test]
+fn set_search_path_moves_name_resolution_with_the_server() {
+    let Some(env) = env() else { return };
+    let out = psql_cmd(proxy_port(env), no_extension_db(), "pm", "pm-pw")
+        .args([
+            "-c",
+            "SELECT 'before:' || count(*) FROM pm_t",
+            "-c",
+            "SET search_path TO pm_nosuch, pm_other, public",
+            "-c",
+            "SHOW search_path",
+            "-c",
+            "SELECT 'after:' || count(*) FROM pm_t",
+            "-c",
+            "SELECT 'row:' || id, secret FROM pm_t",
+            "-c",
+            "SELECT id FROM pm_t WHERE secret LIKE 'K%'",
+            "-c",
+            "SELECT 'visits:' || count(*) FROM pm_visits",
+            "-c",
+            "SET LOCAL search_path TO public",
+            "-c",
+            "BEGIN",
+            "-c",
+            "SET search_path TO public",
+            "-c",
+            "ROLLBACK",
+            "-c",
+            "SELECT 'kept:' || count(*) FROM pm_t",
+            "-c",
+            "RESET search_path",
+            "-c",
+            "SELECT 'reset:' || count(*) FROM pm_t",
+        ])
+        .output()
+        .expect("psql");
+    let out = text(&out);
+    for expect in [
+        "before:3",
+        "pm_nosuch, pm_other, public",
+        "after:1",
+        "row:1|",
+        "statement refused (protected_in_where): column pm_other.pm_t.secret is protected",
+        "visits:3",
+        "statement refused (setting_not_allowed): SET LOCAL search_path",
+        "statement refused (setting_not_allowed): setting search_path: the search path may \
+         only be changed outside a transaction block",
+        "kept:1",
+        "reset:3",
+    ] {
+        assert!(out.contains(expect), "{expect:?} missing:\n{out}");
+    }
+    // The protected column of the table the new path reached is sanitized.
+    assert_no_marker("a table reached through SET search_path", &out);
 }

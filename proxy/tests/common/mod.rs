@@ -298,13 +298,20 @@ pub fn via(env: &Env, user: &str, sql: &str) -> String {
     text(&out)
 }
 
+/// psql (`-X -A -t`) connected directly (unix socket) as `role` to `db`.
+pub fn direct_cmd(env: &Env, db: &str, role: &str) -> Command {
+    let mut c = Command::new("psql");
+    c.args(["-X", "-A", "-t", "-h", &env.host, "-p", &env.pgport])
+        .args(["-U", role, "-d", db])
+        .env_remove("PGOPTIONS")
+        .env_remove("PGAPPNAME");
+    c
+}
+
 /// stdout and stderr of psql connected directly (unix socket) as `role`.
 pub fn direct_as(env: &Env, role: &str, sql: &str) -> String {
-    let out = Command::new("psql")
-        .args(["-X", "-A", "-t", "-h", &env.host, "-p", &env.pgport])
-        .args(["-U", role, "-d", &env.db, "-c", sql])
-        .env_remove("PGOPTIONS")
-        .env_remove("PGAPPNAME")
+    let out = direct_cmd(env, &env.db, role)
+        .args(["-c", sql])
         .output()
         .expect("psql");
     text(&out)
