@@ -69,6 +69,26 @@ fn pm(env: &Env, sql: &str) -> String {
     text(&out)
 }
 
+/// `sql` through the proxy-mode proxy: served without an error and
+/// without a raw protected value; what came back.
+fn served(env: &Env, sql: &str) -> String {
+    let out = pm(env, sql);
+    assert!(!out.contains("ERROR"), "{sql}\n{out}");
+    assert_no_marker(sql, &out);
+    out
+}
+
+/// `sql` through the proxy-mode proxy: refused by `rule`, without a raw
+/// protected value in the answer.
+fn refused_by(env: &Env, rule: &str, sql: &str) {
+    let out = pm(env, sql);
+    assert!(
+        out.contains(&format!("statement refused ({rule})")),
+        "{sql}: expected a refusal by {rule}:\n{out}"
+    );
+    assert_no_marker(sql, &out);
+}
+
 #[test]
 fn what_analysts_and_tools_send_works_and_protected_columns_come_back_sanitized() {
     let Some(env) = env() else { return };
@@ -113,9 +133,7 @@ fn what_analysts_and_tools_send_works_and_protected_columns_come_back_sanitized(
         "BEGIN; DECLARE c CURSOR FOR SELECT note FROM pm_t; FETCH 2 FROM c; COMMIT",
         "PREPARE p(int) AS SELECT note FROM pm_t WHERE id = $1; EXECUTE p(1)",
     ] {
-        let out = pm(env, sql);
-        assert!(!out.contains("ERROR"), "{sql}\n{out}");
-        assert_no_marker(sql, &out);
+        let out = served(env, sql);
         assert!(!out.trim().is_empty(), "{sql}: nothing came back");
     }
     let names = pm(env, "SELECT patient FROM pm_t ORDER BY id");
@@ -187,12 +205,7 @@ fn every_rule_of_the_allow_list_refuses_with_its_name() {
         ("parse_error", "SELEC 1"),
     ];
     for (rule, sql) in refused {
-        let out = pm(env, sql);
-        assert!(
-            out.contains(&format!("statement refused ({rule})")),
-            "{sql}: expected a refusal by {rule}:\n{out}"
-        );
-        assert_no_marker(sql, &out);
+        refused_by(env, rule, sql);
     }
     // A refusal in the middle of a multi-statement query refuses it whole,
     // and the session goes on.
@@ -487,12 +500,7 @@ fn catalog_introspection_reveals_no_protected_value() {
             "SELECT pg_catalog.to_regclass(note) FROM pm_t",
         ),
     ] {
-        let out = pm(env, sql);
-        assert!(
-            out.contains(&format!("statement refused ({rule})")),
-            "{sql}: expected a refusal by {rule}:\n{out}"
-        );
-        assert_no_marker(sql, &out);
+        refused_by(env, rule, sql);
     }
     for sql in [
         "SELECT pg_catalog.pg_describe_object(classid, objid, objsubid) FROM pg_catalog.pg_depend",
@@ -501,9 +509,7 @@ fn catalog_introspection_reveals_no_protected_value() {
         "SELECT pg_catalog.pg_get_statisticsobjdef_columns(oid) FROM pg_catalog.pg_statistic_ext",
         "SELECT r.relid FROM pg_catalog.pg_class c, pg_catalog.pg_partition_ancestors(c.oid) r",
     ] {
-        let out = pm(env, sql);
-        assert!(!out.contains("ERROR"), "{sql}:\n{out}");
-        assert_no_marker(sql, &out);
+        served(env, sql);
     }
 }
 

@@ -146,29 +146,23 @@ fn search_path_resolution() {
 /// path it started with.
 #[test]
 fn search_path_changes_are_reported() {
-    let change = |sql: &str| ok(sql).statements[0].search_path;
-    for sql in [
-        "SET search_path TO other, public",
-        "SET search_path = \"$user\", public",
-        "SET SESSION search_path TO 'my schema'",
+    for (sql, change) in [
+        ("SET search_path TO other, public", Some(PathChange::Set)),
+        ("SET search_path = \"$user\", public", Some(PathChange::Set)),
+        (
+            "SET SESSION search_path TO 'my schema'",
+            Some(PathChange::Set),
+        ),
+        ("RESET search_path", Some(PathChange::Reset)),
+        ("SET search_path TO DEFAULT", Some(PathChange::Reset)),
+        ("RESET ALL", Some(PathChange::Reset)),
+        ("DISCARD ALL", Some(PathChange::Reset)),
+        ("SET statement_timeout = 5", None),
+        ("RESET application_name", None),
+        ("DISCARD PLANS", None),
+        ("SHOW search_path", None),
     ] {
-        assert_eq!(change(sql), Some(PathChange::Set), "{sql}");
-    }
-    for sql in [
-        "RESET search_path",
-        "SET search_path TO DEFAULT",
-        "RESET ALL",
-        "DISCARD ALL",
-    ] {
-        assert_eq!(change(sql), Some(PathChange::Reset), "{sql}");
-    }
-    for sql in [
-        "SET statement_timeout = 5",
-        "RESET application_name",
-        "DISCARD PLANS",
-        "SHOW search_path",
-    ] {
-        assert_eq!(change(sql), None, "{sql}");
+        assert_eq!(ok(sql).statements[0].search_path, change, "{sql}");
     }
     let r = refused("SET LOCAL search_path TO other", Rule::SettingNotAllowed);
     assert!(r.to_string().contains("SET LOCAL search_path"), "{r}");
