@@ -193,10 +193,10 @@ fn a_masked_user_whose_upstream_cannot_mask_is_refused_with_what_to_fix() {
     // unmasked one served.
     let (port, _) = spawn_proxy(&format!(
         "{}{}",
-        upstream_toml(env, NO_EXTENSION_DB),
+        upstream_toml(env, no_extension_db()),
         users_toml()
     ));
-    let out = psql_cmd(port, NO_EXTENSION_DB, "analyst", "analyst-pw")
+    let out = psql_cmd(port, no_extension_db(), "analyst", "analyst-pw")
         .args(["-c", "SELECT 1"])
         .output()
         .expect("psql");
@@ -204,12 +204,13 @@ fn a_masked_user_whose_upstream_cannot_mask_is_refused_with_what_to_fix() {
     assert!(
         !out.status.success()
             && printed.contains(&format!(
-                "extension dptext is not installed in database \"{NO_EXTENSION_DB}\""
+                "extension dptext is not installed in database \"{}\"",
+                no_extension_db()
             ))
             && printed.contains("CREATE EXTENSION dptext"),
         "{printed}"
     );
-    let out = psql_cmd(port, NO_EXTENSION_DB, "admin", "admin-pw")
+    let out = psql_cmd(port, no_extension_db(), "admin", "admin-pw")
         .args(["-c", "SELECT current_user"])
         .output()
         .expect("psql");

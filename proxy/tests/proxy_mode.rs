@@ -20,9 +20,10 @@ fn proxy_port(env: &Env) -> u16 {
     static PORT: OnceLock<u16> = OnceLock::new();
     *PORT.get_or_init(|| {
         direct(
-            NO_EXTENSION_DB,
+            no_extension_db(),
             &format!(
-                "DROP TABLE IF EXISTS pm_t, pm_visits CASCADE;
+                "DROP TABLE IF EXISTS pm_t, pm_visits, pm_parts CASCADE;
+                 DROP SCHEMA IF EXISTS pm_other CASCADE;
                  CREATE TABLE pm_t (id int PRIMARY KEY, patient text, note text, ward text);
                  INSERT INTO pm_t VALUES
                    (1, '{m0}', 'Seen by {m0} on Monday.', 'north'),
@@ -30,7 +31,16 @@ fn proxy_port(env: &Env) -> u16 {
                    (3, '{m2}', 'Letter from {m2}.', 'north');
                  CREATE TABLE pm_visits (id int, pm_id int REFERENCES pm_t, at date);
                  INSERT INTO pm_visits VALUES (10, 1, '2026-01-02'), (11, 1, '2026-02-03'), (12, 3, '2026-03-04');
-                 GRANT SELECT ON pm_t, pm_visits TO proxy_unlabelled;",
+                 CREATE TABLE pm_parts (id int, ward text DEFAULT 'north') PARTITION BY LIST (ward);
+                 CREATE TABLE pm_parts_north PARTITION OF pm_parts FOR VALUES IN ('north');
+                 CREATE VIEW pm_wards AS SELECT id, ward FROM pm_t WHERE ward <> 'east';
+                 CREATE STATISTICS pm_st (mcv) ON ward, patient FROM pm_t;
+                 ANALYZE pm_t;
+                 CREATE SCHEMA pm_other;
+                 CREATE TABLE pm_other.pm_t (id int, secret text);
+                 INSERT INTO pm_other.pm_t VALUES (1, 'Kept by {m0} in the other schema.');
+                 GRANT USAGE ON SCHEMA pm_other TO proxy_unlabelled;
+                 GRANT SELECT ON pm_t, pm_visits, pm_other.pm_t TO proxy_unlabelled;",
                 m0 = MARKERS[0],
                 m1 = MARKERS[1],
                 m2 = MARKERS[2],
@@ -43,19 +53,40 @@ fn proxy_port(env: &Env) -> u16 {
              [masking]\nmode = \"proxy\"\nbatch_rows = 2\n\
              [[rule]]\ntable = \"pm_t\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n\
              [[rule]]\ntable = \"public.pm_t\"\ncolumn = \"patient\"\n\
-             rule = \"deidentify(whole => true, strategy => typed_placeholder)\"\n",
-            upstream_toml(env, NO_EXTENSION_DB)
+             rule = \"deidentify(whole => true, strategy => typed_placeholder)\"\n\
+             [[rule]]\ntable = \"pm_other.pm_t\"\ncolumn = \"secret\"\nrule = \"santext(eps => 2)\"\n",
+            upstream_toml(env, no_extension_db())
         );
         spawn_proxy(&config).0
     })
 }
 
 fn pm(env: &Env, sql: &str) -> String {
-    let out = psql_cmd(proxy_port(env), NO_EXTENSION_DB, "pm", "pm-pw")
+    let out = psql_cmd(proxy_port(env), no_extension_db(), "pm", "pm-pw")
         .args(["-c", sql])
         .output()
         .expect("psql");
     text(&out)
+}
+
+/// `sql` through the proxy-mode proxy: served without an error and
+/// without a raw protected value; what came back.
+fn served(env: &Env, sql: &str) -> String {
+    let out = pm(env, sql);
+    assert!(!out.contains("ERROR"), "{sql}\n{out}");
+    assert_no_marker(sql, &out);
+    out
+}
+
+/// `sql` through the proxy-mode proxy: refused by `rule`, without a raw
+/// protected value in the answer.
+fn refused_by(env: &Env, rule: &str, sql: &str) {
+    let out = pm(env, sql);
+    assert!(
+        out.contains(&format!("statement refused ({rule})")),
+        "{sql}: expected a refusal by {rule}:\n{out}"
+    );
+    assert_no_marker(sql, &out);
 }
 
 #[test]
@@ -102,9 +133,7 @@ fn what_analysts_and_tools_send_works_and_protected_columns_come_back_sanitized(
         "BEGIN; DECLARE c CURSOR FOR SELECT note FROM pm_t; FETCH 2 FROM c; COMMIT",
         "PREPARE p(int) AS SELECT note FROM pm_t WHERE id = $1; EXECUTE p(1)",
     ] {
-        let out = pm(env, sql);
-        assert!(!out.contains("ERROR"), "{sql}\n{out}");
-        assert_no_marker(sql, &out);
+        let out = served(env, sql);
         assert!(!out.trim().is_empty(), "{sql}: nothing came back");
     }
     let names = pm(env, "SELECT patient FROM pm_t ORDER BY id");
@@ -171,17 +200,12 @@ fn every_rule_of_the_allow_list_refuses_with_its_name() {
             "function_not_allowed",
             "SELECT set_config('a', ward, false) FROM pm_t",
         ),
-        ("setting_not_allowed", "SET search_path = public"),
+        ("setting_not_allowed", "SET LOCAL search_path = public"),
         ("catalog_relation", "SELECT * FROM pg_stats"),
         ("parse_error", "SELEC 1"),
     ];
     for (rule, sql) in refused {
-        let out = pm(env, sql);
-        assert!(
-            out.contains(&format!("statement refused ({rule})")),
-            "{sql}: expected a refusal by {rule}:\n{out}"
-        );
-        assert_no_marker(sql, &out);
+        refused_by(env, rule, sql);
     }
     // A refusal in the middle of a multi-statement query refuses it whole,
     // and the session goes on.
@@ -206,8 +230,10 @@ fn server_errors_keep_only_severity_sqlstate_and_a_safe_message() {
 fn the_extended_protocol_is_analyzed_too() {
     let Some(env) = env() else { return };
     let port = proxy_port(env);
-    let conninfo =
-        format!("host=127.0.0.1 port={port} user=pm password=pm-pw dbname={NO_EXTENSION_DB}");
+    let conninfo = format!(
+        "host=127.0.0.1 port={port} user=pm password=pm-pw dbname={}",
+        no_extension_db()
+    );
     let Some(out) = python_client("proxy_mode_client.py", &[&conninfo]) else {
         return;
     };
@@ -265,8 +291,10 @@ fn database_labels_protect_columns_in_proxy_mode_too() {
 fn protocol_bookkeeping_follows_what_the_server_confirms() {
     let Some(env) = env() else { return };
     let port = proxy_port(env);
-    let conninfo =
-        format!("host=127.0.0.1 port={port} user=pm password=pm-pw dbname={NO_EXTENSION_DB}");
+    let conninfo = format!(
+        "host=127.0.0.1 port={port} user=pm password=pm-pw dbname={}",
+        no_extension_db()
+    );
     let Some(out) = python_client("proxy_mode_protocol.py", &[&conninfo]) else {
         return;
     };
@@ -298,19 +326,19 @@ fn an_overload_created_during_the_session_does_not_run() {
     let Some(env) = env() else { return };
     let port = proxy_port(env);
     direct(
-        NO_EXTENSION_DB,
+        no_extension_db(),
         "DROP FUNCTION IF EXISTS public.initcap(varchar)",
     );
     // The session starts and reads its catalog before the overload exists.
     let out = psql_mid_session(
         port,
-        NO_EXTENSION_DB,
+        no_extension_db(),
         "pm",
         "pm-pw",
         std::time::Duration::from_secs(3),
         || {
             direct(
-                NO_EXTENSION_DB,
+                no_extension_db(),
                 "CREATE FUNCTION public.initcap(varchar) RETURNS text LANGUAGE sql \
                  AS $$ SELECT pg_catalog.string_agg(note || ' ' || patient, ' | ') FROM public.pm_t $$;
                  GRANT EXECUTE ON FUNCTION public.initcap(varchar) TO PUBLIC;",
@@ -320,7 +348,7 @@ fn an_overload_created_during_the_session_does_not_run() {
          SELECT initcap(ward::varchar), id FROM pm_t WHERE initcap(ward::varchar) <> '' ORDER BY id;",
     );
     direct(
-        NO_EXTENSION_DB,
+        no_extension_db(),
         "DROP FUNCTION IF EXISTS public.initcap(varchar)",
     );
     assert!(out.contains("started"), "{out}");
@@ -336,7 +364,7 @@ fn an_overload_created_during_the_session_does_not_run() {
 fn proxy_mode_reads_a_recognizers_file() {
     let Some(env) = env() else { return };
     direct(
-        NO_EXTENSION_DB,
+        no_extension_db(),
         "DROP TABLE IF EXISTS pm_codes;
          CREATE TABLE pm_codes (id int PRIMARY KEY, note text);
          INSERT INTO pm_codes VALUES (1, 'The patient follows the zorblax protocol at home.');
@@ -357,13 +385,13 @@ fn proxy_mode_reads_a_recognizers_file() {
              [masking]\nmode = \"proxy\"\n{extra}\
              [[rule]]\ntable = \"pm_codes\"\ncolumn = \"note\"\n\
              rule = \"deidentify(strategy => typed_placeholder)\"\n",
-            upstream_toml(env, NO_EXTENSION_DB)
+            upstream_toml(env, no_extension_db())
         );
         spawn_proxy(&config).0
     };
     let read = |port: u16| {
         text(
-            &psql_cmd(port, NO_EXTENSION_DB, "pr", "pr-pw")
+            &psql_cmd(port, no_extension_db(), "pr", "pr-pw")
                 .args(["-c", "SELECT note FROM pm_codes"])
                 .output()
                 .expect("psql"),
@@ -374,5 +402,173 @@ fn proxy_mode_reads_a_recognizers_file() {
     let with = read(start(&format!("recognizers = \"{}\"\n", file.display())));
     assert!(!with.contains("zorblax"), "{with}");
     assert!(with.contains("protocol at home"), "{with}");
-    direct(NO_EXTENSION_DB, "DROP TABLE pm_codes;");
+    direct(no_extension_db(), "DROP TABLE pm_codes;");
+}
+
+/// psql's `meta` command (aligned, with its footers) through the
+/// proxy-mode proxy and directly as its upstream role: (proxied, direct).
+fn describe(env: &Env, meta: &str) -> (String, String) {
+    let full = ["-P", "tuples_only=off", "-P", "format=aligned", "-c", meta];
+    let proxied = psql_cmd(proxy_port(env), no_extension_db(), "pm", "pm-pw")
+        .args(full)
+        .output()
+        .expect("psql");
+    let direct = direct_cmd(env, no_extension_db(), "proxy_unlabelled")
+        .args(full)
+        .output()
+        .expect("psql");
+    (text(&proxied), text(&direct))
+}
+
+/// psql's `\d` of a table (a foreign key references pm_t, which makes
+/// psql ask for pg_partition_ancestors), of a partitioned table, a
+/// partition, a view, and the lists, describe through the proxy exactly
+/// what they describe directly, and show no protected value.
+#[test]
+fn psql_describes_tables_as_a_direct_connection_does() {
+    let Some(env) = env() else { return };
+    for meta in [
+        "\\d pm_t",
+        "\\d+ pm_t",
+        "\\d pm_visits",
+        "\\d+ pm_parts",
+        "\\d pm_parts_north",
+        "\\d+ pm_wards",
+        "\\dt",
+        "\\di",
+        "\\dv",
+        "\\df",
+        "\\dX",
+    ] {
+        let (proxied, direct) = describe(env, meta);
+        assert!(!proxied.contains("ERROR"), "{meta}:\n{proxied}");
+        assert_eq!(proxied, direct, "{meta}");
+        assert_no_marker(meta, &proxied);
+    }
+    let (d, _) = describe(env, "\\d pm_t");
+    assert!(
+        d.contains("Referenced by:") && d.contains("pm_visits"),
+        "{d}"
+    );
+    let (d, _) = describe(env, "\\d+ pm_parts");
+    assert!(d.contains("pm_parts_north FOR VALUES IN ('north')"), "{d}");
+}
+
+/// The catalog functions psql's `\d` needs read definitions, never the
+/// values of a table: the statistics that hold protected values stay
+/// refused, a catalog function given a value read from a table is refused
+/// by its own rule, and what the allowed ones return over the whole
+/// catalog holds no protected value.
+#[test]
+fn catalog_introspection_reveals_no_protected_value() {
+    let Some(env) = env() else { return };
+    proxy_port(env);
+    // The statistics do hold the planted values: reading them would leak.
+    let stats = direct(
+        no_extension_db(),
+        "SELECT histogram_bounds::text FROM pg_stats WHERE tablename = 'pm_t' AND attname = 'patient'",
+    );
+    assert!(stats.contains(MARKERS[0]), "{stats}");
+    for (rule, sql) in [
+        (
+            "catalog_relation",
+            "SELECT histogram_bounds FROM pg_stats WHERE tablename = 'pm_t'",
+        ),
+        (
+            "catalog_relation",
+            "SELECT most_common_vals FROM pg_stats_ext",
+        ),
+        (
+            "catalog_relation",
+            "SELECT stxdmcv FROM pg_statistic_ext_data",
+        ),
+        ("catalog_relation", "SELECT stavalues1 FROM pg_statistic"),
+        (
+            "catalog_function_argument",
+            "SELECT pg_catalog.pg_get_userbyid(id::oid) FROM pm_t",
+        ),
+        (
+            "catalog_function_argument",
+            "SELECT a.relid FROM pm_t t, pg_catalog.pg_partition_ancestors(t.id::regclass) a",
+        ),
+        (
+            "catalog_function_argument",
+            "SELECT pg_catalog.pg_describe_object(1259, s.id::oid, 0) FROM (SELECT id FROM pm_t) s",
+        ),
+        (
+            "protected_in_expression",
+            "SELECT pg_catalog.to_regclass(note) FROM pm_t",
+        ),
+    ] {
+        refused_by(env, rule, sql);
+    }
+    for sql in [
+        "SELECT pg_catalog.pg_describe_object(classid, objid, objsubid) FROM pg_catalog.pg_depend",
+        "SELECT pg_catalog.pg_get_expr(adbin, adrelid) FROM pg_catalog.pg_attrdef",
+        "SELECT pg_catalog.pg_get_expr(relpartbound, oid) FROM pg_catalog.pg_class",
+        "SELECT pg_catalog.pg_get_statisticsobjdef_columns(oid) FROM pg_catalog.pg_statistic_ext",
+        "SELECT r.relid FROM pg_catalog.pg_class c, pg_catalog.pg_partition_ancestors(c.oid) r",
+    ] {
+        served(env, sql);
+    }
+}
+
+/// `SET search_path` through proxy mode: unqualified names then resolve
+/// as the server resolves them (a schema that does not exist skipped), the
+/// rules of the table reached apply, `SHOW` agrees, and what could be
+/// undone (`SET LOCAL`, a `SET` inside a transaction block) is refused.
+#[test]
+fn set_search_path_moves_name_resolution_with_the_server() {
+    let Some(env) = env() else { return };
+    let out = psql_cmd(proxy_port(env), no_extension_db(), "pm", "pm-pw")
+        .args([
+            "-c",
+            "SELECT 'before:' || count(*) FROM pm_t",
+            "-c",
+            "SET search_path TO pm_nosuch, pm_other, public",
+            "-c",
+            "SHOW search_path",
+            "-c",
+            "SELECT 'after:' || count(*) FROM pm_t",
+            "-c",
+            "SELECT 'row:' || id, secret FROM pm_t",
+            "-c",
+            "SELECT id FROM pm_t WHERE secret LIKE 'K%'",
+            "-c",
+            "SELECT 'visits:' || count(*) FROM pm_visits",
+            "-c",
+            "SET LOCAL search_path TO public",
+            "-c",
+            "BEGIN",
+            "-c",
+            "SET search_path TO public",
+            "-c",
+            "ROLLBACK",
+            "-c",
+            "SELECT 'kept:' || count(*) FROM pm_t",
+            "-c",
+            "RESET search_path",
+            "-c",
+            "SELECT 'reset:' || count(*) FROM pm_t",
+        ])
+        .output()
+        .expect("psql");
+    let out = text(&out);
+    for expect in [
+        "before:3",
+        "pm_nosuch, pm_other, public",
+        "after:1",
+        "row:1|",
+        "statement refused (protected_in_where): column pm_other.pm_t.secret is protected",
+        "visits:3",
+        "statement refused (setting_not_allowed): SET LOCAL search_path",
+        "statement refused (setting_not_allowed): setting search_path: the search path may \
+         only be changed outside a transaction block",
+        "kept:1",
+        "reset:3",
+    ] {
+        assert!(out.contains(expect), "{expect:?} missing:\n{out}");
+    }
+    // The protected column of the table the new path reached is sanitized.
+    assert_no_marker("a table reached through SET search_path", &out);
 }

@@ -6,7 +6,7 @@
 //! OID. Each test failed before its fix with raw protected text in the
 //! output; none may now return any.
 //!
-//! Runs in a database of its own (`dptext_proxy_atk`), with an upstream
+//! Runs in a database of its own (`<DPTEXT_TEST_DB>_atk`), with an upstream
 //! role `atk_reader` that reads raw data and a role `atk_creator` that
 //! may create objects in `public`: the colluding role of the attacks.
 //! Needs what the other proxy tests need; skipped without the database
@@ -18,7 +18,11 @@ use std::sync::{Mutex, OnceLock};
 
 use common::*;
 
-const DB: &str = "dptext_proxy_atk";
+/// The attacks' database (`<DPTEXT_TEST_DB>_atk`).
+fn db() -> &'static str {
+    static DB: OnceLock<String> = OnceLock::new();
+    DB.get_or_init(|| side_db("atk"))
+}
 
 /// Tests that create objects in `public` run one at a time: an operator
 /// or cast of one would change what the others' sessions may do.
@@ -31,13 +35,13 @@ fn proxy_port(env: &Env) -> u16 {
     *PORT.get_or_init(|| {
         let have = direct(
             "postgres",
-            &format!("SELECT count(*) FROM pg_database WHERE datname = '{DB}'"),
+            &format!("SELECT count(*) FROM pg_database WHERE datname = '{}'", db()),
         );
         if have.trim() == "0" {
-            direct("postgres", &format!("CREATE DATABASE {DB}"));
+            direct("postgres", &format!("CREATE DATABASE {}", db()));
         }
         direct(
-            DB,
+            db(),
             &format!(
                 "DO $$BEGIN
                    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'atk_reader') THEN CREATE ROLE atk_reader LOGIN; END IF;
@@ -79,7 +83,7 @@ fn proxy_port(env: &Env) -> u16 {
              upstream_user = \"atk_reader\"\n\
              [masking]\nmode = \"proxy\"\n\
              [[rule]]\ntable = \"atk_t\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n",
-            upstream_toml(env, DB)
+            upstream_toml(env, db())
         );
         spawn_proxy(&config).0
     })
@@ -90,27 +94,27 @@ fn proxy_port(env: &Env) -> u16 {
 fn mid_session(env: &Env, setup: &str, sql: &str, cleanup: &str) -> String {
     // The proxy's start makes the database: first.
     let port = proxy_port(env);
-    direct(DB, cleanup);
+    direct(db(), cleanup);
     // The session reads its catalog before the objects exist.
     let out = psql_mid_session(
         port,
-        DB,
+        db(),
         "atk",
         "atk-pw",
         std::time::Duration::from_secs(2),
         || {
-            direct(DB, &format!("SET ROLE atk_creator; {setup}"));
+            direct(db(), &format!("SET ROLE atk_creator; {setup}"));
         },
         sql,
     );
-    direct(DB, cleanup);
+    direct(db(), cleanup);
     assert!(out.contains("started"), "{out}");
     out
 }
 
 fn atk(env: &Env, sql: &str) -> String {
     text(
-        &psql_cmd(proxy_port(env), DB, "atk", "atk-pw")
+        &psql_cmd(proxy_port(env), db(), "atk", "atk-pw")
             .args(["-c", sql])
             .output()
             .expect("psql"),
@@ -147,8 +151,11 @@ fn an_operator_created_during_the_session_is_not_reached_through_using() {
 fn parse_parameter_types_outside_pg_catalog_are_refused() {
     let Some(env) = env() else { return };
     let port = proxy_port(env);
-    let domain = direct(DB, "SELECT 'public.atk_d'::regtype::oid");
-    let conninfo = format!("host=127.0.0.1 port={port} user=atk password=atk-pw dbname={DB}");
+    let domain = direct(db(), "SELECT 'public.atk_d'::regtype::oid");
+    let conninfo = format!(
+        "host=127.0.0.1 port={port} user=atk password=atk-pw dbname={}",
+        db()
+    );
     let Some(out) = python_client(
         "proxy_mode_param_types.py",
         &[&conninfo, domain.trim(), "25", "0"],

@@ -5,9 +5,9 @@ use std::collections::BTreeSet;
 
 use super::QualName;
 
-/// Settings `SET`/`RESET` may change. Not `search_path`: the analyzer
-/// resolves names with the path the proxy knows, which a `SET` undone by
-/// a later `ROLLBACK` would make wrong. Not `standard_conforming_strings`
+/// Settings `SET`/`RESET` may change. `search_path` is not listed: it
+/// has rules of its own (`PathChange`), since the analyzer resolves names
+/// with the path the server searches. Not `standard_conforming_strings`
 /// or `backslash_quote`: the proxy's parse must read string literals as
 /// the server does. `client_encoding` only to UTF8, for the same reason.
 pub const ALLOWED_SETTINGS: &[&str] = &[
@@ -89,13 +89,17 @@ pub const DENIED_FUNCTIONS: &[&str] = &[
     "dblink_exec",
 ];
 
-/// STABLE `pg_catalog` functions that are allowed: they read the catalog
-/// (not table data) or depend on settings such as TimeZone and DateStyle
-/// only. The last group implements cross-type date/time comparisons,
-/// `||` with a non-text operand, and `@@` with the default text-search
-/// configuration, so that the operators built on them can be used.
-pub const STABLE_FUNCTIONS: &[&str] = &[
-    // catalog introspection (psql \d, SQLAlchemy)
+/// Functions that read definitions from the catalog, by the OIDs and
+/// names they are given: object names, types, defaults, index, constraint,
+/// view, rule, trigger, policy and partition definitions, comments,
+/// privileges, visibility on the search path. None reads a table's rows
+/// or the statistics of its values (`pg_statistic`, `pg_statistic_ext_data`),
+/// and every argument must be a value of the catalog (a constant, a
+/// parameter or a catalog column; see `Policy::catalog_functions`).
+/// Allowed whatever their volatility: `pg_partition_ancestors` is
+/// VOLATILE by default only (it reads `pg_inherits`).
+pub const CATALOG_FUNCTIONS: &[&str] = &[
+    // psql \d and \dt, SQLAlchemy
     "format_type",
     "pg_get_expr",
     "pg_get_indexdef",
@@ -123,6 +127,28 @@ pub const STABLE_FUNCTIONS: &[&str] = &[
     "pg_has_role",
     "to_regclass",
     "to_regtype",
+    // psql \d of a table referenced by a foreign key or with triggers,
+    // of a partition; \dX; \dx+; \df+; \do; \dd; SQLAlchemy's columns
+    "pg_partition_ancestors",
+    "pg_statistics_obj_is_visible",
+    "pg_describe_object",
+    "pg_get_function_sqlbody",
+    "pg_operator_is_visible",
+    "pg_opclass_is_visible",
+    "pg_opfamily_is_visible",
+    "pg_collation_is_visible",
+    // \l, \dO: encoding names and numbers
+    "pg_encoding_to_char",
+    "pg_char_to_encoding",
+    "getdatabaseencoding",
+];
+
+/// STABLE `pg_catalog` functions that are allowed: they depend on
+/// settings such as TimeZone and DateStyle only. The last group
+/// implements cross-type date/time comparisons, `||` with a non-text
+/// operand, and `@@` with the default text-search configuration, so that
+/// the operators built on them can be used.
+pub const STABLE_FUNCTIONS: &[&str] = &[
     "current_schema",
     "current_schemas",
     "current_database",
@@ -149,6 +175,9 @@ pub const STABLE_FUNCTIONS: &[&str] = &[
     "concat",
     "concat_ws",
     "format",
+    // as concat: STABLE for its arguments' output functions (SQLAlchemy's
+    // column reflection builds its identity and collation options with it)
+    "json_build_object",
     // behind operators
     "anytextcat",
     "textanycat",
@@ -184,7 +213,12 @@ pub const STABLE_FUNCTIONS: &[&str] = &[
 ];
 
 /// Set-returning functions allowed in `FROM` (one output column each).
-pub const FROM_FUNCTIONS: &[&str] = &["generate_series", "generate_subscripts", "unnest"];
+pub const FROM_FUNCTIONS: &[&str] = &[
+    "generate_series",
+    "generate_subscripts",
+    "unnest",
+    "pg_partition_ancestors",
+];
 
 /// `pg_catalog` relations that may be read: definitions, not data or
 /// statistics. Not `pg_statistic`, `pg_stats`, `pg_statistic_ext_data`,
@@ -206,10 +240,12 @@ pub const PG_CATALOG_RELATIONS: &[&str] = &[
     "pg_index",
     "pg_indexes",
     "pg_inherits",
+    "pg_language",
     "pg_matviews",
     "pg_namespace",
     "pg_opclass",
     "pg_operator",
+    "pg_opfamily",
     "pg_partitioned_table",
     "pg_policy",
     "pg_proc",

@@ -2,12 +2,16 @@
 //! operators, casts), and any column it reads must be unprotected; a
 //! protected one is refused by the rule of the clause it appears in (or
 //! of the aggregate or window function around it). Node types the
-//! analyzer does not know are refused.
+//! analyzer does not know are refused. Each expression's [`Origin`] is
+//! worked out on the way: a catalog function takes only values of the
+//! catalog.
 
 use pg_query::protobuf::{AExprKind, SubLinkType, WindowDef};
 use pg_query::{Node, NodeEnum};
 
-use super::nodes::{construct, fields, node_name, opaque_row, protected, whole_row, Cx, Outputs};
+use super::nodes::{
+    construct, fields, names, node_name, opaque_row, protected, whole_row, Cx, Origin, Outputs,
+};
 use super::query::Walker;
 use super::scope::{Resolved, Scope};
 use super::{Refusal, Rule};
@@ -25,19 +29,25 @@ impl Cx {
 }
 
 impl Walker<'_> {
-    fn exprs(&self, nodes: &[Node], scope: &Scope<'_>, cx: Cx) -> Result<(), Refusal> {
-        nodes.iter().try_for_each(|n| self.expr(n, scope, cx))
+    /// Checks every expression of `nodes`; the origin of a value computed
+    /// from them all.
+    pub fn exprs(&self, nodes: &[Node], scope: &Scope<'_>, cx: Cx) -> Result<Origin, Refusal> {
+        let mut origin = Origin::Catalog;
+        for n in nodes {
+            origin = origin.and(self.expr(n, scope, cx)?);
+        }
+        Ok(origin)
     }
 
-    fn opt(&self, node: &Option<Box<Node>>, scope: &Scope<'_>, cx: Cx) -> Result<(), Refusal> {
+    fn opt(&self, node: &Option<Box<Node>>, scope: &Scope<'_>, cx: Cx) -> Result<Origin, Refusal> {
         match node {
             Some(n) => self.expr(n, scope, cx),
-            None => Ok(()),
+            None => Ok(Origin::Catalog),
         }
     }
 
-    /// Checks an expression in `scope`.
-    pub fn expr(&self, node: &Node, scope: &Scope<'_>, cx: Cx) -> Result<(), Refusal> {
+    /// Checks an expression in `scope`; where its value comes from.
+    pub fn expr(&self, node: &Node, scope: &Scope<'_>, cx: Cx) -> Result<Origin, Refusal> {
         let _depth = self.enter()?;
         let Some(n) = &node.node else {
             return Err(construct("an empty expression"));
@@ -45,14 +55,16 @@ impl Walker<'_> {
         match n {
             NodeEnum::ColumnRef(r) => match scope.resolve(&fields(&r.fields)?)? {
                 Resolved::Column(c) if c.out.is_restricted() => Err(cx.refusal(&c.out)),
-                Resolved::Column(_) => Ok(()),
+                Resolved::Column(c) => Ok(c.origin),
                 Resolved::WholeRow(cols, _) if cols.iter().any(|c| c.out.is_restricted()) => {
                     Err(whole_row())
                 }
                 Resolved::WholeRow(_, Some(t)) => Err(opaque_row(&t)),
-                Resolved::WholeRow(_, None) => Ok(()),
+                Resolved::WholeRow(_, None) => Ok(Origin::Data),
             },
-            NodeEnum::ParamRef(_) | NodeEnum::AConst(_) | NodeEnum::SqlvalueFunction(_) => Ok(()),
+            NodeEnum::ParamRef(_) | NodeEnum::AConst(_) | NodeEnum::SqlvalueFunction(_) => {
+                Ok(Origin::Catalog)
+            }
             NodeEnum::TypeCast(c) => {
                 match &c.type_name {
                     Some(t) => self.check_type(t)?,
@@ -68,7 +80,10 @@ impl Walker<'_> {
                     window: cx.window || used.window || f.over.is_some(),
                     ..cx
                 };
-                self.exprs(&f.args, scope, inner)?;
+                let mut origin = self.exprs(&f.args, scope, inner)?;
+                if used.catalog {
+                    catalog_arguments(&f.funcname, origin)?;
+                }
                 for s in &f.agg_order {
                     let Some(NodeEnum::SortBy(s)) = &s.node else {
                         return Err(construct(
@@ -78,19 +93,20 @@ impl Walker<'_> {
                     if !s.use_op.is_empty() {
                         self.check_operator(&s.use_op)?;
                     }
-                    self.opt(&s.node, scope, inner)?;
+                    origin = origin.and(self.opt(&s.node, scope, inner)?);
                 }
-                self.opt(&f.agg_filter, scope, inner)?;
+                origin = origin.and(self.opt(&f.agg_filter, scope, inner)?);
                 if let Some(w) = &f.over {
-                    self.window_def(w, scope, inner)?;
+                    origin = origin.and(self.window_def(w, scope, inner)?);
                 }
-                Ok(())
+                Ok(origin)
             }
             NodeEnum::NamedArgExpr(a) => self.opt(&a.arg, scope, cx),
             NodeEnum::AExpr(e) => {
                 self.a_expr_operators(e)?;
-                self.opt(&e.lexpr, scope, cx)?;
-                self.opt(&e.rexpr, scope, cx)
+                Ok(self
+                    .opt(&e.lexpr, scope, cx)?
+                    .and(self.opt(&e.rexpr, scope, cx)?))
             }
             NodeEnum::List(l) => self.exprs(&l.items, scope, cx),
             NodeEnum::BoolExpr(b) => self.exprs(&b.args, scope, cx),
@@ -101,15 +117,15 @@ impl Walker<'_> {
                 if c.arg.is_some() {
                     self.check_operator_symbol(None, "=")?;
                 }
-                self.opt(&c.arg, scope, cx)?;
+                let mut origin = self.opt(&c.arg, scope, cx)?;
                 for w in &c.args {
                     let Some(NodeEnum::CaseWhen(w)) = &w.node else {
                         return Err(construct("a CASE branch that is not WHEN"));
                     };
-                    self.opt(&w.expr, scope, cx)?;
-                    self.opt(&w.result, scope, cx)?;
+                    origin = origin.and(self.opt(&w.expr, scope, cx)?);
+                    origin = origin.and(self.opt(&w.result, scope, cx)?);
                 }
-                self.opt(&c.defresult, scope, cx)
+                Ok(origin.and(self.opt(&c.defresult, scope, cx)?))
             }
             NodeEnum::CoalesceExpr(c) => self.exprs(&c.args, scope, cx),
             NodeEnum::MinMaxExpr(m) => self.exprs(&m.args, scope, cx),
@@ -117,18 +133,18 @@ impl Walker<'_> {
             NodeEnum::RowExpr(r) => self.exprs(&r.args, scope, cx),
             NodeEnum::GroupingFunc(g) => self.exprs(&g.args, scope, cx),
             NodeEnum::AIndirection(i) => {
-                self.opt(&i.arg, scope, cx)?;
+                let mut origin = self.opt(&i.arg, scope, cx)?;
                 for ind in &i.indirection {
                     match &ind.node {
                         Some(NodeEnum::AIndices(x)) => {
-                            self.opt(&x.lidx, scope, cx)?;
-                            self.opt(&x.uidx, scope, cx)?;
+                            origin = origin.and(self.opt(&x.lidx, scope, cx)?);
+                            origin = origin.and(self.opt(&x.uidx, scope, cx)?);
                         }
                         Some(NodeEnum::String(_)) => {}
                         _ => return Err(construct("this kind of field selection")),
                     }
                 }
-                Ok(())
+                Ok(origin)
             }
             other => Err(construct(&format!("expression node {}", node_name(other)))),
         }
@@ -166,7 +182,7 @@ impl Walker<'_> {
         s: &pg_query::protobuf::SubLink,
         scope: &Scope<'_>,
         cx: Cx,
-    ) -> Result<(), Refusal> {
+    ) -> Result<Origin, Refusal> {
         let kind = SubLinkType::try_from(s.sub_link_type).unwrap_or(SubLinkType::Undefined);
         let outputs = match kind {
             SubLinkType::ExistsSublink => Outputs::Bare,
@@ -192,13 +208,15 @@ impl Walker<'_> {
         else {
             return Err(construct("a subquery that is not a SELECT"));
         };
-        self.select(sel, Some(scope), outputs).map(|_| ())
+        // What a subquery yields depends on the rows it reads, whatever
+        // they are: never a value of the catalog alone.
+        self.select(sel, Some(scope), outputs).map(|_| Origin::Data)
     }
 
     /// A window: partitioning, ordering and frame offsets.
-    pub fn window_def(&self, w: &WindowDef, scope: &Scope<'_>, cx: Cx) -> Result<(), Refusal> {
+    pub fn window_def(&self, w: &WindowDef, scope: &Scope<'_>, cx: Cx) -> Result<Origin, Refusal> {
         let cx = Cx { window: true, ..cx };
-        self.exprs(&w.partition_clause, scope, cx)?;
+        let mut origin = self.exprs(&w.partition_clause, scope, cx)?;
         for s in &w.order_clause {
             let Some(NodeEnum::SortBy(s)) = &s.node else {
                 return Err(construct("a window ORDER BY entry that is not a sort key"));
@@ -206,9 +224,26 @@ impl Walker<'_> {
             if !s.use_op.is_empty() {
                 self.check_operator(&s.use_op)?;
             }
-            self.opt(&s.node, scope, cx)?;
+            origin = origin.and(self.opt(&s.node, scope, cx)?);
         }
-        self.opt(&w.start_offset, scope, cx)?;
-        self.opt(&w.end_offset, scope, cx)
+        origin = origin.and(self.opt(&w.start_offset, scope, cx)?);
+        Ok(origin.and(self.opt(&w.end_offset, scope, cx)?))
     }
+}
+
+/// A catalog function (`Policy::catalog_functions`) may only be given
+/// values of the catalog: it reads definitions by the OIDs and names it
+/// is given, and none of those may come from a table's rows.
+pub(super) fn catalog_arguments(funcname: &[Node], args: Origin) -> Result<(), Refusal> {
+    if args == Origin::Catalog {
+        return Ok(());
+    }
+    let name = names(funcname).unwrap_or_default().join(".");
+    Err(Refusal::new(
+        Rule::CatalogFunctionArgument,
+        format!(
+            "function {name} reads the catalog and may only be given constants, parameters and \
+             columns of catalog relations, not values read from a table or a subquery"
+        ),
+    ))
 }

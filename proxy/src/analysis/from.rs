@@ -8,7 +8,8 @@
 use pg_query::protobuf::{JoinExpr, RangeFunction, RangeVar};
 use pg_query::{Node, NodeEnum};
 
-use super::nodes::{construct, names, node_name, protected, Clause, Outputs};
+use super::expr::catalog_arguments;
+use super::nodes::{construct, names, node_name, protected, Clause, Origin, Outputs};
 use super::query::{rename, Walker};
 use super::scope::{Col, NsItem, Scope};
 use super::{OutputColumn, ProtectedColumn, QualName, Refusal, RelationKind, Rule};
@@ -250,7 +251,10 @@ impl Walker<'_> {
                     format!("catalog relation {qn} is not on the catalog allow-list"),
                 ));
             }
-            rel.columns.iter().map(Col::plain).collect()
+            rel.columns
+                .iter()
+                .map(|c| Col::plain(c).of(Origin::Catalog))
+                .collect()
         } else if !table || rel.schema.starts_with("pg_toast") {
             return Err(Refusal::new(
                 Rule::RelationKind,
@@ -318,7 +322,9 @@ impl Walker<'_> {
     }
 
     /// A set-returning function in `FROM`: only the allowed ones, one
-    /// column each, no column definition list.
+    /// column each (named by the function or its alias, or by its output
+    /// parameter: [`NAMED_COLUMNS`]), no column definition list. Its
+    /// columns have the origin of its arguments.
     fn range_function(&self, f: &RangeFunction, scope: &Scope<'_>) -> Result<NsItem, Refusal> {
         if !f.coldeflist.is_empty() {
             return Err(from_function("a column definition list"));
@@ -326,6 +332,7 @@ impl Walker<'_> {
         let mut cols = Vec::new();
         let mut first_name = None;
         let mut has_unnest = false;
+        let mut named = false;
         for entry in &f.functions {
             let Some(NodeEnum::List(list)) = &entry.node else {
                 return Err(from_function("this shape"));
@@ -353,21 +360,28 @@ impl Walker<'_> {
                 }
                 has_unnest = true;
             }
-            self.check_function(&call.funcname)?;
-            for a in &call.args {
-                self.expr(a, scope, Clause::Values.cx())?;
+            let used = self.check_function(&call.funcname)?;
+            let origin = self.exprs(&call.args, scope, Clause::Values.cx())?;
+            if used.catalog {
+                catalog_arguments(&call.funcname, origin)?;
             }
             first_name.get_or_insert_with(|| name.clone());
-            cols.push(Col::plain(name));
+            match NAMED_COLUMNS.iter().find(|(n, _)| *n == name) {
+                Some((_, out)) => {
+                    named = true;
+                    cols.extend(out.iter().map(|c| Col::plain(*c).of(origin)));
+                }
+                None => cols.push(Col::plain(name).of(origin)),
+            }
         }
         let (alias_name, aliases) = alias(&f.alias)?;
-        if cols.len() == 1 && aliases.is_empty() {
+        if cols.len() == 1 && aliases.is_empty() && !named {
             if let Some(a) = &alias_name {
                 cols[0].name = a.clone();
             }
         }
         if f.ordinality {
-            cols.push(Col::plain("ordinality"));
+            cols.push(Col::plain("ordinality").of(Origin::Catalog));
         }
         let mut cols = rename(cols, &aliases);
         if has_unnest {
@@ -415,12 +429,17 @@ fn alias(a: &Option<pg_query::protobuf::Alias>) -> Result<(Option<String>, Vec<&
     }
 }
 
+/// Set-returning functions of the allow-list whose columns are named by
+/// their output parameters, not by the function or its alias:
+/// `FROM pg_partition_ancestors(x) AS a` has a column `relid`.
+const NAMED_COLUMNS: &[(&str, &[&str])] = &[("pg_partition_ancestors", &["relid"])];
+
 fn from_function(what: &str) -> Refusal {
     Refusal::new(
         Rule::FunctionInFrom,
         format!(
-            "{what} in FROM is not allowed; only generate_series, generate_subscripts and unnest \
-             of one array may be read as a table"
+            "{what} in FROM is not allowed; only generate_series, generate_subscripts, unnest \
+             of one array and pg_partition_ancestors may be read as a table"
         ),
     )
 }

@@ -2,11 +2,13 @@
 //! that cannot read table data or change anything: every overload the
 //! name can resolve to (in `pg_catalog` and, for an unqualified name, in
 //! the schemas of the search path) must live in `pg_catalog`, be
-//! IMMUTABLE (or STABLE and on the policy's STABLE allow-list), and not
-//! be on the deny-list. A user-defined overload anywhere on the path
-//! refuses the name: overload resolution could pick it. Types must be
-//! `pg_catalog` types, since a cast or a literal of a type runs its input
-//! function.
+//! IMMUTABLE (or STABLE and on the policy's STABLE allow-list, or a
+//! catalog function of the policy's list, whatever its volatility), and
+//! not be on the deny-list. A catalog function's arguments must be values
+//! of the catalog (the walkers check that: `expr::catalog_arguments`). A
+//! user-defined overload anywhere on the path refuses the name: overload
+//! resolution could pick it. Types must be `pg_catalog` types, since a
+//! cast or a literal of a type runs its input function.
 
 use pg_query::protobuf::TypeName;
 use pg_query::{Node, NodeEnum};
@@ -23,6 +25,9 @@ pub(super) struct FunctionUse {
     pub aggregate: bool,
     /// Some overload is a window function.
     pub window: bool,
+    /// It is a catalog function: its arguments must be values of the
+    /// catalog.
+    pub catalog: bool,
 }
 
 impl Walker<'_> {
@@ -72,7 +77,10 @@ impl Walker<'_> {
         if candidates.is_empty() {
             return Err(function_refused(&shown, "the proxy does not know it"));
         }
-        let mut used = FunctionUse::default();
+        let mut used = FunctionUse {
+            catalog: policy.catalog_functions.contains(name),
+            ..FunctionUse::default()
+        };
         for f in &candidates {
             if f.schema != "pg_catalog" {
                 return Err(function_refused(
@@ -83,15 +91,20 @@ impl Walker<'_> {
                     ),
                 ));
             }
-            let volatility_ok = match f.volatility {
-                Volatility::Immutable => true,
-                Volatility::Stable => policy.stable_functions.contains(name),
-                Volatility::Volatile => false,
-            };
+            // A catalog function reads definitions only, whatever its
+            // volatility says (pg_partition_ancestors is VOLATILE by
+            // default, not by what it does).
+            let volatility_ok = used.catalog
+                || match f.volatility {
+                    Volatility::Immutable => true,
+                    Volatility::Stable => policy.stable_functions.contains(name),
+                    Volatility::Volatile => false,
+                };
             if !volatility_ok {
                 return Err(function_refused(
                     &shown,
-                    "only IMMUTABLE functions (and a few listed STABLE ones) may be called",
+                    "only IMMUTABLE functions (and a few listed STABLE and catalog ones) may be \
+                     called",
                 ));
             }
             match f.kind {

@@ -87,10 +87,16 @@ pub struct Policy {
     /// `pg_catalog` functions refused even when IMMUTABLE (also checked
     /// against the functions behind operators).
     pub denied_functions: BTreeSet<String>,
-    /// `pg_catalog` functions allowed although STABLE (catalog
-    /// introspection, date and time formatting, and the functions behind
-    /// cross-type date/time operators). VOLATILE ones are never allowed.
+    /// `pg_catalog` functions allowed although STABLE (date and time
+    /// formatting, and the functions behind cross-type date/time
+    /// operators). VOLATILE ones are never allowed.
     pub stable_functions: BTreeSet<String>,
+    /// `pg_catalog` functions that read definitions from the catalog
+    /// (psql's `\d`, SQLAlchemy's inspection): allowed whatever their
+    /// volatility, but only with arguments that are values of the catalog
+    /// (constants, parameters, columns of `catalog_relations`), never
+    /// values read from a table.
+    pub catalog_functions: BTreeSet<String>,
     /// Set-returning `pg_catalog` functions allowed in `FROM`.
     pub from_functions: BTreeSet<String>,
     /// Relations of `pg_catalog` and `information_schema` that may be
@@ -106,6 +112,7 @@ impl Default for Policy {
             allowed_settings: defaults::set(defaults::ALLOWED_SETTINGS),
             denied_functions: defaults::set(defaults::DENIED_FUNCTIONS),
             stable_functions: defaults::set(defaults::STABLE_FUNCTIONS),
+            catalog_functions: defaults::set(defaults::CATALOG_FUNCTIONS),
             from_functions: defaults::set(defaults::FROM_FUNCTIONS),
             catalog_relations: defaults::catalog_relations(),
         }
@@ -227,6 +234,22 @@ pub enum Effect {
     DiscardAll,
 }
 
+/// What a statement does to the session's `search_path`, once the server
+/// has committed it: the analysis of later statements must then resolve
+/// names with the server's new path (the proxy's session follows it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathChange {
+    /// `SET [SESSION] search_path TO ...` (or `= ...`): a path only the
+    /// server resolves as it will search it (schemas that do not exist or
+    /// that the role may not use are skipped, `$user` replaced), so the
+    /// proxy asks the server for it.
+    Set,
+    /// `RESET search_path`, `SET search_path TO DEFAULT`, `RESET ALL`,
+    /// `DISCARD ALL`: back to the session's default, the path it started
+    /// with.
+    Reset,
+}
+
 /// One analyzed statement.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StatementAnalysis {
@@ -238,6 +261,8 @@ pub struct StatementAnalysis {
     pub output: Vec<OutputColumn>,
     /// What it changes in the [`Session`] once completed.
     pub effect: Option<Effect>,
+    /// What it changes in the search path once committed.
+    pub search_path: Option<PathChange>,
 }
 
 /// A whole query string: one analysis per statement, in order.

@@ -96,6 +96,32 @@ impl Clause {
     }
 }
 
+/// Where a value comes from, for the catalog functions
+/// (`Policy::catalog_functions`), which may only be given values of the
+/// catalog: a value derived from a table's rows, even from unprotected
+/// columns, is never an argument of theirs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Origin {
+    /// Only constants, parameters, session values (`current_user`) and
+    /// columns of allow-listed catalog relations, through any allowed
+    /// function, operator, cast, join or derived table.
+    Catalog,
+    /// Something else: a column of a table, a sanitized relation or a
+    /// subquery, a whole row, a system column.
+    Data,
+}
+
+impl Origin {
+    /// The origin of a value computed from both.
+    pub fn and(self, other: Origin) -> Origin {
+        if self == Origin::Catalog && other == Origin::Catalog {
+            Origin::Catalog
+        } else {
+            Origin::Data
+        }
+    }
+}
+
 /// Relation schemas the analysis resolved, by the position of the
 /// relation's name in the statement text.
 pub(super) type Relations = BTreeMap<i32, String>;

@@ -14,7 +14,9 @@ use pg_query::protobuf::{
 };
 use pg_query::{Node, NodeEnum};
 
-use super::nodes::{construct, fields, names, protected, whole_row, Clause, Outputs, Relations};
+use super::nodes::{
+    construct, fields, names, protected, whole_row, Clause, Origin, Outputs, Relations,
+};
 use super::scope::{Col, Cte, Field, NsItem, Resolved, Scope};
 use super::{Context, OutputColumn, Refusal, Rule};
 
@@ -207,30 +209,40 @@ impl<'a> Walker<'a> {
         };
         let rule = Outputs::Refuse(Rule::ProtectedInSetOperation);
         let left = self.select(l, Some(level), rule)?;
-        self.select(r, Some(level), rule)?;
-        // The left branch names the columns, as certainly as it does.
+        let right = self.select(r, Some(level), rule)?;
+        // The left branch names the columns, as certainly as it does; a
+        // column is of the catalog when it is on both sides.
         Ok(left
             .into_iter()
-            .map(|c| Col {
-                out: OutputColumn::Plain,
-                ..c
+            .enumerate()
+            .map(|(i, c)| {
+                let other = right.get(i).map_or(Origin::Data, |r| r.origin);
+                Col {
+                    out: OutputColumn::Plain,
+                    origin: c.origin.and(other),
+                    ..c
+                }
             })
             .collect())
     }
 
     fn values(&self, stmt: &SelectStmt, level: &Scope<'_>) -> Result<Vec<Col>, Refusal> {
-        let mut width = 0;
+        let mut origins: Vec<Origin> = Vec::new();
         for row in &stmt.values_lists {
             let Some(NodeEnum::List(list)) = &row.node else {
                 return Err(construct("a VALUES row that is not a list"));
             };
-            width = width.max(list.items.len());
-            for e in &list.items {
-                self.expr(e, level, Clause::Values.cx())?;
+            if origins.len() < list.items.len() {
+                origins.resize(list.items.len(), Origin::Catalog);
+            }
+            for (e, origin) in list.items.iter().zip(origins.iter_mut()) {
+                *origin = origin.and(self.expr(e, level, Clause::Values.cx())?);
             }
         }
-        Ok((1..=width)
-            .map(|i| Col::plain(format!("column{i}")))
+        Ok(origins
+            .into_iter()
+            .enumerate()
+            .map(|(i, origin)| Col::plain(format!("column{}", i + 1)).of(origin))
             .collect())
     }
 
@@ -395,11 +407,11 @@ impl<'a> Walker<'a> {
                     {
                         Ok(())
                     }
-                    other => other,
+                    other => other.map(|_| ()),
                 };
             }
         }
-        self.expr(n, scope, clause.cx())
+        self.expr(n, scope, clause.cx()).map(|_| ())
     }
 
     /// One select-list entry: `*`, `t.*`, a bare column, or an expression.
@@ -434,13 +446,14 @@ impl<'a> Walker<'a> {
                 }
                 Resolved::Column(c) => cols.push(Col {
                     out: c.out,
+                    origin: c.origin,
                     ..output_col(t)
                 }),
             }
             return Ok(());
         }
-        self.expr(val, scope, Clause::Target.cx())?;
-        cols.push(output_col(t));
+        let origin = self.expr(val, scope, Clause::Target.cx())?;
+        cols.push(output_col(t).of(origin));
         Ok(())
     }
 }

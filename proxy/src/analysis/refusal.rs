@@ -66,6 +66,9 @@ pub enum Rule {
     FunctionNotAllowed,
     /// A function in `FROM` that is not an allowed set-returning function.
     FunctionInFrom,
+    /// A catalog function given a value read from a table or a subquery
+    /// rather than from the catalog.
+    CatalogFunctionArgument,
     /// An operator that is not allowed.
     OperatorNotAllowed,
     /// A type outside `pg_catalog` (casts and type input run its code).
@@ -115,6 +118,7 @@ impl Rule {
             Rule::WholeRowReference => "whole_row_reference",
             Rule::FunctionNotAllowed => "function_not_allowed",
             Rule::FunctionInFrom => "function_in_from",
+            Rule::CatalogFunctionArgument => "catalog_function_argument",
             Rule::OperatorNotAllowed => "operator_not_allowed",
             Rule::TypeNotAllowed => "type_not_allowed",
             Rule::SettingNotAllowed => "setting_not_allowed",

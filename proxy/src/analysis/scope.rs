@@ -12,6 +12,7 @@
 //! one might bind there on the server, so it is allowed only when every
 //! column it could bind to is unprotected.
 
+use super::nodes::Origin;
 use super::{OutputColumn, Refusal, Rule};
 
 /// System columns of a table: allowed, never protected (they describe the
@@ -30,16 +31,24 @@ pub(super) struct Col {
     /// An uncertain name (a guess at FigureColname) never resolves a
     /// reference.
     pub certain: bool,
+    /// Whether its values come from the catalog only (see [`Origin`]).
+    pub origin: Origin,
 }
 
 impl Col {
-    /// A plain column with a certain name.
+    /// A plain column with a certain name, of data (not of the catalog).
     pub fn plain(name: impl Into<String>) -> Self {
         Col {
             name: name.into(),
             out: OutputColumn::Plain,
             certain: true,
+            origin: Origin::Data,
         }
+    }
+
+    /// This column, its values of `origin`.
+    pub fn of(self, origin: Origin) -> Self {
+        Col { origin, ..self }
     }
 
     /// A plain column whose name the server may give differently.

@@ -10,7 +10,9 @@ use pg_query::{Node, NodeEnum};
 use super::nodes::{construct, node_name, Clause, Outputs, Relations};
 use super::query::Walker;
 use super::scope::Scope;
-use super::{Context, Effect, Refusal, Rule, Session, StatementAnalysis, StatementKind};
+use super::{
+    Context, Effect, PathChange, Refusal, Rule, Session, StatementAnalysis, StatementKind,
+};
 
 /// `CURSOR_OPT_BINARY` of `DeclareCursorStmt.options`.
 const CURSOR_OPT_BINARY: i32 = 0x0001;
@@ -47,6 +49,7 @@ fn analyze_with(
             kind,
             output: Vec::new(),
             effect,
+            search_path: None,
         })
     };
     match node {
@@ -54,6 +57,7 @@ fn analyze_with(
             kind: StatementKind::Select,
             output: top_select(w, s)?,
             effect: None,
+            search_path: None,
         }),
         NodeEnum::DeclareCursorStmt(d) => {
             if d.options & CURSOR_OPT_BINARY != 0 {
@@ -74,6 +78,7 @@ fn analyze_with(
                 kind: StatementKind::Fetch,
                 output: output.to_vec(),
                 effect: None,
+                search_path: None,
             }),
             None => Err(Refusal::new(
                 Rule::CursorUnknown,
@@ -117,15 +122,20 @@ fn analyze_with(
                 kind: StatementKind::Show,
                 output: vec![super::OutputColumn::Plain; width],
                 effect: None,
+                search_path: None,
             })
         }
-        NodeEnum::VariableSetStmt(s) => {
-            check_set(s, ctx)?;
-            done(StatementKind::Set, None)
-        }
+        NodeEnum::VariableSetStmt(s) => Ok(StatementAnalysis {
+            search_path: check_set(s, ctx)?,
+            ..done(StatementKind::Set, None)?
+        }),
         NodeEnum::DiscardStmt(d) => {
             let all = d.target == DiscardMode::DiscardAll as i32;
-            done(StatementKind::Discard, all.then_some(Effect::DiscardAll))
+            Ok(StatementAnalysis {
+                // DISCARD ALL runs RESET ALL.
+                search_path: all.then_some(PathChange::Reset),
+                ..done(StatementKind::Discard, all.then_some(Effect::DiscardAll))?
+            })
         }
         NodeEnum::DeallocateStmt(d) => {
             let name = (!d.isall && !d.name.is_empty()).then(|| d.name.clone());
@@ -165,6 +175,7 @@ fn analyze_with(
                 kind: StatementKind::Execute,
                 output: output.to_vec(),
                 effect: None,
+                search_path: None,
             })
         }
         other => Err(kind_refused(&kind_name(other))),
@@ -195,14 +206,14 @@ fn inner_select(
     }
 }
 
-/// `SET`, `RESET`, `SET TRANSACTION`.
-fn check_set(s: &VariableSetStmt, ctx: &Context<'_>) -> Result<(), Refusal> {
+/// `SET`, `RESET`, `SET TRANSACTION`; what it does to the search path.
+fn check_set(s: &VariableSetStmt, ctx: &Context<'_>) -> Result<Option<PathChange>, Refusal> {
     let kind = VariableSetKind::try_from(s.kind).unwrap_or(VariableSetKind::Undefined);
     match kind {
-        VariableSetKind::VarResetAll => return Ok(()),
+        VariableSetKind::VarResetAll => return Ok(Some(PathChange::Reset)),
         VariableSetKind::VarSetMulti => {
             return match s.name.as_str() {
-                "TRANSACTION" | "SESSION CHARACTERISTICS" => Ok(()),
+                "TRANSACTION" | "SESSION CHARACTERISTICS" => Ok(None),
                 other => Err(setting_refused(other)),
             };
         }
@@ -210,6 +221,9 @@ fn check_set(s: &VariableSetStmt, ctx: &Context<'_>) -> Result<(), Refusal> {
         _ => {}
     }
     let name = s.name.to_ascii_lowercase();
+    if name == "search_path" {
+        return search_path(s, kind).map(Some);
+    }
     if is_dptext(&name) || !ctx.policy.allowed_settings.contains(&name) {
         return Err(setting_refused(&name));
     }
@@ -224,7 +238,38 @@ fn check_set(s: &VariableSetStmt, ctx: &Context<'_>) -> Result<(), Refusal> {
             ));
         }
     }
-    Ok(())
+    Ok(None)
+}
+
+/// `SET search_path` for the session, to a list of names, or back to its
+/// default. Not `SET LOCAL` (undone at the end of the transaction, which
+/// the proxy would have to follow) nor `FROM CURRENT`.
+fn search_path(s: &VariableSetStmt, kind: VariableSetKind) -> Result<PathChange, Refusal> {
+    if s.is_local {
+        return Err(Refusal::new(
+            Rule::SettingNotAllowed,
+            "SET LOCAL search_path is not allowed: set the path for the session (SET \
+             search_path TO ...), outside a transaction block",
+        ));
+    }
+    match kind {
+        VariableSetKind::VarSetValue => {
+            let names = s.args.iter().all(|a| {
+                matches!(&a.node, Some(NodeEnum::AConst(c))
+                    if matches!(&c.val, Some(a_const::Val::Sval(_))))
+            });
+            if names && !s.args.is_empty() {
+                Ok(PathChange::Set)
+            } else {
+                Err(Refusal::new(
+                    Rule::SettingNotAllowed,
+                    "search_path may only be set to a list of schema names",
+                ))
+            }
+        }
+        VariableSetKind::VarSetDefault | VariableSetKind::VarReset => Ok(PathChange::Reset),
+        _ => Err(construct("this form of SET search_path")),
+    }
 }
 
 fn is_dptext(name: &str) -> bool {

@@ -67,7 +67,7 @@ const SESSION_SQL: &str = "SELECT CURRENT_USER::pg_catalog.text, \
 /// quoted as in the setting, `$user` replaced, schemas that do not exist
 /// or that the role may not use left out (the setting's text would need
 /// all of PostgreSQL's rules to read the same way).
-const SCHEMAS_SQL: &str =
+pub(super) const SCHEMAS_SQL: &str =
     "SELECT s::pg_catalog.text FROM pg_catalog.unnest(pg_catalog.current_schemas(false)) AS s";
 const DB_RULES_SQL: &str =
     "SELECT schema_name::pg_catalog.text, table_name::pg_catalog.text, column_name::pg_catalog.text, label \
@@ -77,9 +77,8 @@ const DB_RULES_SQL: &str =
 const TEXT_TYPES: [u32; 3] = [25, 1043, 1042];
 
 /// Settings the analyzer's default list allows that proxy mode does not:
-/// the client encoding (sanitizing reads UTF-8) and the search path (the
-/// proxy resolves names with the path the session started with).
-const PROXY_MODE_FIXED_SETTINGS: [&str; 2] = ["client_encoding", "search_path"];
+/// the client encoding (sanitizing reads UTF-8).
+const PROXY_MODE_FIXED_SETTINGS: [&str; 1] = ["client_encoding"];
 
 type Rows = Vec<Vec<Option<String>>>;
 

@@ -28,31 +28,39 @@
 //! batch_rows` rows. A result whose column count differs from the
 //! analysis ends the session (the catalog changed under it). Errors and
 //! notices are scrubbed ([`super::scrub`]); notifications are dropped.
+//! Statements are analyzed with the search path the server has committed
+//! ([`super::path`]).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
-use crate::analysis::{self, Context, Effect, OutputColumn, ParseCache, Refusal, Rule};
+use crate::analysis::{self, Context, Effect, OutputColumn, ParseCache, PathChange, Refusal, Rule};
 use crate::config::Limits;
 use crate::error::{ProxyError, Result};
 use crate::sanitize::Sanitizer;
 use crate::wire::{self, Frame, Reader};
 
 use super::catalog::SessionCatalog;
+use super::path::{self, SearchPath};
 use super::scrub::scrub;
 
 /// What the server's next answers belong to, one entry per client
 /// message that gets an answer, in order.
 #[derive(Debug)]
 enum Expect {
-    /// A statement of a simple-protocol query: its result columns, and
-    /// what it changes in the session once completed.
+    /// A statement of a simple-protocol query: its result columns, what
+    /// it changes in the session once completed, and whether it resets
+    /// the search path.
     Statement {
         output: Vec<OutputColumn>,
         effect: Option<Effect>,
+        resets_path: bool,
     },
+    /// The proxy's query of the search path after a `SET search_path`:
+    /// its rows (one schema each) stay in the proxy.
+    PathProbe { schemas: Vec<String> },
     /// `Parse`: recorded on ParseComplete.
     Parse {
         name: String,
@@ -80,7 +88,6 @@ impl Expect {
 }
 
 /// State both directions share (one task runs both: never contended).
-#[derive(Default)]
 struct Shared {
     expect: VecDeque<Expect>,
     /// Prepared statements and portals as the server holds them.
@@ -90,6 +97,20 @@ struct Shared {
     statement_effects: std::collections::HashMap<String, Option<Effect>>,
     /// The same for portals.
     portal_effects: std::collections::HashMap<String, Option<Effect>>,
+    /// The search path, as the server committed it.
+    path: SearchPath,
+}
+
+impl Shared {
+    fn new(search_path: &[String]) -> Self {
+        Shared {
+            expect: VecDeque::new(),
+            session: analysis::Session::default(),
+            statement_effects: Default::default(),
+            portal_effects: Default::default(),
+            path: SearchPath::new(search_path),
+        }
+    }
 }
 
 fn unexpected(tag: u8) -> ProxyError {
@@ -199,6 +220,17 @@ fn check_width(what: &str, expected: usize, got: usize) -> Result<()> {
     )))
 }
 
+/// One schema of the search path probe's answer (a DataRow of one text
+/// field).
+fn probe_row(body: &[u8]) -> Result<String> {
+    let fields = wire::parse_data_row(body)?;
+    match fields.as_slice() {
+        [Some(v)] => String::from_utf8(v.to_vec()).ok(),
+        _ => None,
+    }
+    .ok_or_else(|| ProxyError::Protocol("the search path came back unreadable".into()))
+}
+
 fn refusal_frame(r: &Refusal) -> Frame {
     wire::error("ERROR", r.rule.sqlstate(), &r.to_string())
 }
@@ -208,11 +240,11 @@ fn sync() -> Frame {
 }
 
 impl ProxyMode {
-    fn context<'a>(&'a self) -> Context<'a> {
+    fn context<'a>(&'a self, search_path: &'a [String]) -> Context<'a> {
         Context {
             catalog: &self.catalog.catalog,
             policy: &self.catalog.policy,
-            search_path: &self.catalog.search_path,
+            search_path,
             user: &self.catalog.user,
             cache: &self.cache,
         }
@@ -233,7 +265,7 @@ impl ProxyMode {
         UR: AsyncRead + Unpin,
         UW: AsyncWrite + Unpin,
     {
-        let shared = Mutex::new(Shared::default());
+        let shared = Mutex::new(Shared::new(&self.catalog.search_path));
         let max = limits.max_message_bytes;
         let to_server = async {
             let mut skipping = false;
@@ -313,6 +345,7 @@ impl ProxyMode {
                             Some(Expect::Describe) => {
                                 s.expect.pop_front();
                             }
+                            Some(Expect::PathProbe { .. }) if f.tag == b'T' => relay = false,
                             Some(Expect::Execute { portal, described }) if !*described => {
                                 let output = s.session.cursor(portal).ok_or_else(|| {
                                     ProxyError::Protocol(format!(
@@ -338,7 +371,11 @@ impl ProxyMode {
                     }
                     b'D' => {
                         {
-                            let s = shared.lock().unwrap_or_else(PoisonError::into_inner);
+                            let mut s = shared.lock().unwrap_or_else(PoisonError::into_inner);
+                            if let Some(Expect::PathProbe { schemas }) = s.expect.front_mut() {
+                                schemas.push(probe_row(&f.body)?);
+                                continue;
+                            }
                             let ok = match s.expect.front() {
                                 Some(Expect::Statement { .. }) => width.is_some(),
                                 Some(Expect::Execute { described, .. }) => *described,
@@ -368,10 +405,21 @@ impl ProxyMode {
                         let mut s = shared.lock().unwrap_or_else(PoisonError::into_inner);
                         let s = &mut *s;
                         match s.expect.pop_front() {
-                            Some(Expect::Statement { effect, .. }) if f.tag != b's' => {
+                            Some(Expect::Statement {
+                                effect,
+                                resets_path,
+                                ..
+                            }) if f.tag != b's' => {
                                 if let (b'C', Some(e)) = (f.tag, effect) {
                                     s.session.apply(&e);
                                 }
+                                if f.tag == b'C' && resets_path {
+                                    s.path.reset_done();
+                                }
+                            }
+                            Some(Expect::PathProbe { schemas }) if f.tag == b'C' => {
+                                s.path.probed(schemas);
+                                relay = false;
                             }
                             Some(Expect::Execute { portal, .. }) => {
                                 if f.tag == b'C' {
@@ -445,6 +493,7 @@ impl ProxyMode {
                             while s.expect.front().is_some_and(Expect::skipped_after_error) {
                                 s.expect.pop_front();
                             }
+                            s.path.error();
                             current.clear();
                             width = None;
                         }
@@ -454,10 +503,12 @@ impl ProxyMode {
                     b'Z' => {
                         let refusal = {
                             let mut s = shared.lock().unwrap_or_else(PoisonError::into_inner);
-                            match s.expect.pop_front() {
+                            let refusal = match s.expect.pop_front() {
                                 Some(Expect::Ready(r)) => r,
                                 _ => return Err(unexpected(f.tag)),
-                            }
+                            };
+                            s.path.ready(f.body.first().copied())?;
+                            refusal
                         };
                         if let Some(r) = refusal {
                             super::write(&mut cw, &refusal_frame(&r)).await?;
@@ -495,7 +546,8 @@ impl ProxyMode {
     /// `Query` or `Parse` that passes is rewritten in place to carry the
     /// statement with its names qualified as the analysis resolved them.
     fn client_message(&self, f: &mut Frame, s: &mut Shared) -> Result<Option<Refusal>> {
-        let ctx = self.context();
+        let search_path = s.path.current();
+        let ctx = self.context(&search_path);
         let push = |s: &mut Shared, e: Expect| {
             s.expect.push_back(e);
             Ok(None)
@@ -503,21 +555,33 @@ impl ProxyMode {
         match f.tag {
             b'Q' => {
                 let sql = cstr_at(&f.body, 0)?;
-                match analysis::analyze(&sql, &ctx, &s.session) {
-                    Ok(a) => {
-                        if *a.forward != *sql {
-                            f.body = query_body(&a.forward);
-                        }
-                        for st in a.statements {
-                            s.expect.push_back(Expect::Statement {
-                                output: st.output,
-                                effect: st.effect,
-                            });
-                        }
-                        push(s, Expect::Ready(None))
-                    }
-                    Err(r) => Ok(Some(r)),
+                let a = match analysis::analyze(&sql, &ctx, &s.session) {
+                    Ok(a) => a,
+                    Err(r) => return Ok(Some(r)),
+                };
+                let idle = s.expect.is_empty();
+                let change = match s.path.query(&a.statements, idle) {
+                    Ok(c) => c,
+                    Err(r) => return Ok(Some(r)),
+                };
+                if change == Some(PathChange::Set) {
+                    f.body = query_body(&path::with_probe(&a.forward));
+                } else if *a.forward != *sql {
+                    f.body = query_body(&a.forward);
                 }
+                for st in a.statements {
+                    s.expect.push_back(Expect::Statement {
+                        output: st.output,
+                        effect: st.effect,
+                        resets_path: change == Some(PathChange::Reset),
+                    });
+                }
+                if change == Some(PathChange::Set) {
+                    s.expect.push_back(Expect::PathProbe {
+                        schemas: Vec::new(),
+                    });
+                }
+                push(s, Expect::Ready(None))
             }
             b'P' => {
                 let name = cstr_at(&f.body, 0)?;
@@ -527,6 +591,9 @@ impl ProxyMode {
                 }
                 match analysis::analyze_parse_forward(&sql, &ctx, &s.session) {
                     Ok((a, forward)) => {
+                        if let Err(r) = s.path.parse(&name, a.search_path) {
+                            return Ok(Some(r));
+                        }
                         if *forward != *sql {
                             let rest = after_cstrs(&f.body, 2)?.to_vec();
                             f.body = parse_body(&name, &forward, &rest);
@@ -546,6 +613,9 @@ impl ProxyMode {
             b'B' => {
                 let portal = cstr_at(&f.body, 0)?;
                 let statement = cstr_at(&f.body, 1)?;
+                if let Err(r) = s.path.bind(&statement) {
+                    return Ok(Some(r));
+                }
                 push(s, Expect::Bind { portal, statement })
             }
             b'E' => {

@@ -13,12 +13,14 @@
 //! 4. the relay ([`relay`]): bytes both ways, unchanged; or, for a masked
 //!    user in proxy mode, the catalog read over the session's connection
 //!    ([`catalog`]) and the analyzing, sanitizing relay ([`filter`]), with
-//!    errors and notices scrubbed ([`scrub`]).
+//!    errors and notices scrubbed ([`scrub`]) and the search path
+//!    followed ([`path`]).
 
 pub mod auth;
 pub mod cancel;
 pub mod catalog;
 pub mod filter;
+pub mod path;
 pub mod relay;
 pub mod scrub;
 pub mod startup;

@@ -22,8 +22,20 @@ pub const MARKERS: [&str; 3] = [
     "Octavia Brambleworth",
 ];
 
-/// A database without the extension, for the refusal tests.
-pub const NO_EXTENSION_DB: &str = "dptext_proxy_noext";
+/// A database of the tests' own beside `DPTEXT_TEST_DB`, named after it
+/// (`<DPTEXT_TEST_DB>_<suffix>`): two checkouts that test against one
+/// server under different `DPTEXT_TEST_DB` names never share one.
+pub fn side_db(suffix: &str) -> String {
+    let base = std::env::var("DPTEXT_TEST_DB").unwrap_or_else(|_| "dptext_proxy".into());
+    format!("{base}_{suffix}")
+}
+
+/// A database without the extension, for the refusal tests and proxy
+/// mode (`<DPTEXT_TEST_DB>_noext`).
+pub fn no_extension_db() -> &'static str {
+    static DB: OnceLock<String> = OnceLock::new();
+    DB.get_or_init(|| side_db("noext"))
+}
 
 /// The test database and the main proxy.
 pub struct Env {
@@ -129,10 +141,16 @@ fn fixture(db: &str, key_file: &str) {
     );
     let have = direct(
         "postgres",
-        &format!("SELECT count(*) FROM pg_database WHERE datname = '{NO_EXTENSION_DB}'"),
+        &format!(
+            "SELECT count(*) FROM pg_database WHERE datname = '{}'",
+            no_extension_db()
+        ),
     );
     if have.trim() == "0" {
-        direct("postgres", &format!("CREATE DATABASE {NO_EXTENSION_DB}"));
+        direct(
+            "postgres",
+            &format!("CREATE DATABASE {}", no_extension_db()),
+        );
     }
 }
 
@@ -280,13 +298,20 @@ pub fn via(env: &Env, user: &str, sql: &str) -> String {
     text(&out)
 }
 
+/// psql (`-X -A -t`) connected directly (unix socket) as `role` to `db`.
+pub fn direct_cmd(env: &Env, db: &str, role: &str) -> Command {
+    let mut c = Command::new("psql");
+    c.args(["-X", "-A", "-t", "-h", &env.host, "-p", &env.pgport])
+        .args(["-U", role, "-d", db])
+        .env_remove("PGOPTIONS")
+        .env_remove("PGAPPNAME");
+    c
+}
+
 /// stdout and stderr of psql connected directly (unix socket) as `role`.
 pub fn direct_as(env: &Env, role: &str, sql: &str) -> String {
-    let out = Command::new("psql")
-        .args(["-X", "-A", "-t", "-h", &env.host, "-p", &env.pgport])
-        .args(["-U", role, "-d", &env.db, "-c", sql])
-        .env_remove("PGOPTIONS")
-        .env_remove("PGAPPNAME")
+    let out = direct_cmd(env, &env.db, role)
+        .args(["-c", sql])
         .output()
         .expect("psql");
     text(&out)

@@ -1,5 +1,6 @@
 //! Catalog queries of psql 15 (`\dt`, `\d records`, as `psql -E` shows
-//! them) and of SQLAlchemy 2.0's PostgreSQL dialect.
+//! them) and of SQLAlchemy 2.0's PostgreSQL dialect, and the rule that
+//! keeps the catalog functions they call to values of the catalog.
 
 use super::*;
 
@@ -96,6 +97,89 @@ WHERE c.oid = i.inhrelid AND i.inhparent = '16385'
 ORDER BY pg_catalog.pg_get_expr(c.relpartbound, c.oid) = 'DEFAULT', c.oid::pg_catalog.regclass::pg_catalog.text;"#,
 ];
 
+/// What psql 15 sends beside [`PSQL_D`] for a table with triggers or
+/// one a foreign key references (`\d records`), for a partitioned table
+/// (`\d parts`), and for `\dX`, `\dx+` and `\df+`: each was refused
+/// before pg_partition_ancestors, pg_statistics_obj_is_visible,
+/// pg_describe_object, pg_get_function_sqlbody and pg_language were
+/// allowed.
+const PSQL_MORE: &[&str] = &[
+    r#"SELECT conname, conrelid::pg_catalog.regclass AS ontable,
+       pg_catalog.pg_get_constraintdef(oid, true) AS condef
+  FROM pg_catalog.pg_constraint c
+ WHERE confrelid IN (SELECT pg_catalog.pg_partition_ancestors('16385')
+                     UNION ALL VALUES ('16385'::pg_catalog.regclass))
+       AND contype = 'f' AND conparentid = 0
+ORDER BY conname;"#,
+    r#"SELECT t.tgname, pg_catalog.pg_get_triggerdef(t.oid, true), t.tgenabled, t.tgisinternal,
+  CASE WHEN t.tgparentid != 0 THEN
+    (SELECT u.tgrelid::pg_catalog.regclass
+     FROM pg_catalog.pg_trigger AS u,
+          pg_catalog.pg_partition_ancestors(t.tgrelid) WITH ORDINALITY AS a(relid, depth)
+     WHERE u.tgname = t.tgname AND u.tgrelid = a.relid
+           AND u.tgparentid = 0
+     ORDER BY a.depth LIMIT 1)
+  END AS parent
+FROM pg_catalog.pg_trigger t
+WHERE t.tgrelid = '16385' AND (NOT t.tgisinternal OR (t.tgisinternal AND t.tgenabled = 'D'))
+ORDER BY 1;"#,
+    r#"SELECT conrelid = '16385'::pg_catalog.regclass AS sametable,
+       conname,
+       pg_catalog.pg_get_constraintdef(oid, true) AS condef,
+       conrelid::pg_catalog.regclass AS ontable
+  FROM pg_catalog.pg_constraint,
+       pg_catalog.pg_partition_ancestors('16385')
+ WHERE conrelid = relid AND contype = 'f' AND conparentid = 0
+ORDER BY sametable DESC, conname;"#,
+    r#"SELECT 
+es.stxnamespace::pg_catalog.regnamespace::pg_catalog.text AS "Schema", 
+es.stxname AS "Name", 
+pg_catalog.format('%s FROM %s', 
+  pg_catalog.pg_get_statisticsobjdef_columns(es.oid), 
+  es.stxrelid::pg_catalog.regclass) AS "Definition",
+CASE WHEN 'd' = any(es.stxkind) THEN 'defined' 
+END AS "Ndistinct", 
+CASE WHEN 'f' = any(es.stxkind) THEN 'defined' 
+END AS "Dependencies",
+CASE WHEN 'm' = any(es.stxkind) THEN 'defined' 
+END AS "MCV"  
+FROM pg_catalog.pg_statistic_ext es 
+WHERE pg_catalog.pg_statistics_obj_is_visible(es.oid)
+ORDER BY 1, 2;"#,
+    r#"SELECT pg_catalog.pg_describe_object(classid, objid, 0) AS "Object description"
+FROM pg_catalog.pg_depend
+WHERE refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND refobjid = '47655' AND deptype = 'e'
+ORDER BY 1;"#,
+    r#"SELECT n.nspname as "Schema",
+  p.proname as "Name",
+  pg_catalog.pg_get_function_result(p.oid) as "Result data type",
+  pg_catalog.pg_get_function_arguments(p.oid) as "Argument data types",
+ CASE p.prokind
+  WHEN 'a' THEN 'agg'
+  WHEN 'w' THEN 'window'
+  WHEN 'p' THEN 'proc'
+  ELSE 'func'
+ END as "Type",
+ CASE
+  WHEN p.provolatile = 'i' THEN 'immutable'
+  WHEN p.provolatile = 's' THEN 'stable'
+  WHEN p.provolatile = 'v' THEN 'volatile'
+ END as "Volatility",
+ pg_catalog.pg_get_userbyid(p.proowner) as "Owner",
+ CASE WHEN prosecdef THEN 'definer' ELSE 'invoker' END AS "Security",
+ pg_catalog.array_to_string(p.proacl, E'\n') AS "Access privileges",
+ l.lanname as "Language",
+ COALESCE(pg_catalog.pg_get_function_sqlbody(p.oid), p.prosrc) as "Source code",
+ pg_catalog.obj_description(p.oid, 'pg_proc') as "Description"
+FROM pg_catalog.pg_proc p
+     LEFT JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+     LEFT JOIN pg_catalog.pg_language l ON l.oid = p.prolang
+WHERE pg_catalog.pg_function_is_visible(p.oid)
+      AND n.nspname <> 'pg_catalog'
+      AND n.nspname <> 'information_schema'
+ORDER BY 1, 2, 4;"#,
+];
+
 const SQLALCHEMY: &[&str] = &[
     "select pg_catalog.version()",
     "select current_schema()",
@@ -108,6 +192,24 @@ const SQLALCHEMY: &[&str] = &[
      AND pg_catalog.pg_table_is_visible(pg_catalog.pg_class.oid) \
      AND pg_catalog.pg_namespace.nspname != $4::VARCHAR",
     "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'",
+    // Inspector.get_columns (and pandas' read_sql_table), parameters numbered
+    "SELECT pg_catalog.pg_attribute.attname AS name, \
+     pg_catalog.format_type(pg_catalog.pg_attribute.atttypid, pg_catalog.pg_attribute.atttypmod) AS format_type, \
+     CASE WHEN pg_catalog.pg_attribute.atthasdef THEN (SELECT pg_catalog.pg_get_expr(pg_catalog.pg_attrdef.adbin, pg_catalog.pg_attrdef.adrelid) AS pg_get_expr_1 \
+     FROM pg_catalog.pg_attrdef WHERE pg_catalog.pg_attribute.atthasdef AND pg_catalog.pg_attrdef.adrelid = pg_catalog.pg_attribute.attrelid \
+     AND pg_catalog.pg_attrdef.adnum = pg_catalog.pg_attribute.attnum) ELSE NULL END AS \"default\", \
+     pg_catalog.pg_attribute.attnotnull AS not_null, pg_catalog.pg_class.relname AS table_name, \
+     CASE WHEN (pg_catalog.pg_attribute.attcollation != $1::INTEGER AND (SELECT pg_catalog.pg_type.typcollation \
+     FROM pg_catalog.pg_type WHERE pg_catalog.pg_type.oid = pg_catalog.pg_attribute.atttypid) != pg_catalog.pg_attribute.attcollation) \
+     THEN (SELECT json_build_object($2::VARCHAR, pg_catalog.pg_collation.collname, $3::VARCHAR, \
+     CASE WHEN pg_catalog.pg_collation_is_visible(pg_catalog.pg_collation.oid) THEN NULL ELSE pg_catalog.pg_namespace.nspname END) AS json_build_object_9 \
+     FROM pg_catalog.pg_collation JOIN pg_catalog.pg_namespace ON pg_catalog.pg_namespace.oid = pg_catalog.pg_collation.collnamespace \
+     WHERE pg_catalog.pg_collation.oid = pg_catalog.pg_attribute.attcollation) ELSE NULL END AS collation \
+     FROM pg_catalog.pg_class LEFT OUTER JOIN pg_catalog.pg_attribute ON pg_catalog.pg_class.oid = pg_catalog.pg_attribute.attrelid \
+     AND pg_catalog.pg_attribute.attnum > $4::SMALLINT AND NOT pg_catalog.pg_attribute.attisdropped \
+     JOIN pg_catalog.pg_namespace ON pg_catalog.pg_namespace.oid = pg_catalog.pg_class.relnamespace \
+     WHERE pg_catalog.pg_table_is_visible(pg_catalog.pg_class.oid) AND pg_catalog.pg_class.relname IN ($5::VARCHAR) \
+     ORDER BY pg_catalog.pg_class.relname, pg_catalog.pg_attribute.attnum",
 ];
 
 #[test]
@@ -123,6 +225,22 @@ fn psql_d_table() {
 }
 
 #[test]
+fn psql_d_of_referenced_and_partitioned_tables_and_more() {
+    for sql in PSQL_MORE {
+        ok(sql);
+    }
+    // pg_partition_ancestors names its column relid, whatever the alias.
+    assert_eq!(
+        plan("SELECT a.relid FROM pg_catalog.pg_partition_ancestors('16385') AS a"),
+        [None]
+    );
+    refused(
+        "SELECT a.a FROM pg_catalog.pg_partition_ancestors('16385') AS a",
+        Rule::ColumnUnresolved,
+    );
+}
+
+#[test]
 fn sqlalchemy_introspection() {
     for sql in SQLALCHEMY {
         ok(sql);
@@ -131,9 +249,20 @@ fn sqlalchemy_introspection() {
 
 #[test]
 fn statistics_and_data_reading_functions_stay_refused() {
-    refused(
+    for sql in [
         "SELECT attname, most_common_vals FROM pg_stats WHERE tablename = 'records'",
-        Rule::CatalogRelation,
+        "SELECT * FROM pg_catalog.pg_statistic",
+        "SELECT stxdmcv FROM pg_catalog.pg_statistic_ext_data",
+    ] {
+        refused(sql, Rule::CatalogRelation);
+    }
+    refused(
+        "SELECT pg_catalog.pg_mcv_list_items(NULL)",
+        Rule::FunctionNotAllowed,
+    );
+    refused(
+        "SELECT pg_catalog.pg_stat_get_live_tuples(c.oid) FROM pg_catalog.pg_class c",
+        Rule::FunctionNotAllowed,
     );
     refused(
         "SELECT pg_catalog.pg_column_size(a.attname) FROM pg_catalog.pg_attribute a",
@@ -144,4 +273,57 @@ fn statistics_and_data_reading_functions_stay_refused() {
          AND public.leak(c.relname) IS NULL",
         Rule::FunctionNotAllowed,
     );
+}
+
+/// A catalog function takes constants, parameters and catalog columns
+/// only: never a value read from a table (even an unprotected column),
+/// however it is carried there.
+#[test]
+fn catalog_functions_take_only_values_of_the_catalog() {
+    for sql in [
+        "SELECT pg_catalog.pg_get_userbyid(r.id) FROM records r",
+        "SELECT pg_catalog.pg_table_is_visible(r.patient_id) FROM records r",
+        "SELECT id FROM records r WHERE pg_catalog.pg_table_is_visible(r.id)",
+        "SELECT id FROM records r ORDER BY pg_catalog.pg_get_userbyid(r.id)",
+        "SELECT pg_catalog.pg_get_userbyid(s.x) FROM (SELECT id AS x FROM records) s",
+        "WITH c AS (SELECT id AS x FROM records) SELECT pg_catalog.pg_get_userbyid(x) FROM c",
+        "WITH c AS (SELECT oid FROM pg_catalog.pg_class UNION SELECT id FROM records) \
+         SELECT pg_catalog.pg_table_is_visible(oid) FROM c",
+        "SELECT pg_catalog.pg_get_userbyid(max(r.id)) FROM records r",
+        "SELECT pg_catalog.pg_get_userbyid(CASE WHEN r.id > 1 THEN 10 ELSE 11 END) FROM records r",
+        "SELECT pg_catalog.pg_get_userbyid((SELECT max(id) FROM records))",
+        "SELECT pg_catalog.pg_get_userbyid(v.column1) FROM (VALUES ((SELECT 10))) v",
+        "SELECT (SELECT pg_catalog.pg_get_userbyid(r.id)) FROM records r",
+        "SELECT pg_catalog.pg_get_userbyid(x) FROM records r, LATERAL (SELECT r.id AS x) s",
+        "SELECT pg_catalog.pg_get_userbyid(g) FROM records r, generate_series(1, r.id) g",
+        "SELECT a.relid FROM records r, pg_catalog.pg_partition_ancestors(r.id) a",
+        "SELECT pg_catalog.pg_describe_object(c.oid, r.id, 0) FROM pg_catalog.pg_class c, records r",
+        "SELECT pg_catalog.pg_get_expr(d.adbin, r.id) FROM pg_catalog.pg_attrdef d, records r",
+        "SELECT pg_catalog.pg_get_userbyid(r.ctid) FROM records r",
+        "SELECT pg_catalog.pg_get_userbyid(s.id) FROM analytics.records_safe s",
+    ] {
+        refused(sql, Rule::CatalogFunctionArgument);
+    }
+    // Protected columns stay refused first, by their own rule.
+    refused(
+        "SELECT pg_catalog.pg_get_userbyid(note) FROM records",
+        Rule::ProtectedInExpression,
+    );
+    // What tools write: constants, parameters, catalog columns, through
+    // joins, derived tables, CTEs, VALUES and set-returning functions of
+    // them.
+    for sql in [
+        "SELECT pg_catalog.pg_get_userbyid(10)",
+        "SELECT pg_catalog.pg_get_userbyid($1)",
+        "SELECT pg_catalog.pg_table_is_visible('records'::pg_catalog.regclass)",
+        "SELECT pg_catalog.pg_get_userbyid(c.relowner) FROM pg_catalog.pg_class c \
+         JOIN records r ON r.id = c.relpages",
+        "SELECT pg_catalog.pg_get_userbyid(s.o) FROM (SELECT relowner AS o FROM pg_catalog.pg_class) s",
+        "WITH c AS (SELECT relowner FROM pg_catalog.pg_class) SELECT pg_catalog.pg_get_userbyid(relowner) FROM c",
+        "SELECT pg_catalog.pg_get_userbyid(v.column1) FROM (VALUES (10), (11)) v",
+        "SELECT pg_catalog.pg_get_userbyid(g) FROM generate_series(1, 3) g",
+        "SELECT pg_catalog.pg_get_userbyid(max(c.relowner)) FROM pg_catalog.pg_class c",
+    ] {
+        ok(sql);
+    }
 }

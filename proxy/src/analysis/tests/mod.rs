@@ -73,7 +73,7 @@ const PG_CATALOG: &[(&str, &[&str])] = &[
         ],
     ),
     ("pg_attrdef", &["oid", "adrelid", "adnum", "adbin"]),
-    ("pg_collation", &["oid", "collname"]),
+    ("pg_collation", &["oid", "collname", "collnamespace"]),
     ("pg_type", &["oid", "typname", "typcollation"]),
     (
         "pg_index",
@@ -97,6 +97,8 @@ const PG_CATALOG: &[(&str, &[&str])] = &[
             "condeferrable",
             "condeferred",
             "conname",
+            "confrelid",
+            "conparentid",
         ],
     ),
     (
@@ -126,6 +128,39 @@ const PG_CATALOG: &[(&str, &[&str])] = &[
         &["schemaname", "tablename", "attname", "most_common_vals"],
     ),
     ("pg_settings", &["name", "setting"]),
+    (
+        "pg_trigger",
+        &[
+            "oid",
+            "tgname",
+            "tgrelid",
+            "tgparentid",
+            "tgisinternal",
+            "tgenabled",
+        ],
+    ),
+    (
+        "pg_depend",
+        &["classid", "objid", "refclassid", "refobjid", "deptype"],
+    ),
+    (
+        "pg_proc",
+        &[
+            "oid",
+            "proname",
+            "pronamespace",
+            "prokind",
+            "provolatile",
+            "proparallel",
+            "proowner",
+            "prosecdef",
+            "proacl",
+            "prolang",
+            "prosrc",
+        ],
+    ),
+    ("pg_language", &["oid", "lanname"]),
+    ("pg_statistic_ext_data", &["stxoid", "stxdmcv"]),
     (
         "pg_description",
         &["objoid", "classoid", "objsubid", "description"],
@@ -259,6 +294,20 @@ pub fn catalog() -> MemoryCatalog {
         ("version", V::Stable, F),
         ("current_schema", V::Stable, F),
         ("pg_stat_get_numscans", V::Stable, F),
+        ("pg_partition_ancestors", V::Volatile, F),
+        ("pg_statistics_obj_is_visible", V::Stable, F),
+        ("pg_describe_object", V::Stable, F),
+        ("pg_get_triggerdef", V::Stable, F),
+        ("pg_get_function_result", V::Stable, F),
+        ("pg_get_function_arguments", V::Stable, F),
+        ("pg_get_function_sqlbody", V::Stable, F),
+        ("pg_function_is_visible", V::Stable, F),
+        ("array_to_string", V::Stable, F),
+        ("format", V::Stable, F),
+        ("json_build_object", V::Stable, F),
+        ("pg_collation_is_visible", V::Stable, F),
+        ("pg_mcv_list_items", V::Immutable, F),
+        ("pg_stat_get_live_tuples", V::Stable, F),
     ] {
         pg_function(&mut c, name, v, k);
     }

@@ -283,7 +283,12 @@ fn settings() {
     refused("SET dptext.key_file = '/x'", Rule::SettingNotAllowed);
     refused("SET DPTEXT.key = 'k'", Rule::SettingNotAllowed);
     refused("SHOW dptext.key", Rule::SettingNotAllowed);
-    refused("SET search_path = evil, public", Rule::SettingNotAllowed);
+    refused(
+        "SET LOCAL search_path = evil, public",
+        Rule::SettingNotAllowed,
+    );
+    refused("SET search_path = 1", Rule::SettingNotAllowed);
+    refused("SET search_path FROM CURRENT", Rule::ConstructNotAllowed);
     refused("SET ROLE postgres", Rule::SettingNotAllowed);
     refused(
         "SET SESSION AUTHORIZATION postgres",

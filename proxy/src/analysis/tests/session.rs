@@ -140,3 +140,30 @@ fn search_path_resolution() {
     .unwrap();
     assert_eq!(a.statements[0].output, [OutputColumn::Plain]);
 }
+
+/// What each statement does to the search path: the proxy's session
+/// follows a `SET` by asking the server, and a reset by going back to the
+/// path it started with.
+#[test]
+fn search_path_changes_are_reported() {
+    for (sql, change) in [
+        ("SET search_path TO other, public", Some(PathChange::Set)),
+        ("SET search_path = \"$user\", public", Some(PathChange::Set)),
+        (
+            "SET SESSION search_path TO 'my schema'",
+            Some(PathChange::Set),
+        ),
+        ("RESET search_path", Some(PathChange::Reset)),
+        ("SET search_path TO DEFAULT", Some(PathChange::Reset)),
+        ("RESET ALL", Some(PathChange::Reset)),
+        ("DISCARD ALL", Some(PathChange::Reset)),
+        ("SET statement_timeout = 5", None),
+        ("RESET application_name", None),
+        ("DISCARD PLANS", None),
+        ("SHOW search_path", None),
+    ] {
+        assert_eq!(ok(sql).statements[0].search_path, change, "{sql}");
+    }
+    let r = refused("SET LOCAL search_path TO other", Rule::SettingNotAllowed);
+    assert!(r.to_string().contains("SET LOCAL search_path"), "{r}");
+}
