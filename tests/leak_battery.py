@@ -450,9 +450,15 @@ def main():
     if proxy_mode:
         # What the database-mode checks below need is refused in proxy mode.
         for name, stmt in [("DDL in proxy mode", "CREATE TABLE leak_s.leak_t (id int)"),
-                           ("SET search_path in proxy mode", "SET search_path = leak_s, public"),
+                           ("SET LOCAL search_path in proxy mode", "SET LOCAL search_path = leak_s, public"),
                            ("a view in proxy mode", "CREATE VIEW leak_pm_view AS SELECT note FROM leak_t")]:
             b.no_leak(name, b.run([stmt]), expect_error="42501")
+        # A path the proxy followed resolves as the server does: the
+        # labelled table is still masked through it.
+        followed = b.run(["SET search_path = leak_s, public", "SELECT note FROM leak_t",
+                          "SELECT n.note FROM leak_t n JOIN leak_t m ON m.id = n.id"])
+        b.no_leak("a SET search_path the proxy follows", followed)
+        b.check("the proxy follows SET search_path", followed.error is None, f"{followed.error}")
         print(f"\nleak battery (proxy mode): {b.passed} passed, {b.failed} failed")
         sys.exit(1 if b.failed else 0)
 
