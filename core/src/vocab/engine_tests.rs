@@ -25,6 +25,16 @@ fn engine() -> Option<(Engine, VocabularyAsset)> {
         e.vocabulary(EmbeddingChoice::Glove)?;
         Ok(e)
     })?;
+    let mut values: Vec<&str> = (0..2000).map(|i| NOTES[i % 4]).collect();
+    values.push("a wombat");
+    let asset = release(&engine, &values);
+    engine.register_vocabulary(asset.clone()).unwrap();
+    Some((engine, asset))
+}
+
+/// The vocabulary `notes` released from `values` over the GloVe words
+/// (eps 1, delta 1e-5, seeded).
+fn release(engine: &Engine, values: &[&str]) -> VocabularyAsset {
     let glove = engine.vocabulary(EmbeddingChoice::Glove).unwrap();
     let params = ReleaseParams {
         eps: 1.0,
@@ -33,14 +43,11 @@ fn engine() -> Option<(Engine, VocabularyAsset)> {
         noise: Noise::Laplace,
     };
     let mut c = Counter::new(glove.embeddings(), params).unwrap();
-    for i in 0..2000 {
-        c.add(NOTES[i % 4]);
+    for v in values {
+        c.add(v);
     }
-    c.add("a wombat");
     let r = c.finish(&RandomMode::Seeded(1)).unwrap();
-    let asset = VocabularyAsset::new("notes", "unit test", &params, r, glove.embeddings()).unwrap();
-    engine.register_vocabulary(asset.clone()).unwrap();
-    Some((engine, asset))
+    VocabularyAsset::new("notes", "unit test", &params, r, glove.embeddings()).unwrap()
 }
 
 fn words_of(text: &str) -> Vec<String> {
@@ -195,19 +202,7 @@ fn a_vocabulary_registered_again_replaces_the_built_mechanisms() {
         "the same spec is built once"
     );
     // The same name released again with other words: only those are drawn.
-    let glove = engine.vocabulary(EmbeddingChoice::Glove).unwrap();
-    let params = ReleaseParams {
-        eps: 1.0,
-        delta: 1e-5,
-        max_words_per_value: 16,
-        noise: Noise::Laplace,
-    };
-    let mut c = Counter::new(glove.embeddings(), params).unwrap();
-    for _ in 0..2000 {
-        c.add("wombat kangaroo");
-    }
-    let r = c.finish(&RandomMode::Seeded(1)).unwrap();
-    let again = VocabularyAsset::new("notes", "unit test", &params, r, glove.embeddings()).unwrap();
+    let again = release(&engine, &["wombat kangaroo"; 2000]);
     assert_ne!(again.words, asset.words);
     engine.register_vocabulary(again.clone()).unwrap();
     assert!(!std::sync::Arc::ptr_eq(
