@@ -89,7 +89,7 @@ pub fn find(text: &str) -> Vec<Span> {
             let Some(m) = c.name("v").or_else(|| c.get(0)) else {
                 continue;
             };
-            if (rule.check)(m.as_str()) {
+            if (rule.check)(m.as_str()) && !(rule.name == "date_short" && is_score(text, &m)) {
                 out.push(Span {
                     start: m.start(),
                     end: m.end(),
@@ -101,6 +101,48 @@ pub fn find(text: &str) -> Vec<Span> {
         }
     }
     out
+}
+
+/// Words before a fraction that make it a score (`pain 7/10`, `rated
+/// 3/10`, `strength 4/5`), and after it (`7/10 pain`, `5/5 strength`).
+const SCORE_BEFORE: [&str; 14] = [
+    "pain",
+    "score",
+    "rated",
+    "rates",
+    "rating",
+    "severity",
+    "intensity",
+    "scale",
+    "nrs",
+    "vas",
+    "strength",
+    "power",
+    "motor",
+    "grade",
+];
+const SCORE_AFTER: [&str; 4] = ["pain", "strength", "power", "bilat"];
+
+/// A short "date" that is a score: `N/10` or `N/5` with a score word just
+/// before or after it.
+fn is_score(text: &str, m: &regex::Match) -> bool {
+    let v = m.as_str();
+    if !(v.ends_with("/10") || v.ends_with("/5")) {
+        return false;
+    }
+    let mut from = m.start().saturating_sub(24);
+    while !text.is_char_boundary(from) {
+        from -= 1;
+    }
+    let before = text[from..m.start()].to_lowercase();
+    let after: String = text[m.end()..]
+        .chars()
+        .take(10)
+        .collect::<String>()
+        .to_lowercase();
+    let after = after.trim_start();
+    SCORE_BEFORE.iter().any(|w| before.contains(w))
+        || SCORE_AFTER.iter().any(|w| after.starts_with(w))
 }
 
 /// `Sept`, `Jan` ... alone are months unless part of a name (`Jan`
@@ -379,6 +421,22 @@ mod tests {
             .all(|s| s.label != Label::Id));
         // A phone number does not run across lines.
         assert!(!has("ward 95\n110 1200", "phone", "95\n110 1200"));
+    }
+
+    #[test]
+    fn scores_are_not_short_dates() {
+        for (text, score) in [
+            ("c/o pain 7/10 since", "7/10"),
+            ("rates it 3/10 today", "3/10"),
+            ("6/10 pain at rest", "6/10"),
+            ("Strength 4/5 in LUE", "4/5"),
+            ("5/5 strength bilat", "5/5"),
+        ] {
+            assert!(!has(text, "date_short", score), "{text}");
+        }
+        // Without a score word they are dates; other fractions stay dates.
+        assert!(has("seen 3/10 in clinic", "date_short", "3/10"));
+        assert!(has("pain since 3/14", "date_short", "3/14"));
     }
 
     #[test]

@@ -64,6 +64,24 @@ sports occupational physical behavioral women's children's outpatient inpatient
 abd ctab wbat dea npi clia perrl perrla eomi nad rrr ncat ngt peg ivf abx npo ambulating
 message updated resting triage line eval swallow creatinine heparin sulfa statin
 barrett barrett's
+rll rul rml lll lul rlq ruq llq luq rue lue rle lle ue le bue ble
+htn hld hlp dm dm1 dm2 t1dm t2dm iddm niddm osa bph aki ards cva tia stemi nstemi acs pci cabg
+tavr tavi avr mvr asd vsd pda pfo hcm dcm hfref hfpef lvef ef lvh ivc svc jvd jvp
+gerd ibs ibd pud nafld nash cirrhosis hcc etoh ivdu uds tob nvi nvd
+ppi nsaid nsaids ssri ssris snri tca maoi acei ace arb ccb asa apap hctz lasix coumadin
+dexa sem hsm rrr s1 s2 s3 s4 jvd lad lcx rca pda om
+ac pc hs qam qpm qod qhs q2h q4h q6h q8h q12h q24h stat sq subq sc sl gtt gtts
+mg mcg ml kg lb lbs cm mm mmhg bpm inh neb nebs mdi ics laba lama o2 nc bipap cpap vent ett trach
+picc cvc foley jp bx fx dx tx rx sx px wnl nka rom arom prom adl adls iadl iadls snf ltach alf
+cmv hsv hiv hcv hbv hpv rsv covid mrsa mssa vre esbl ua ucx bcx abg vbg bnp ck lfts lft esr crp pct
+bal ercp egd tte tee lhc rhc ppd bcg dtap tdap mmr ipv hib pcv gbs gdm pih hellp pprom nst bpp
+afi efw lmp edd iud pap dre psa aox3 polst molst poa nihss mmse moca phq phq9 gad7 cbt dbt adhd
+ocd ptsd mdd gad sz hr bp spo2 sao2 fio2 peep rr tmax
+alzheimer alzheimer's parkinson parkinson's gleason apgar babinski crohn crohn's hodgkin hodgkin's
+cushing cushing's guillain barre kawasaki tourette tourette's wernicke korsakoff raynaud raynaud's
+sjogren sjogren's hashimoto hashimoto's kaposi mallampati romberg murphy's mcburney homans
+bowel bowels bladder submitting submitted facility visit visits found sitting standing lying call
+called calling annual wellness screening preventive routine follow-up counseling education
 ";
 
 /// English words that are also common given names or surnames: never a
