@@ -396,6 +396,47 @@ const FACILITY: &[&str] = &[
     "retirement home",
     "group home",
     "adult day",
+    "nephrology",
+    "endocrinology",
+    "neurology",
+    "urology",
+    "pulmonology",
+    "rheumatology",
+    "ophthalmology",
+    "optometry",
+    "audiology",
+    "podiatry",
+    "chiropractic",
+    "obstetrics",
+    "gynecology",
+    "women's health",
+    "psychiatry",
+    "counseling",
+    "counseling & psychiatry",
+    "counseling and psychiatry",
+    "pain management",
+    "sleep center",
+    "wound care",
+    "eye care",
+    "eye center",
+    "vein center",
+    "apothecary",
+    "auto salvage",
+    "salvage",
+    "auto body",
+    "body shop",
+    "garage",
+    "tavern",
+    "pub",
+    "grill",
+    "bar & grill",
+    "diner",
+    "brewery",
+    "hotel",
+    "motel",
+    "hardware",
+    "grocery",
+    "supermarket",
 ];
 
 /// Words that begin hospital names (`Mercy Redding`, `Providence St. Vincent`).
@@ -477,6 +518,7 @@ pub fn find(text: &str, lex: &Lexicon, seeds: &[Span]) -> Vec<Span> {
     organisations(text, &ws, &mut out);
     let mut places_found = Vec::new();
     places(text, &ws, lex, &out, &mut places_found);
+    unlisted_places(text, &ws, &out, &mut places_found);
     out.extend(places_found);
     address_towns(text, &ws, seeds, &mut out);
     repeats(text, &ws, lex, seeds, &mut out);
@@ -1088,6 +1130,63 @@ fn places(text: &str, ws: &[Word], lex: &Lexicon, found: &[Span], out: &mut Vec<
     }
 }
 
+/// Where someone lives, moved or called from, just before a place:
+/// `lives with her in `, `moved to `, `called from `, `son Karim in `.
+fn residence_context() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(r"(?:(?i:\b(?:lives|living|live|resides|residing|reside|moved|relocated|returned|born|raised|grew up|called|calling|visiting|staying|stays|drove|driving|commutes)\b)[^.;:\n]{0,20}\b(?:in|from|to|near)|(?i:\b(?:son|daughter|brother|sister|mother|father|wife|husband|partner|niece|nephew|cousin|aunt|uncle|grandson|granddaughter|friend)\b)[ \t]+\p{Lu}\p{Ll}+[ \t]+(?:in|from))[ \t]+$")
+            .unwrap_or_else(|e| panic!("residence context: {e}"))
+    })
+}
+
+/// Towns no gazetteer lists (`Wexford Falls`, a neighbourhood), named
+/// where someone lives, moved or called from ([`residence_context`]): one
+/// to three capitalised words that are not vocabulary, on one line, not
+/// already in a span.
+fn unlisted_places(text: &str, ws: &[Word], found: &[Span], out: &mut Vec<Span>) {
+    let mut i = 0;
+    while i < ws.len() {
+        let s = ws[i].start;
+        let taken = |a: usize, b: usize| {
+            found
+                .iter()
+                .chain(out.iter())
+                .any(|f| a < f.end && f.start < b)
+        };
+        let mut from = s.saturating_sub(48);
+        while !text.is_char_boundary(from) {
+            from += 1;
+        }
+        if !residence_context().is_match(&text[from..s]) {
+            i += 1;
+            continue;
+        }
+        let mut n = 0;
+        while i + n < ws.len() && n < 3 {
+            let w = &text[ws[i + n].start..ws[i + n].end];
+            let spaced = n == 0 || &text[ws[i + n - 1].end..ws[i + n].start] == " ";
+            if !spaced || !matches!(shape(w), Shape::Cap | Shape::Upper) || is_vocabulary(w) {
+                break;
+            }
+            n += 1;
+        }
+        if n == 0 || taken(s, ws[i + n - 1].end) {
+            i += 1;
+            continue;
+        }
+        push(
+            out,
+            s,
+            ws[i + n - 1].end,
+            Label::Location,
+            "unlisted_place",
+            0.8,
+        );
+        i += n;
+    }
+}
+
 /// The town after a street: `Mill St, Carver`, `on Maple Terrace, East Haddon`.
 fn address_towns(text: &str, ws: &[Word], seeds: &[Span], out: &mut Vec<Span>) {
     let streets: Vec<usize> = seeds
@@ -1273,6 +1372,30 @@ mod tests {
 
     fn has(t: &str, label: Label, value: &str) -> bool {
         found(t).contains(&(label, value.to_string()))
+    }
+
+    #[test]
+    fn towns_no_gazetteer_lists_where_someone_lives_or_calls_from() {
+        for (t, town) in [
+            ("Her daughter, who lives with her in Wexford Falls, felt", "Wexford Falls"),
+            ("2 adult children (son Karim in Marrowgate, daughter local)", "Marrowgate"),
+            ("Pt's son called from Kelloway asking for update", "Kelloway"),
+            ("She moved to Pelham Rise last spring.", "Pelham Rise"),
+        ] {
+            assert!(has(t, Label::Location, town), "{t}: {:?}", found(t));
+        }
+        // Vocabulary and lower-case words after the same contexts are not places.
+        for t in [
+            "lives with her in March and April",
+            "moved to ICU overnight",
+            "called from home about results",
+        ] {
+            assert!(
+                !found(t).iter().any(|(l, _)| *l == Label::Location),
+                "{t}: {:?}",
+                found(t)
+            );
+        }
     }
 
     #[test]
