@@ -95,3 +95,26 @@ fn a_cancel_stops_every_value() {
         assert!(matches!(r, Err(crate::Error::Cancelled)), "{r:?}");
     }
 }
+
+#[test]
+fn the_engine_holds_each_value_to_the_limit() {
+    let mut config = crate::EngineConfig::new(crate::assets::resolve_dir(None));
+    config.max_detect_bytes = 64;
+    let engine = crate::Engine::new(config);
+    let long = "John Smith was seen. ".repeat(10);
+    let texts = [
+        "Call John Smith.",
+        long.as_str(),
+        "Maria Lopez, 42 Oak Street",
+    ];
+    let Some(out) = crate::assets::load_or_skip(|_| engine.detect_many(&texts)) else {
+        return;
+    };
+    assert_eq!(out.len(), 3);
+    assert!(matches!(out[1], Err(crate::Error::InputTooLarge { .. })));
+    for i in [0, 2] {
+        let alone = engine.detect(texts[i]).expect("detect");
+        let batched = out[i].as_ref().expect("within the limit");
+        assert_eq!(found(batched), found(&alone), "{}", texts[i]);
+    }
+}
