@@ -4,10 +4,12 @@
 //! pass each line with letters (a line mostly in capitals read in title
 //! case). A piece is tokenized and cut into windows of at most
 //! [`WINDOW`] tokens overlapping by [`OVERLAP`]; every window is one row
-//! of the model's input. The rows of every text are sorted by length and
-//! sent in calls of up to the batch size rows (padded to the longest row
-//! of the call, masked), so that many short values share one call instead
-//! of making one or two each. Then each text is finished as if it had been
+//! of the model's input. Rows with the same tokens run once (a one-line
+//! value is read twice, as a text and as a line; headings recur from note
+//! to note). The rows of every text are sorted by length and sent in calls
+//! of up to the batch size rows of similar lengths (padded to the longest
+//! row of the call, masked), so that many short values share one call
+//! instead of making one or two each. Then each text is finished as if it had been
 //! read alone: a piece's windows are merged in window order (each token
 //! keeps the prediction of the window where it sits most centrally, the
 //! earlier window on a tie), and pieces come out in a fixed order (the
@@ -15,6 +17,7 @@
 //! shortest first), whatever the other texts were.
 
 use std::borrow::Cow;
+use std::collections::hash_map::{Entry, HashMap};
 use std::sync::atomic::Ordering;
 
 use super::{title_case, NerModel, BATCH_TOKENS, OVERLAP, WINDOW};
@@ -45,6 +48,9 @@ struct Piece<'a> {
     preds: Vec<Vec<(usize, f32)>>,
 }
 
+/// Tokens a row may be longer than a quarter over its call's first row.
+const PAD_SLACK: usize = 8;
+
 /// One row of the model's input: window `window` of piece `piece` of text
 /// `text`, `len` tokens.
 #[derive(Clone, Copy)]
@@ -69,15 +75,60 @@ fn windows(n: usize) -> Vec<(usize, usize)> {
     }
 }
 
-/// Where the call that starts at `rows[i]` ends: at most `cap` rows and
-/// [`BATCH_TOKENS`] padded tokens (rows are sorted by length, so the last
-/// one is the longest).
-fn batch_end(rows: &[Row], i: usize, cap: usize) -> usize {
+/// Where the call that starts at row `i` ends, rows given by their
+/// lengths: at most `cap` rows, [`BATCH_TOKENS`] padded tokens, and rows of
+/// similar lengths: none more than a quarter (plus [`PAD_SLACK`] tokens)
+/// longer than the first, since on a CPU the padding costs as much as real
+/// tokens (a note's whole-text window padded three of its lines to 510
+/// tokens). Rows are sorted by length, so the last one is the longest.
+fn batch_end(lens: &[usize], i: usize, cap: usize) -> usize {
+    let longest = lens[i] + lens[i] / 4 + PAD_SLACK;
     let mut j = i + 1;
-    while j < rows.len() && j - i < cap && (j + 1 - i) * (rows[j].len + 2) <= BATCH_TOKENS {
+    while j < lens.len()
+        && j - i < cap
+        && lens[j] <= longest
+        && (j + 1 - i) * (lens[j] + 2) <= BATCH_TOKENS
+    {
         j += 1;
     }
     j
+}
+
+/// The token ids of a row.
+fn window<'p>(plans: &'p [Result<Vec<Piece>>], r: &Row) -> Option<&'p [u32]> {
+    let p = plans[r.text].as_ref().ok()?.get(r.piece)?;
+    let (s, e) = *p.windows.get(r.window)?;
+    p.ids.get(s..e)
+}
+
+/// Every row of the planned texts, those with the same tokens in one group
+/// that runs once (a one-line value's line is its whole text; headings and
+/// repeated values recur across texts), groups sorted by length so that
+/// similar lengths share calls (stable: equal lengths keep the texts' order).
+fn same_tokens(plans: &[Result<Vec<Piece>>]) -> Vec<Vec<Row>> {
+    let mut groups: Vec<Vec<Row>> = Vec::new();
+    let mut seen: HashMap<&[u32], usize> = HashMap::new();
+    for (text, plan) in plans.iter().enumerate() {
+        for (piece, p) in plan.iter().flatten().enumerate() {
+            for (window, &(s, e)) in p.windows.iter().enumerate() {
+                let row = Row {
+                    text,
+                    piece,
+                    window,
+                    len: e - s,
+                };
+                match seen.entry(&p.ids[s..e]) {
+                    Entry::Occupied(g) => groups[*g.get()].push(row),
+                    Entry::Vacant(v) => {
+                        v.insert(groups.len());
+                        groups.push(vec![row]);
+                    }
+                }
+            }
+        }
+    }
+    groups.sort_by_key(|g| g[0].len);
+    groups
 }
 
 impl NerModel {
@@ -89,60 +140,45 @@ impl NerModel {
     pub(super) fn read_many(&self, texts: &[&str], passes: Passes) -> Vec<Result<Vec<Span>>> {
         let mut plans: Vec<Result<Vec<Piece>>> =
             texts.iter().map(|t| self.plan(t, passes)).collect();
-        let mut rows = Vec::new();
-        for (text, plan) in plans.iter().enumerate() {
-            for (piece, p) in plan.iter().flatten().enumerate() {
-                for (window, &(s, e)) in p.windows.iter().enumerate() {
-                    rows.push(Row {
-                        text,
-                        piece,
-                        window,
-                        len: e - s,
-                    });
-                }
-            }
-        }
-        // Similar lengths together: less padding. Stable, so that equal
-        // lengths keep the texts' order.
-        rows.sort_by_key(|r| r.len);
+        let groups = same_tokens(&plans);
+        let lens: Vec<usize> = groups.iter().map(|g| g[0].len).collect();
         let cap = self.batch.load(Ordering::Relaxed).max(1);
         let mut i = 0;
-        while i < rows.len() {
-            let j = batch_end(&rows, i, cap);
-            // Rows of a text that failed already are not run.
-            let live: Vec<Row> = rows[i..j]
+        while i < groups.len() {
+            let j = batch_end(&lens, i, cap);
+            // Each group run once, for a member whose text has not failed.
+            let live: Vec<(&[Row], Row)> = groups[i..j]
                 .iter()
-                .copied()
-                .filter(|r| plans[r.text].is_ok())
+                .filter_map(|g| Some((g.as_slice(), *g.iter().find(|r| plans[r.text].is_ok())?)))
                 .collect();
             if live.is_empty() {
                 i = j;
                 continue;
             }
             let out = crate::cancel::check().and_then(|()| {
-                let windows: Vec<&[u32]> = live
-                    .iter()
-                    .filter_map(|r| {
-                        let p = plans[r.text].as_ref().ok()?.get(r.piece)?;
-                        let (s, e) = *p.windows.get(r.window)?;
-                        p.ids.get(s..e)
-                    })
-                    .collect();
+                let windows: Vec<&[u32]> =
+                    live.iter().filter_map(|(_, r)| window(&plans, r)).collect();
                 self.classify_batch(&windows)
             });
             match out {
                 Ok(preds) => {
-                    for (r, pred) in live.iter().zip(preds) {
-                        if let Ok(pieces) = &mut plans[r.text] {
-                            pieces[r.piece].preds[r.window] = pred;
+                    for ((group, _), pred) in live.iter().zip(preds) {
+                        for r in *group {
+                            if let Ok(pieces) = &mut plans[r.text] {
+                                pieces[r.piece].preds[r.window] = pred.clone();
+                            }
                         }
                     }
                 }
                 Err(e) => {
                     let cancelled = matches!(e, crate::Error::Cancelled);
                     // A cancel stops every text still waiting for a row.
-                    let failed = if cancelled { &rows[i..] } else { &live[..] };
-                    for r in failed {
+                    let failed: Vec<&[Row]> = if cancelled {
+                        groups[i..].iter().map(Vec::as_slice).collect()
+                    } else {
+                        live.iter().map(|(g, _)| *g).collect()
+                    };
+                    for r in failed.into_iter().flatten() {
                         if plans[r.text].is_ok() {
                             plans[r.text] = Err(e.again());
                         }
@@ -260,18 +296,16 @@ mod tests {
 
     #[test]
     fn calls_hold_at_most_the_batch_and_the_token_budget() {
-        let rows: Vec<Row> = [3, 3, 5, 9, 500, 510, 510]
-            .iter()
-            .map(|&len| Row {
-                text: 0,
-                piece: 0,
-                window: 0,
-                len,
-            })
-            .collect();
+        let rows = [3, 3, 5, 9, 12, 40, 500, 510, 510];
         assert_eq!(batch_end(&rows, 0, 4), 4);
         assert_eq!(batch_end(&rows, 0, 1), 1);
+        // 12 is more than 3 + 3/4 + 8 tokens: a new call.
+        assert_eq!(batch_end(&rows, 0, 32), 4);
+        // Lines are not padded to a window's length.
+        assert_eq!(batch_end(&rows, 5, 32), 6);
         // 16 rows of 512 padded tokens would be 8,192: all three fit.
-        assert_eq!(batch_end(&rows, 4, 32), 7);
+        assert_eq!(batch_end(&rows, 6, 32), 9);
+        let many = [510; 20];
+        assert_eq!(batch_end(&many, 0, 32), 16);
     }
 }
