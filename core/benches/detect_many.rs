@@ -30,18 +30,10 @@ fn env_or(name: &str, default: &str) -> String {
 /// The clinical notes' texts, markup removed, in name order.
 fn notes() -> Vec<String> {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/data/clinical");
-    let mut files: Vec<_> = std::fs::read_dir(dir)
+    annotated::read_dir(dir.as_ref())
         .expect("tests/data/clinical")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
-        .collect();
-    files.sort();
-    files
-        .iter()
-        .map(|f| {
-            let marked = std::fs::read_to_string(f).expect("note");
-            annotated::parse(&marked).expect("markup").text
-        })
+        .into_iter()
+        .map(|(_, note)| note.text)
         .collect()
 }
 

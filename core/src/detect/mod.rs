@@ -464,24 +464,17 @@ mod quality {
             return;
         };
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/data/clinical");
-        let mut files: Vec<_> = std::fs::read_dir(dir)
-            .expect("tests/data/clinical")
-            .map(|e| e.expect("entry").path())
-            .filter(|p| p.extension().is_some_and(|x| x == "txt"))
-            .collect();
-        files.sort();
-        assert!(files.len() >= 60, "{} notes", files.len());
+        let notes = annotated::read_dir(dir.as_ref()).expect("tests/data/clinical");
+        assert!(notes.len() >= 60, "{} notes", notes.len());
         let mut report = eval::Report::default();
-        for f in &files {
-            let note =
-                annotated::parse(&std::fs::read_to_string(f).expect("note")).expect("markup");
+        for (_, note) in &notes {
             let pred: Vec<eval::Labelled> = detector
                 .detect(&note.text)
                 .expect("detect")
                 .iter()
                 .map(|s| (s.start, s.end, s.label))
                 .collect();
-            report.add_note(&note, &pred);
+            report.add_note(note, &pred);
         }
         let all = report.recall_total();
         assert!(all.recall() >= 0.97, "span recall {:.3}", all.recall());
