@@ -39,7 +39,8 @@ pub struct EngineFlags {
     /// Masked copies per masked-LM call (as dptext.mlm_batch).
     #[arg(long, default_value_t = engine::DEFAULT_MLM_BATCH, value_parser = at_least_one())]
     pub mlm_batch: usize,
-    /// Lines per detection-model call (1: one line a call).
+    /// Rows (windows, lines, of one value or several) per detection-model
+    /// call (1: one a call).
     #[arg(
         long,
         visible_alias = "batch",

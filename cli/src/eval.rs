@@ -15,6 +15,7 @@ use dptext_core::detect::Label;
 use dptext_core::Engine;
 
 use crate::progress;
+use crate::sanitize::CHUNK;
 
 /// What `eval-detect` prints besides the tables, and what it detects with.
 #[derive(Debug, Clone)]
@@ -83,16 +84,18 @@ fn eval_notes(dir: &Path, path: &Path, opts: Options) -> Result<()> {
     let started = std::time::Instant::now();
     let bar = progress::items(notes.len() as u64, "detecting");
     let mut report = Report::default();
-    for (file, note) in &notes {
-        let spans = engine
-            .detect(&note.text)
-            .with_context(|| file.display().to_string())?;
-        let pred: Vec<eval::Labelled> = spans.iter().map(|s| (s.start, s.end, s.label)).collect();
-        report.add_note(note, &pred);
-        if opts.errors {
-            bar.suspend(|| print_errors(file, note, &spans))?;
+    for chunk in notes.chunks(CHUNK) {
+        let texts: Vec<&str> = chunk.iter().map(|(_, n)| n.text.as_str()).collect();
+        for ((file, note), spans) in chunk.iter().zip(engine.detect_many(&texts)?) {
+            let spans = spans.with_context(|| file.display().to_string())?;
+            let pred: Vec<eval::Labelled> =
+                spans.iter().map(|s| (s.start, s.end, s.label)).collect();
+            report.add_note(note, &pred);
+            if opts.errors {
+                bar.suspend(|| print_errors(file, note, &spans))?;
+            }
+            bar.inc(1);
         }
-        bar.inc(1);
     }
     bar.finish_and_clear();
     let secs = started.elapsed().as_secs_f64();
@@ -200,12 +203,14 @@ fn eval_jsonl(dir: &Path, file: &Path, opts: &Options) -> Result<()> {
         .filter(|(_, l)| !l.trim().is_empty())
         .collect();
     let bar = progress::items(texts.len() as u64, "detecting");
+    let mut labelled = Vec::with_capacity(texts.len());
     for &(i, line) in &texts {
         let v: serde_json::Value =
             serde_json::from_str(line).with_context(|| format!("line {}", i + 1))?;
         let t = v["text"]
             .as_str()
-            .with_context(|| format!("line {}: no text", i + 1))?;
+            .with_context(|| format!("line {}: no text", i + 1))?
+            .to_string();
         let mut gold = Vec::new();
         for s in v["spans"].as_array().into_iter().flatten() {
             let (Some(a), Some(b), Some(l)) = (s[0].as_u64(), s[1].as_u64(), s[2].as_str()) else {
@@ -213,13 +218,19 @@ fn eval_jsonl(dir: &Path, file: &Path, opts: &Options) -> Result<()> {
             };
             gold.push((a as usize, b as usize, l.parse::<Label>()?));
         }
-        let pred: Vec<eval::Labelled> = engine
-            .detect(t)?
-            .iter()
-            .map(|s| (s.start, s.end, s.label))
-            .collect();
-        eval::add(&mut totals, &gold, &pred);
-        bar.inc(1);
+        labelled.push((i, t, gold));
+    }
+    for chunk in labelled.chunks(CHUNK) {
+        let texts: Vec<&str> = chunk.iter().map(|(_, t, _)| t.as_str()).collect();
+        for ((i, _, gold), spans) in chunk.iter().zip(engine.detect_many(&texts)?) {
+            let pred: Vec<eval::Labelled> = spans
+                .with_context(|| format!("line {}", i + 1))?
+                .iter()
+                .map(|s| (s.start, s.end, s.label))
+                .collect();
+            eval::add(&mut totals, gold, &pred);
+            bar.inc(1);
+        }
     }
     bar.finish_and_clear();
     outln!(

@@ -279,3 +279,54 @@ fn assets_fetch_refuses_an_unknown_id() {
     assert!(stderr(&o).contains("mlm"), "{}", stderr(&o));
     fs::remove_dir_all(a).unwrap();
 }
+
+/// Values are read and sanitized 64 at a time: a value's output does not
+/// depend on the chunk it fell in (a file less its first record shifts
+/// every chunk by one), in any format, and an error in a later chunk still
+/// writes nothing.
+#[test]
+fn chunks_change_no_output_and_a_late_error_writes_nothing() {
+    let a = assets("chunks");
+    let notes: Vec<String> = (0..150)
+        .map(|i| format!("w{} w{} w{}", i, i + 1, (i * 7) % 400))
+        .collect();
+    let jsonl: Vec<String> = notes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| match i % 10 {
+            3 => format!("{{\"id\": {i}, \"note\": null}}"),
+            _ => format!("{{\"id\": {i}, \"note\": {n:?}}}"),
+        })
+        .collect();
+    let csv: Vec<String> = notes.iter().map(|n| format!("x,{n}")).collect();
+    let run = |args: &[&str], records: &[String], header: &str| {
+        let mut all = vec!["sanitize", "--eps", "1", "--seed", "4"];
+        all.extend_from_slice(args);
+        dptext(&a, &all, &format!("{header}{}\n", records.join("\n")), &[])
+    };
+    for (args, records, header) in [
+        (vec![], &notes, ""),
+        (vec!["--format", "jsonl", "--field", "note"], &jsonl, ""),
+        (
+            vec!["--format", "csv", "--field", "note"],
+            &csv,
+            "id,note\n",
+        ),
+    ] {
+        let whole = stdout(&run(&args, records, header));
+        let tail = stdout(&run(&args, &records[1..], header));
+        let skip = usize::from(!header.is_empty());
+        let whole: Vec<&str> = whole.lines().skip(skip).collect();
+        let tail: Vec<&str> = tail.lines().skip(skip).collect();
+        assert_eq!(whole.len(), 150, "{args:?}");
+        assert_eq!(whole[1..], tail[..], "{args:?}");
+        assert_ne!(whole[1], records[1], "{args:?}: sanitized");
+    }
+    let mut bad = jsonl.clone();
+    bad[100] = "{\"id\": 100, \"nte\": \"w1\"}".to_string();
+    refused(
+        &run(&["--format", "jsonl", "--field", "note"], &bad, ""),
+        "line 101: no field \"note\"",
+    );
+    fs::remove_dir_all(a).unwrap();
+}

@@ -58,7 +58,7 @@ pub const DEFAULT_BUILD_MAPPINGS: bool = false;
 pub const DEFAULT_DEVICE: Device = Device::Cpu;
 /// Default rows per masked-LM call.
 pub const DEFAULT_MLM_BATCH: usize = 64;
-/// Default lines per detection-model call in the per-line pass.
+/// Default rows (windows, lines) per detection-model call.
 pub const DEFAULT_DETECT_BATCH: usize = crate::detect::model::DEFAULT_BATCH;
 
 /// Largest released vocabulary whose CusText mapping any engine builds in
@@ -119,8 +119,9 @@ pub struct EngineConfig {
     pub device: Device,
     /// Rows per masked-LM call (default [`DEFAULT_MLM_BATCH`], 64).
     pub mlm_batch: usize,
-    /// Lines per detection-model call in the per-line pass, 1: unbatched
-    /// (default [`DEFAULT_DETECT_BATCH`], 4).
+    /// Rows per detection-model call: windows and lines of one value, or
+    /// of several with [`Engine::detect_many`] and [`Engine::run_many`];
+    /// 1: unbatched (default [`DEFAULT_DETECT_BATCH`], 4).
     pub detect_batch: usize,
 }
 
@@ -406,6 +407,17 @@ impl Engine {
         detector.detect(text)
     }
 
+    /// [`Engine::detect`] of each of `texts`, in order, the model's calls
+    /// shared among them ([`Detector::detect_many`]): the same spans, faster
+    /// for many short values. A value over the limit gets its
+    /// `InputTooLarge` and the others go on; the outer error is for what
+    /// fails them all (the model does not load).
+    pub fn detect_many(&self, texts: &[&str]) -> Result<Vec<Result<Vec<Span>>>> {
+        let _scope = self.scope();
+        let detector = self.model()?;
+        Ok(self.each_within_limit(texts, true, |ok| detector.detect_many(ok)))
+    }
+
     /// NDD of the edit `a -> b` under the settings' masked LM: limits as
     /// for detection (the model reads every token of both texts).
     pub fn ndd(
@@ -621,15 +633,67 @@ impl Engine {
     ) -> Result<Sanitized> {
         self.check_size(text, mechanism.uses_detection())?;
         let _scope = self.scope();
-        let params = mechanism.params();
-        let mut parts: Vec<&[u8]> = vec![
-            mechanism.name().as_bytes(),
-            params.as_bytes(),
-            text.as_bytes(),
-        ];
-        parts.extend_from_slice(context);
-        let mut rng = mode.rng_for(&parts);
+        let mut rng = value_rng(mechanism, &mechanism.params(), text, mode, context);
         mechanism.sanitize_in(text, &mut rng, mode)
+    }
+
+    /// [`Engine::run`] of each of `texts`, in order, with the same outputs
+    /// (each value's random stream is its own), through
+    /// [`Mechanism::sanitize_many_in`]: mechanisms that run detection share
+    /// the model's calls among the values. A value over the limit gets its
+    /// `InputTooLarge`, and one value's error leaves the others alone.
+    pub fn run_many(
+        &self,
+        mechanism: &dyn Mechanism,
+        texts: &[&str],
+        mode: &RandomMode,
+        context: &[&[u8]],
+    ) -> Vec<Result<Sanitized>> {
+        let _scope = self.scope();
+        let params = mechanism.params();
+        self.each_within_limit(texts, mechanism.uses_detection(), |ok| {
+            let mut rngs: Vec<_> = ok
+                .iter()
+                .map(|text| value_rng(mechanism, &params, text, mode, context))
+                .collect();
+            let mut values: Vec<(&str, &mut dyn rand::RngCore)> = ok
+                .iter()
+                .zip(rngs.iter_mut())
+                .map(|(text, rng)| (*text, rng as &mut dyn rand::RngCore))
+                .collect();
+            mechanism.sanitize_many_in(&mut values, mode)
+        })
+    }
+
+    /// `f` over the values of `texts` within [`Engine::limit`], its results
+    /// put back in `texts`' order; each value over the limit gets its
+    /// `InputTooLarge`.
+    fn each_within_limit<T>(
+        &self,
+        texts: &[&str],
+        detection: bool,
+        f: impl FnOnce(&[&str]) -> Vec<Result<T>>,
+    ) -> Vec<Result<T>> {
+        let checks: Vec<Result<()>> = texts
+            .iter()
+            .map(|t| self.check_size(t, detection))
+            .collect();
+        let ok: Vec<&str> = texts
+            .iter()
+            .zip(&checks)
+            .filter(|(_, c)| c.is_ok())
+            .map(|(t, _)| *t)
+            .collect();
+        let mut done = f(&ok).into_iter();
+        checks
+            .into_iter()
+            .map(|c| match c {
+                Ok(()) => done.next().unwrap_or_else(|| {
+                    Err(Error::Model("a batch returned too few results".into()))
+                }),
+                Err(e) => Err(e),
+            })
+            .collect()
     }
 
     /// Finds (or builds) the mechanism and runs it in one call.
@@ -651,4 +715,22 @@ impl Engine {
         let m = self.mechanism(spec)?;
         self.run(m.as_ref(), text, mode, &[])
     }
+}
+
+/// The random stream of one value: keyed by the mechanism, its parameters,
+/// the value and the caller's `context` parts (row, column).
+fn value_rng(
+    mechanism: &dyn Mechanism,
+    params: &str,
+    text: &str,
+    mode: &RandomMode,
+    context: &[&[u8]],
+) -> crate::rng::DpRng {
+    let mut parts: Vec<&[u8]> = vec![
+        mechanism.name().as_bytes(),
+        params.as_bytes(),
+        text.as_bytes(),
+    ];
+    parts.extend_from_slice(context);
+    mode.rng_for(&parts)
 }

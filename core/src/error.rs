@@ -191,6 +191,18 @@ impl Error {
         }
     }
 
+    /// This error once more, for each further value of a batch that it
+    /// failed: a cancel stays a cancel and a model error keeps its message;
+    /// any other error (they carry sources that cannot be copied) becomes
+    /// a model error with this one's message.
+    pub(crate) fn again(&self) -> Self {
+        match self {
+            Error::Cancelled => Error::Cancelled,
+            Error::Model(m) => Error::Model(m.clone()),
+            other => Error::Model(other.to_string()),
+        }
+    }
+
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),

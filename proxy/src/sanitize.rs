@@ -4,9 +4,10 @@
 //!
 //! A session hands over a batch of values (the protected fields of many
 //! rows of one result); the batch is split across the workers, each runs
-//! its share value by value through its own engine (whose detection model
-//! batches the lines of a value, and whose masked LM batches the copies
-//! NDD scores), and the session waits for all of them. Each worker owns
+//! its share through its own engine, the values of one rule together
+//! (whose detection model reads the windows and lines of those values in
+//! shared calls, and whose masked LM batches the copies NDD scores), and
+//! the session waits for all of them. Each worker owns
 //! an engine and builds its own mechanisms, so model sessions are never
 //! shared between workers (one shared detection session serialized them:
 //! two workers ran no faster than one). Vectors are memory-mapped, so the
@@ -104,6 +105,54 @@ fn engine(config: &EngineConfig, custom: Option<&Arc<Custom>>) -> Engine {
     engine
 }
 
+/// A worker's share of a batch: the values of each rule run together
+/// ([`Engine::run_many`], so that detection shares its model calls among
+/// them), the outputs in the order of `items`; any failure fails the
+/// share, as one value's did when they ran one by one.
+fn run_job(
+    engine: &Engine,
+    specs: &Specs,
+    built: &mut HashMap<Arc<str>, Arc<dyn Mechanism>>,
+    mode: &RandomMode,
+    items: &[(Arc<str>, String)],
+) -> Result<Vec<String>> {
+    let mut out: Vec<Option<Result<String>>> = items.iter().map(|_| None).collect();
+    let mut labels: Vec<&Arc<str>> = items.iter().map(|(label, _)| label).collect();
+    labels.sort();
+    labels.dedup();
+    for label in labels {
+        let m = match built.entry(label.clone()) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => {
+                let spec = specs
+                    .read()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .get(label)
+                    .cloned()
+                    .ok_or_else(|| {
+                        ProxyError::Protocol(format!("rule {label} was not prepared"))
+                    })?;
+                e.insert(engine.mechanism(&spec)?)
+            }
+        };
+        let (at, texts): (Vec<usize>, Vec<&str>) = items
+            .iter()
+            .enumerate()
+            .filter(|(_, (l, _))| l == label)
+            .map(|(i, (_, text))| (i, text.as_str()))
+            .unzip();
+        for (i, r) in at
+            .into_iter()
+            .zip(engine.run_many(m.as_ref(), &texts, mode, &[]))
+        {
+            out[i] = Some(r.map(|s| s.text).map_err(ProxyError::from));
+        }
+    }
+    out.into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(ProxyError::Protocol("a value was not sanitized".into()))))
+        .collect()
+}
+
 /// A rule that cannot be built, named as the configuration names it.
 fn rule_error(r: &ColumnRule, e: &ProxyError) -> ProxyError {
     ProxyError::Config(format!(
@@ -143,29 +192,7 @@ impl Sanitizer {
                             guard.blocking_recv()
                         };
                         let Some(job) = job else { return };
-                        let out = job
-                            .items
-                            .iter()
-                            .map(|(label, text)| {
-                                let m = match built.entry(label.clone()) {
-                                    Entry::Occupied(e) => e.into_mut(),
-                                    Entry::Vacant(e) => {
-                                        let spec = specs
-                                            .read()
-                                            .unwrap_or_else(PoisonError::into_inner)
-                                            .get(label)
-                                            .cloned()
-                                            .ok_or_else(|| {
-                                                ProxyError::Protocol(format!(
-                                                    "rule {label} was not prepared"
-                                                ))
-                                            })?;
-                                        e.insert(engine.mechanism(&spec)?)
-                                    }
-                                };
-                                Ok(engine.run(m.as_ref(), text, &mode, &[])?.text)
-                            })
-                            .collect::<Result<Vec<String>>>();
+                        let out = run_job(&engine, &specs, &mut built, &mode, &job.items);
                         let _ = job.reply.send(out);
                     }
                 })

@@ -91,20 +91,104 @@ impl Counts {
     }
 }
 
+/// Values read before they are sanitized (or detected) together: a
+/// mechanism that runs detection shares its model calls among them
+/// ([`Engine::run_many`], [`Engine::detect_many`]).
+pub(crate) const CHUNK: usize = 64;
+
+/// What a reader hands [`chunked`]: `None` when the input is over, else a
+/// record, or `Ok(None)` for one to skip.
+type Next<T> = Option<Result<Option<T>>>;
+
+/// One target's output for one value: `None` where there was nothing to
+/// sanitize (JSON null).
+type Outcome = Option<Result<Sanitized>>;
+
 impl Job<'_> {
-    /// Runs the mechanism of target `i` on `text`.
-    fn sanitize(&self, i: usize, text: &str) -> Result<Sanitized> {
+    /// Runs the mechanism of target `i` on each of `texts` together.
+    fn sanitize_many(&self, i: usize, texts: &[&str]) -> Vec<Result<Sanitized>> {
         let t = &self.targets[i];
         self.engine
-            .run(t.mechanism.as_ref(), text, &self.mode, &[])
-            .with_context(|| {
-                if t.name.is_empty() {
-                    "sanitizing".to_string()
-                } else {
-                    format!("sanitizing {:?}", t.name)
-                }
+            .run_many(t.mechanism.as_ref(), texts, &self.mode, &[])
+            .into_iter()
+            .map(|r| {
+                r.with_context(|| {
+                    if t.name.is_empty() {
+                        "sanitizing".to_string()
+                    } else {
+                        format!("sanitizing {:?}", t.name)
+                    }
+                })
             })
+            .collect()
     }
+
+    /// Sanitizes a chunk of records: `values[r][t]` is record `r`'s value
+    /// for target `t` (`None`: nothing to sanitize), and so is the result;
+    /// each target runs once over the whole chunk.
+    fn sanitize_chunk(&self, values: &[Vec<Option<&str>>]) -> Vec<Vec<Outcome>> {
+        let mut out: Vec<Vec<Outcome>> = values
+            .iter()
+            .map(|r| r.iter().map(|_| None).collect())
+            .collect();
+        for (t, _) in self.targets.iter().enumerate() {
+            let (at, texts): (Vec<usize>, Vec<&str>) = values
+                .iter()
+                .enumerate()
+                .filter_map(|(r, v)| Some((r, (*v.get(t)?)?)))
+                .unzip();
+            for (r, s) in at.into_iter().zip(self.sanitize_many(t, &texts)) {
+                out[r][t] = Some(s);
+            }
+        }
+        out
+    }
+}
+
+/// Reads records with `next` (`None`: the input is over; `Ok(None)`: a
+/// record to skip) and hands them to `emit` [`CHUNK`] at a time, in order.
+/// A record that cannot be read ends its chunk: the records before it are
+/// emitted (the first error among them wins), then its error is returned,
+/// as when records were sanitized one by one.
+fn chunked<T>(
+    mut next: impl FnMut() -> Next<T>,
+    mut emit: impl FnMut(Vec<T>) -> Result<()>,
+) -> Result<()> {
+    loop {
+        let mut items = Vec::with_capacity(CHUNK);
+        let mut stop = None;
+        let mut done = false;
+        while items.len() < CHUNK {
+            match next() {
+                None => {
+                    done = true;
+                    break;
+                }
+                Some(Err(e)) => {
+                    stop = Some(e);
+                    break;
+                }
+                Some(Ok(Some(item))) => items.push(item),
+                Some(Ok(None)) => {}
+            }
+        }
+        if !items.is_empty() {
+            emit(items)?;
+        }
+        if let Some(e) = stop {
+            return Err(e);
+        }
+        if done {
+            return Ok(());
+        }
+    }
+}
+
+/// The outcome of a value that had one.
+fn sanitized(outcome: Option<Outcome>) -> Result<Sanitized> {
+    outcome
+        .flatten()
+        .unwrap_or_else(|| Err(anyhow::anyhow!("a value was not sanitized")))
 }
 
 /// `--format lines`: one value a line; with `--cost` each output line is a
@@ -116,19 +200,26 @@ fn lines(
     bar: &ProgressBar,
     counts: &mut Counts,
 ) -> Result<()> {
-    for line in input.lines() {
-        let line = line.context("reading input")?;
-        let s = job.sanitize(0, &line)?;
-        if job.with_cost {
-            serde_json::to_writer(&mut *out, &s)?;
-            writeln!(out)?;
-        } else {
-            writeln!(out, "{}", s.text)?;
-        }
-        counts.add(line.len());
-        bar.inc(line.len() as u64 + 1);
-    }
-    Ok(())
+    let mut lines = input.lines();
+    chunked(
+        || Some(lines.next()?.context("reading input").map(Some)),
+        |chunk: Vec<String>| {
+            let values: Vec<Vec<Option<&str>>> =
+                chunk.iter().map(|l| vec![Some(l.as_str())]).collect();
+            for (line, outs) in chunk.iter().zip(job.sanitize_chunk(&values)) {
+                let s = sanitized(outs.into_iter().next())?;
+                if job.with_cost {
+                    serde_json::to_writer(&mut *out, &s)?;
+                    writeln!(out)?;
+                } else {
+                    writeln!(out, "{}", s.text)?;
+                }
+                counts.add(line.len());
+                bar.inc(line.len() as u64 + 1);
+            }
+            Ok(())
+        },
+    )
 }
 
 /// `--format jsonl`: each field's string replaced in place; with `--cost` a
@@ -142,38 +233,50 @@ fn json_lines(
 ) -> Result<()> {
     let names: Vec<&str> = job.targets.iter().map(|t| t.name.as_str()).collect();
     let cost_keys: Vec<String> = names.iter().map(|n| format!("{n}_cost")).collect();
-    for (i, line) in input.lines().enumerate() {
+    let mut lines = input.lines().enumerate();
+    let mut read = || -> Next<(usize, String, Vec<jsonl::Found>)> {
+        let (i, line) = lines.next()?;
         let n = i + 1;
-        let line = line.context("reading input")?;
-        bar.inc(line.len() as u64 + 1);
-        if line.trim().is_empty() {
-            continue;
-        }
-        let found = jsonl::find(&line, n, &names)?;
-        let mut replace = Vec::new();
-        let mut extra = Vec::new();
-        for (t, f) in found.into_iter().enumerate() {
-            let cost = match &f.text {
-                Some(text) => {
-                    let s = job.sanitize(t, text).with_context(|| format!("line {n}"))?;
-                    counts.add(text.len());
-                    replace.push((f.range, serde_json::to_string(&s.text)?));
-                    serde_json::to_string(&s.cost)?
-                }
-                // Null: nothing to protect, nothing spent.
-                None => "null".to_string(),
-            };
-            if job.with_cost {
-                if jsonl::has_key(&line, &cost_keys[t]) {
-                    bail!(
-                        "line {n}: the input already has a key {:?}, which --cost would overwrite",
-                        cost_keys[t]
-                    );
-                }
-                extra.push(format!("{}:{cost}", serde_json::to_string(&cost_keys[t])?));
+        Some(line.context("reading input").and_then(|line| {
+            bar.inc(line.len() as u64 + 1);
+            if line.trim().is_empty() {
+                return Ok(None);
             }
+            let found = jsonl::find(&line, n, &names)?;
+            Ok(Some((n, line, found)))
+        }))
+    };
+    chunked(&mut read, |chunk| {
+        let values: Vec<Vec<Option<&str>>> = chunk
+            .iter()
+            .map(|(_, _, found)| found.iter().map(|f| f.text.as_deref()).collect())
+            .collect();
+        for ((n, line, found), outs) in chunk.iter().zip(job.sanitize_chunk(&values)) {
+            let mut replace = Vec::new();
+            let mut extra = Vec::new();
+            for (t, (f, outcome)) in found.iter().zip(outs).enumerate() {
+                let cost = match (&f.text, outcome) {
+                    (Some(text), outcome) => {
+                        let s = sanitized(Some(outcome)).with_context(|| format!("line {n}"))?;
+                        counts.add(text.len());
+                        replace.push((f.range.clone(), serde_json::to_string(&s.text)?));
+                        serde_json::to_string(&s.cost)?
+                    }
+                    // Null: nothing to protect, nothing spent.
+                    (None, _) => "null".to_string(),
+                };
+                if job.with_cost {
+                    if jsonl::has_key(line, &cost_keys[t]) {
+                        bail!(
+                            "line {n}: the input already has a key {:?}, which --cost would overwrite",
+                            cost_keys[t]
+                        );
+                    }
+                    extra.push(format!("{}:{cost}", serde_json::to_string(&cost_keys[t])?));
+                }
+            }
+            writeln!(out, "{}", jsonl::splice(line, &replace, &extra)?)?;
         }
-        writeln!(out, "{}", jsonl::splice(&line, &replace, &extra)?)?;
-    }
-    Ok(())
+        Ok(())
+    })
 }

@@ -4,7 +4,7 @@
 
 use std::io::{BufRead, Write};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use indicatif::ProgressBar;
 
 use super::Job;
@@ -54,30 +54,49 @@ pub fn run(
     let mut wtr = csv::Writer::from_writer(out);
     wtr.write_record(&header)?;
     let mut rec = csv::StringRecord::new();
-    while rdr.read_record(&mut rec).context("reading the CSV")? {
-        let row = rec.position().map_or(0, |p| p.line());
-        let mut fields: Vec<String> = rec.iter().map(str::to_owned).collect();
-        let mut costs = Vec::new();
-        for (t, &col) in cols.iter().enumerate() {
-            let Some(text) = fields.get(col) else {
-                bail!(
-                    "CSV line {row}: no value for column {:?}",
-                    job.targets[t].name
-                );
-            };
-            let s = job
-                .sanitize(t, text)
-                .with_context(|| format!("CSV line {row}"))?;
-            count(text.len());
-            fields[col] = s.text;
-            if job.with_cost {
-                costs.push(serde_json::to_string(&s.cost)?);
-            }
+    let read = || -> super::Next<(u64, Vec<String>, u64)> {
+        match rdr.read_record(&mut rec).context("reading the CSV") {
+            Ok(false) => return None,
+            Err(e) => return Some(Err(e)),
+            Ok(true) => {}
         }
-        fields.extend(costs);
-        wtr.write_record(&fields)?;
-        bar.set_position(rdr.position().byte());
-    }
+        let row = rec.position().map_or(0, |p| p.line());
+        let fields: Vec<String> = rec.iter().map(str::to_owned).collect();
+        if let Some(t) = cols.iter().position(|&c| c >= fields.len()) {
+            return Some(Err(anyhow!(
+                "CSV line {row}: no value for column {:?}",
+                job.targets[t].name
+            )));
+        }
+        Some(Ok(Some((row, fields, rdr.position().byte()))))
+    };
+    super::chunked(read, |chunk| {
+        let values: Vec<Vec<Option<&str>>> = chunk
+            .iter()
+            .map(|(_, fields, _)| {
+                cols.iter()
+                    .map(|&c| fields.get(c).map(String::as_str))
+                    .collect()
+            })
+            .collect();
+        let outs = job.sanitize_chunk(&values);
+        for ((row, mut fields, byte), outs) in chunk.into_iter().zip(outs) {
+            let mut costs = Vec::new();
+            for (&col, outcome) in cols.iter().zip(outs) {
+                let s =
+                    super::sanitized(Some(outcome)).with_context(|| format!("CSV line {row}"))?;
+                count(fields[col].len());
+                fields[col] = s.text;
+                if job.with_cost {
+                    costs.push(serde_json::to_string(&s.cost)?);
+                }
+            }
+            fields.extend(costs);
+            wtr.write_record(&fields)?;
+            bar.set_position(byte);
+        }
+        Ok(())
+    })?;
     wtr.flush()?;
     Ok(())
 }

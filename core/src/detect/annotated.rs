@@ -156,6 +156,23 @@ pub struct Note {
     pub gold: Vec<Gold>,
 }
 
+/// The annotated notes of a directory (`*.txt`), parsed, in name order.
+pub fn read_dir(dir: &std::path::Path) -> Result<Vec<(std::path::PathBuf, Note)>> {
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| Error::io(dir, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|f| {
+            let marked = std::fs::read_to_string(&f).map_err(|e| Error::io(&f, e))?;
+            Ok((f, parse(&marked)?))
+        })
+        .collect()
+}
+
 /// Parses `{{CATEGORY|text}}` markup; errors name the line of a bad mark.
 pub fn parse(marked: &str) -> Result<Note> {
     let bad = |at: usize, why: &str| {

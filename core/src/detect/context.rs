@@ -1377,9 +1377,18 @@ mod tests {
     #[test]
     fn towns_no_gazetteer_lists_where_someone_lives_or_calls_from() {
         for (t, town) in [
-            ("Her daughter, who lives with her in Wexford Falls, felt", "Wexford Falls"),
-            ("2 adult children (son Karim in Marrowgate, daughter local)", "Marrowgate"),
-            ("Pt's son called from Kelloway asking for update", "Kelloway"),
+            (
+                "Her daughter, who lives with her in Wexford Falls, felt",
+                "Wexford Falls",
+            ),
+            (
+                "2 adult children (son Karim in Marrowgate, daughter local)",
+                "Marrowgate",
+            ),
+            (
+                "Pt's son called from Kelloway asking for update",
+                "Kelloway",
+            ),
             ("She moved to Pelham Rise last spring.", "Pelham Rise"),
         ] {
             assert!(has(t, Label::Location, town), "{t}: {:?}", found(t));

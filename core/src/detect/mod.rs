@@ -8,6 +8,8 @@
 //! then the label order of [`Label`].
 
 pub mod annotated;
+#[cfg(test)]
+mod batched;
 pub mod context;
 pub mod custom;
 pub mod eval;
@@ -190,13 +192,23 @@ fn detect_layers(
     lexicon: Option<&lexicon::Lexicon>,
 ) -> crate::Result<Vec<Span>> {
     crate::cancel::check()?;
+    let guesses = match model {
+        Some(m) => m.spans_many(&[text], lexicon.is_some()).pop().transpose()?,
+        None => None,
+    };
+    layers_with(text, guesses, lexicon)
+}
+
+/// Every layer's spans before overlaps are resolved, the model's
+/// `guesses` (per window and, with a lexicon, per line) given.
+fn layers_with(
+    text: &str,
+    guesses: Option<Vec<Span>>,
+    lexicon: Option<&lexicon::Lexicon>,
+) -> crate::Result<Vec<Span>> {
+    crate::cancel::check()?;
     let mut spans = rules::find(text);
-    if let Some(m) = model {
-        crate::cancel::check()?;
-        let mut guesses = m.spans(text)?;
-        if lexicon.is_some() {
-            guesses.extend(m.line_spans(text)?);
-        }
+    if let Some(mut guesses) = guesses {
         guesses.retain(|s| {
             !only_vocabulary(text, s) || lexicon.is_some_and(|l| lower_case_name(text, s, l))
         });
@@ -319,16 +331,35 @@ impl Detector {
     /// Typed spans of `text`, every layer and the custom recognizers, the
     /// allow list and the threshold applied, then overlaps resolved.
     pub fn detect(&self, text: &str) -> crate::Result<Vec<Span>> {
+        self.detect_many(&[text])
+            .pop()
+            .unwrap_or_else(|| Ok(Vec::new()))
+    }
+
+    /// [`Detector::detect`] of each of `texts`, in order, with the model's
+    /// windows and lines of all the texts sharing model calls
+    /// ([`model::NerModel::spans_many`]): the same spans as text by text,
+    /// in fewer calls when the texts are short. One text's error (a failed
+    /// model call holds the error of every text it read) leaves the others
+    /// alone; a cancel stops every text not finished.
+    pub fn detect_many(&self, texts: &[&str]) -> Vec<crate::Result<Vec<Span>>> {
         let custom = self.custom();
-        if custom.is_empty() {
-            return detect_with(text, Some(&self.model), Some(&self.lexicon));
-        }
-        let mut spans = detect_layers(text, Some(&self.model), Some(&self.lexicon))?;
-        spans.extend(custom.find(text));
-        // Before overlaps are resolved: a dropped span must not have
-        // displaced a kept one (a long low-score span over an SSN).
-        custom.filter(text, &mut spans);
-        Ok(resolve(spans))
+        let guesses = self.model.spans_many(texts, true);
+        texts
+            .iter()
+            .zip(guesses)
+            .map(|(text, guesses)| {
+                let mut spans = layers_with(text, Some(guesses?), Some(&self.lexicon))?;
+                if !custom.is_empty() {
+                    spans.extend(custom.find(text));
+                    // Before overlaps are resolved: a dropped span must not
+                    // have displaced a kept one (a long low-score span over
+                    // an SSN).
+                    custom.filter(text, &mut spans);
+                }
+                Ok(resolve(spans))
+            })
+            .collect()
     }
 
     /// Replaces the custom recognizers (the extension reloads them when
@@ -433,24 +464,17 @@ mod quality {
             return;
         };
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/data/clinical");
-        let mut files: Vec<_> = std::fs::read_dir(dir)
-            .expect("tests/data/clinical")
-            .map(|e| e.expect("entry").path())
-            .filter(|p| p.extension().is_some_and(|x| x == "txt"))
-            .collect();
-        files.sort();
-        assert!(files.len() >= 60, "{} notes", files.len());
+        let notes = annotated::read_dir(dir.as_ref()).expect("tests/data/clinical");
+        assert!(notes.len() >= 60, "{} notes", notes.len());
         let mut report = eval::Report::default();
-        for f in &files {
-            let note =
-                annotated::parse(&std::fs::read_to_string(f).expect("note")).expect("markup");
+        for (_, note) in &notes {
             let pred: Vec<eval::Labelled> = detector
                 .detect(&note.text)
                 .expect("detect")
                 .iter()
                 .map(|s| (s.start, s.end, s.label))
                 .collect();
-            report.add_note(&note, &pred);
+            report.add_note(note, &pred);
         }
         let all = report.recall_total();
         assert!(all.recall() >= 0.97, "span recall {:.3}", all.recall());

@@ -16,8 +16,11 @@ use std::sync::Mutex;
 use ort::session::Session;
 use ort::value::TensorRef;
 
+mod plan;
+
 use super::{Label, Source, Span};
 use crate::error::{Error, Result};
+use plan::Passes;
 
 /// The ONNX Runtime library inside the assets directory.
 pub const ORT_LIB: &str = "onnxruntime/libonnxruntime.so.1.31.1";
@@ -25,7 +28,7 @@ pub const ORT_LIB: &str = "onnxruntime/libonnxruntime.so.1.31.1";
 pub const MODEL_DIR: &str = "rampart";
 
 const WINDOW: usize = 510;
-/// Lines per model call of the per-line pass, by default.
+/// Rows (windows and lines, of one text or several) per model call, by default.
 pub const DEFAULT_BATCH: usize = 4;
 /// Most padded tokens in one batched call.
 const BATCH_TOKENS: usize = 8192;
@@ -46,7 +49,7 @@ pub struct NerModel {
     cls: u32,
     sep: u32,
     pad: u32,
-    /// Rows per model call of [`NerModel::line_spans`].
+    /// Rows (windows, lines) per model call.
     batch: std::sync::atomic::AtomicUsize,
 }
 
@@ -143,13 +146,6 @@ impl NerModel {
         })
     }
 
-    /// Per-token (class, probability) for one window of token ids.
-    fn classify(&self, ids: &[u32]) -> Result<Vec<(usize, f32)>> {
-        self.classify_batch(&[ids])?
-            .pop()
-            .ok_or_else(|| model_err("no output row"))
-    }
-
     /// Per-token (class, probability) for several windows in one model
     /// call: rows padded to the longest with `[PAD]` and masked out, so
     /// each row's predictions are those of the row alone.
@@ -209,7 +205,7 @@ impl NerModel {
             .collect())
     }
 
-    /// Rows per model call for the per-line pass (1: one line a call).
+    /// Rows per model call (1: one window or line a call).
     pub fn set_batch(&self, rows: usize) {
         self.batch
             .store(rows.max(1), std::sync::atomic::Ordering::Relaxed);
@@ -260,30 +256,35 @@ impl NerModel {
 
     /// The model's spans in `text`, word-aligned, byte offsets.
     pub fn spans(&self, text: &str) -> Result<Vec<Span>> {
-        let (ids, offsets) = self.tokens(text)?;
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        // For each token: (class, probability, distance from its window's edge).
-        let mut best: Vec<(usize, f32, usize)> = vec![(0, 0.0, 0); ids.len()];
-        let mut start = 0;
-        loop {
-            crate::cancel::check()?;
-            let end = (start + WINDOW).min(ids.len());
-            for (i, (class, p)) in self.classify(&ids[start..end])?.into_iter().enumerate() {
-                let centrality = i.min(end - start - 1 - i) + 1;
-                let slot = &mut best[start + i];
-                if centrality > slot.2 {
-                    *slot = (class, p, centrality);
-                }
-            }
-            if end == ids.len() {
-                break;
-            }
-            start = end - OVERLAP;
-        }
-        let best: Vec<(usize, f32)> = best.into_iter().map(|(c, p, _)| (c, p)).collect();
-        Ok(self.assemble(text, &offsets, &best))
+        self.read_one(
+            text,
+            Passes {
+                windows: true,
+                lines: false,
+            },
+        )
+    }
+
+    /// The model's spans of each of `texts`: [`NerModel::spans`] and, with
+    /// `per_line`, [`NerModel::line_spans`] after them, exactly as for
+    /// each text alone, but with the windows and lines of all the texts
+    /// sharing model calls (up to [`NerModel::set_batch`] rows a call,
+    /// similar lengths together). One text's error leaves the others alone.
+    pub fn spans_many(&self, texts: &[&str], per_line: bool) -> Vec<Result<Vec<Span>>> {
+        self.read_many(
+            texts,
+            Passes {
+                windows: true,
+                lines: per_line,
+            },
+        )
+    }
+
+    /// [`NerModel::read_many`] of one text.
+    fn read_one(&self, text: &str, passes: Passes) -> Result<Vec<Span>> {
+        self.read_many(&[text], passes)
+            .pop()
+            .unwrap_or_else(|| Ok(Vec::new()))
     }
 
     /// Spans from per-token predictions: adjacent tokens of one coarse
@@ -336,73 +337,13 @@ impl NerModel {
     /// on mixed case: `KOWALCZYK, HELENA` is a name, `Kowalczyk, Helena`
     /// reads as one). Offsets point into `text`.
     pub fn line_spans(&self, text: &str) -> Result<Vec<Span>> {
-        struct Line {
-            start: usize,
-            read: String,
-            ids: Vec<u32>,
-            offsets: Vec<(usize, usize)>,
-        }
-        let mut out = Vec::new();
-        let mut lines = Vec::new();
-        let mut at = 0;
-        for line in text.split_inclusive('\n') {
-            let start = at;
-            at += line.len();
-            let letters = line.chars().filter(|c| c.is_alphabetic()).count();
-            if letters < 2 {
-                continue;
-            }
-            crate::cancel::check()?;
-            let upper = line.chars().filter(|c| c.is_uppercase()).count();
-            let read = if upper * 10 >= letters * 6 && letters >= 4 {
-                title_case(line)
-            } else {
-                line.to_string()
-            };
-            let (ids, offsets) = self.tokens(&read)?;
-            if ids.is_empty() {
-                continue;
-            }
-            if ids.len() > WINDOW {
-                // A long line is windowed on its own.
-                for mut s in self.spans(&read)? {
-                    s.start += start;
-                    s.end += start;
-                    out.push(s);
-                }
-                continue;
-            }
-            lines.push(Line {
-                start,
-                read,
-                ids,
-                offsets,
-            });
-        }
-        // Similar lengths together: less padding.
-        lines.sort_by_key(|l| l.ids.len());
-        let rows = self.batch.load(std::sync::atomic::Ordering::Relaxed).max(1);
-        let mut i = 0;
-        while i < lines.len() {
-            crate::cancel::check()?;
-            let mut j = i + 1;
-            while j < lines.len()
-                && j - i < rows
-                && (j + 1 - i) * (lines[j].ids.len() + 2) <= BATCH_TOKENS
-            {
-                j += 1;
-            }
-            let windows: Vec<&[u32]> = lines[i..j].iter().map(|l| l.ids.as_slice()).collect();
-            for (line, best) in lines[i..j].iter().zip(self.classify_batch(&windows)?) {
-                for mut s in self.assemble(&line.read, &line.offsets, &best) {
-                    s.start += line.start;
-                    s.end += line.start;
-                    out.push(s);
-                }
-            }
-            i = j;
-        }
-        Ok(out)
+        self.read_one(
+            text,
+            Passes {
+                windows: false,
+                lines: true,
+            },
+        )
     }
 }
 

@@ -72,38 +72,81 @@ impl Mechanism for Chain {
         rng: &mut dyn RngCore,
         mode: &RandomMode,
     ) -> Result<Sanitized> {
-        let mut current = text.to_string();
-        let mut costs = Vec::with_capacity(self.stages.len());
-        for stage in &self.stages {
-            crate::cancel::check()?;
-            let out = stage.sanitize_in(&current, rng, mode)?;
-            current = out.text;
-            costs.push(out.cost);
-        }
-        let (Some(first), Some(last)) = (costs.first(), costs.last()) else {
-            return Err(Error::invalid("stages", "a chain has no stage"));
-        };
-        let cost = Cost {
-            mechanism: "chain",
-            guarantee: first.guarantee.clone(),
-            tokens: last.tokens,
-            oov_tokens: last.oov_tokens,
-            kept_tokens: last.kept_tokens,
-            composition: COMPOSITION.to_string(),
-            worst_case_eps: first.worst_case_eps,
-            diameter_bound: 0.0,
-            embedding: String::new(),
-            output_set_size: last.output_set_size,
-            labels: Vec::new(),
-            // A vocabulary any stage drew from is spent with the chain.
-            vocabulary: costs.iter().find_map(|c| c.vocabulary.clone()),
-            stages: costs,
-        };
-        Ok(Sanitized {
-            text: current,
-            cost,
-        })
+        self.sanitize_many_in(&mut [(text, rng)], mode)
+            .pop()
+            .unwrap_or_else(|| Err(Error::invalid("stages", "a chain has no stage")))
     }
+
+    /// Each stage over every value still going, so that a stage that runs
+    /// detection shares its model calls among the values.
+    fn sanitize_many_in(
+        &self,
+        values: &mut [(&str, &mut dyn RngCore)],
+        mode: &RandomMode,
+    ) -> Vec<Result<Sanitized>> {
+        // Each value's text so far and its stages' costs, or its error.
+        let mut state: Vec<Result<(String, Vec<Cost>)>> = values
+            .iter()
+            .map(|(t, _)| Ok((t.to_string(), Vec::with_capacity(self.stages.len()))))
+            .collect();
+        for stage in &self.stages {
+            if let Err(e) = crate::cancel::check() {
+                for s in state.iter_mut().filter(|s| s.is_ok()) {
+                    *s = Err(e.again());
+                }
+                break;
+            }
+            let live: Vec<usize> = (0..state.len()).filter(|&i| state[i].is_ok()).collect();
+            let outs = {
+                let mut batch: Vec<(&str, &mut dyn RngCore)> = values
+                    .iter_mut()
+                    .zip(&state)
+                    .filter_map(|((_, rng), s)| {
+                        Some((s.as_ref().ok()?.0.as_str(), &mut **rng as &mut dyn RngCore))
+                    })
+                    .collect();
+                stage.sanitize_many_in(&mut batch, mode)
+            };
+            for (i, out) in live.into_iter().zip(outs) {
+                match (out, &mut state[i]) {
+                    (Ok(o), Ok((text, costs))) => {
+                        *text = o.text;
+                        costs.push(o.cost);
+                    }
+                    (Err(e), s) => *s = Err(e),
+                    (Ok(_), Err(_)) => {}
+                }
+            }
+        }
+        state
+            .into_iter()
+            .map(|s| s.and_then(|(text, costs)| combine(text, costs)))
+            .collect()
+    }
+}
+
+/// The chain's output: the last stage's text, every stage's cost.
+fn combine(text: String, costs: Vec<Cost>) -> Result<Sanitized> {
+    let (Some(first), Some(last)) = (costs.first(), costs.last()) else {
+        return Err(Error::invalid("stages", "a chain has no stage"));
+    };
+    let cost = Cost {
+        mechanism: "chain",
+        guarantee: first.guarantee.clone(),
+        tokens: last.tokens,
+        oov_tokens: last.oov_tokens,
+        kept_tokens: last.kept_tokens,
+        composition: COMPOSITION.to_string(),
+        worst_case_eps: first.worst_case_eps,
+        diameter_bound: 0.0,
+        embedding: String::new(),
+        output_set_size: last.output_set_size,
+        labels: Vec::new(),
+        // A vocabulary any stage drew from is spent with the chain.
+        vocabulary: costs.iter().find_map(|c| c.vocabulary.clone()),
+        stages: costs,
+    };
+    Ok(Sanitized { text, cost })
 }
 
 #[cfg(test)]
@@ -150,5 +193,57 @@ mod tests {
             .unwrap()
         );
         assert!(m.uses_detection());
+    }
+
+    /// `Engine::run_many` gives each value what `Engine::run` gives it, for
+    /// the mechanisms that batch detection (entity replacement, a chain
+    /// starting with it, whole values) and for one that does not; a value
+    /// over the limit fails alone.
+    #[test]
+    fn run_many_gives_each_value_what_run_gives() {
+        let mut config = EngineConfig::new(crate::assets::resolve_dir(None));
+        config.max_detect_bytes = 200;
+        let engine = Engine::new(config);
+        let long = "Maria Lopez was seen. ".repeat(20);
+        let texts = [
+            "John Smith was seen on 2024-03-01 at 42 Oak Street, Springfield.",
+            "",
+            long.as_str(),
+            "KOWALCZYK, HELENA M\nDOB: 04/11/1931",
+            "the patient is stable",
+        ];
+        let specs = [
+            ("deidentify", serde_json::json!({"operators": "DATE:shift"})),
+            ("deidentify", serde_json::json!({"whole": true})),
+            (
+                "chain",
+                serde_json::json!({"stages": [
+                    {"mechanism": "deidentify", "params": {"strategy": "typed_placeholder"}},
+                    {"mechanism": "santext_plus", "params": {"eps": 3}}]}),
+            ),
+            ("santext", serde_json::json!({"eps": 3})),
+        ];
+        let mode = crate::RandomMode::Seeded(7);
+        for (name, params) in specs {
+            let spec = MechanismSpec::parse(name, &params).unwrap();
+            let Some(m) = crate::assets::load_or_skip(|_| engine.build(&spec)) else {
+                return;
+            };
+            let many = engine.run_many(m.as_ref(), &texts, &mode, &[b"col"]);
+            assert_eq!(many.len(), texts.len());
+            for (t, got) in texts.iter().zip(many) {
+                match engine.run(m.as_ref(), t, &mode, &[b"col"]) {
+                    Ok(alone) => {
+                        let got = got.unwrap();
+                        assert_eq!(got.text, alone.text, "{name} {t:?}");
+                        assert_eq!(
+                            serde_json::to_value(&got.cost).unwrap(),
+                            serde_json::to_value(&alone.cost).unwrap()
+                        );
+                    }
+                    Err(e) => assert_eq!(got.unwrap_err().to_string(), e.to_string()),
+                }
+            }
+        }
     }
 }

@@ -305,27 +305,49 @@ impl Mechanism for Deidentify {
         rng: &mut dyn RngCore,
         mode: &RandomMode,
     ) -> Result<Sanitized> {
+        self.sanitize_many_in(&mut [(text, rng)], mode)
+            .pop()
+            .unwrap_or_else(|| Err(crate::Error::Model("no result".into())))
+    }
+
+    fn sanitize_many_in(
+        &self,
+        values: &mut [(&str, &mut dyn RngCore)],
+        mode: &RandomMode,
+    ) -> Vec<Result<Sanitized>> {
+        let texts: Vec<&str> = values.iter().map(|(t, _)| *t).collect();
         let spans = if self.spec.whole {
-            // A name column: the whole value (trimmed) is one person.
-            let start = text.len() - text.trim_start().len();
-            let end = text.trim_end().len();
-            if start < end {
-                vec![detect::Span {
-                    start,
-                    end,
-                    label: Label::Person,
-                    score: 1.0,
-                    source: detect::Source::Rule("whole_value"),
-                }]
-            } else {
-                Vec::new()
-            }
+            texts.iter().map(|t| Ok(whole_value(t))).collect()
         } else {
-            self.model.detect(text)?
+            self.model.detect_many(&texts)
         };
-        // Surrogates cost microseconds a span: one check after detection.
-        crate::cancel::check()?;
-        Ok(self.replace_spans_in(text, &spans, rng, mode))
+        values
+            .iter_mut()
+            .zip(spans)
+            .map(|((text, rng), spans)| {
+                let spans = spans?;
+                // Surrogates cost microseconds a span: one check after detection.
+                crate::cancel::check()?;
+                Ok(self.replace_spans_in(text, &spans, &mut **rng, mode))
+            })
+            .collect()
+    }
+}
+
+/// A name column: the whole value (trimmed) is one person.
+fn whole_value(text: &str) -> Vec<detect::Span> {
+    let start = text.len() - text.trim_start().len();
+    let end = text.trim_end().len();
+    if start < end {
+        vec![detect::Span {
+            start,
+            end,
+            label: Label::Person,
+            score: 1.0,
+            source: detect::Source::Rule("whole_value"),
+        }]
+    } else {
+        Vec::new()
     }
 }
 

@@ -101,6 +101,22 @@ pub trait Mechanism: Send + Sync {
     ) -> Result<Sanitized> {
         self.sanitize(text, rng)
     }
+
+    /// [`Mechanism::sanitize_in`] of several values, each with its own
+    /// random source, results in order; one value's error leaves the others
+    /// alone. Mechanisms that run detection override it to share the
+    /// model's calls among the values; the outputs stay those of
+    /// `sanitize_in` value by value.
+    fn sanitize_many_in(
+        &self,
+        values: &mut [(&str, &mut dyn RngCore)],
+        mode: &crate::rng::RandomMode,
+    ) -> Vec<Result<Sanitized>> {
+        values
+            .iter_mut()
+            .map(|(text, rng)| self.sanitize_in(text, &mut **rng, mode))
+            .collect()
+    }
 }
 
 /// Which embedding set a word mechanism uses.
