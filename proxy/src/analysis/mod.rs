@@ -41,7 +41,7 @@ use std::sync::Arc;
 pub use cache::ParseCache;
 pub use catalog::{
     Catalog, FunctionInfo, FunctionKind, MemoryCatalog, OperatorInfo, RelationInfo, RelationKind,
-    Volatility,
+    Split, SplitBy, Volatility,
 };
 pub use refusal::{Refusal, Rule};
 

@@ -22,6 +22,10 @@ pub enum Rule {
     RelationKind,
     /// A catalog relation that is not on the catalog allow-list.
     CatalogRelation,
+    /// A relation of a hierarchy of partitions or inheritance children
+    /// that a protected column splits (partition key, CHECK constraint):
+    /// the member a row is in would tell its value's range.
+    ProtectedPartition,
     /// The policy protects a column that the table does not have.
     PolicyMismatch,
     /// A column reference that names no column in scope.
@@ -98,6 +102,7 @@ impl Rule {
             Rule::RelationUnresolved => "relation_unresolved",
             Rule::RelationKind => "relation_kind",
             Rule::CatalogRelation => "catalog_relation",
+            Rule::ProtectedPartition => "protected_partition",
             Rule::PolicyMismatch => "policy_mismatch",
             Rule::ColumnUnresolved => "column_unresolved",
             Rule::ColumnAmbiguous => "column_ambiguous",

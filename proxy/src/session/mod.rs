@@ -12,7 +12,8 @@
 //!    connection ([`crate::masking`]); a failed check refuses the session;
 //! 4. the relay ([`relay`]): bytes both ways, unchanged; or, for a masked
 //!    user in proxy mode, the catalog read over the session's connection
-//!    ([`catalog`]) and the analyzing, sanitizing relay ([`filter`]), with
+//!    ([`catalog`], with the partitions and inheritance children of
+//!    `hierarchy`) and the analyzing, sanitizing relay ([`filter`]), with
 //!    errors and notices scrubbed ([`scrub`]) and the search path
 //!    followed ([`path`]).
 
@@ -20,6 +21,7 @@ pub mod auth;
 pub mod cancel;
 pub mod catalog;
 pub mod filter;
+mod hierarchy;
 pub mod path;
 pub mod relay;
 pub mod scrub;
