@@ -5,8 +5,8 @@
 //! cast to it, or because the extended protocol names parameter types by
 //! OID. Each test failed before its fix with raw protected text in the
 //! output; none may now return any. Then partitions and inheritance
-//! children that a protected column splits, and a rule on a partition
-//! alone.
+//! children that a protected column splits, the row counts of the
+//! catalog, and a rule on a partition alone.
 //!
 //! Runs in a database of its own (`<DPTEXT_TEST_DB>_atk`), with an upstream
 //! role `atk_reader` that reads raw data and a role `atk_creator` that
@@ -105,7 +105,7 @@ fn proxy_port(env: &Env) -> u16 {
 /// (protected on `atk_sub`); `atk_ih` whose inheritance child `atk_ic`
 /// has a CHECK on `region`; `atk_mod`, with a protected `note`,
 /// partitioned by an expression over `id`; `atk_up` whose partition `atk_up_a` alone
-/// has a rule for `note`.
+/// has a rule for `note`; and a partial index of `atk_t` on `note`.
 const HIERARCHIES_SQL: &str = "
     DROP TABLE IF EXISTS atk_parts, atk_sub, atk_ih, atk_mod, atk_up CASCADE;
     CREATE TABLE atk_parts (id int, region text) PARTITION BY LIST (region);
@@ -131,6 +131,8 @@ const HIERARCHIES_SQL: &str = "
     CREATE TABLE atk_up (id int, ward text, note text) PARTITION BY LIST (ward);
     CREATE TABLE atk_up_a PARTITION OF atk_up FOR VALUES IN ('a');
     INSERT INTO atk_up SELECT id, 'a', note FROM atk_t;
+    CREATE INDEX atk_t_seen ON atk_t (id) WHERE note LIKE 'Seen%';
+    ANALYZE atk_t, atk_parts;
     GRANT SELECT ON atk_parts, atk_parts_n, atk_parts_s, atk_sub, atk_sub_a, atk_sub_a_n,
       atk_sub_a_s, atk_sub_b, atk_ih, atk_ic, atk_mod, atk_mod_0, atk_mod_1, atk_up, atk_up_a
       TO atk_reader;";
@@ -316,6 +318,32 @@ fn no_member_of_a_hierarchy_a_protected_column_splits_is_read() {
         out.contains("region|text") && !out.contains("ERROR"),
         "{out}"
     );
+}
+
+/// `pg_class.reltuples` of a partial index whose predicate reads a
+/// protected column counts the rows that match it (of a partition, the
+/// rows in its bounds; of a TOAST table, the chunks of long values);
+/// `relpages` and `relallvisible` size them. Withheld while anything is
+/// protected.
+#[test]
+fn row_counts_and_sizes_of_relations_are_withheld() {
+    let Some(env) = env() else { return };
+    // Their operators are pg_catalog's only while no other test's are.
+    let _public = PUBLIC.lock().unwrap_or_else(|e| e.into_inner());
+    for sql in [
+        "SELECT reltuples FROM pg_class WHERE relname = 'atk_t_seen'",
+        "SELECT relname, relpages FROM pg_class WHERE relname = 'atk_parts_n'",
+        "SELECT relname FROM pg_class WHERE relname LIKE 'atk_t%' AND reltuples > 1",
+        "SELECT c.* FROM pg_class c WHERE relname = 'atk_t_seen'",
+        "SELECT relallvisible FROM pg_class",
+    ] {
+        refused_by(env, "relation_size", sql);
+    }
+    let out = atk(
+        env,
+        "SELECT relname, relkind FROM pg_class WHERE relname = 'atk_t_seen'",
+    );
+    assert!(out.contains("atk_t_seen|i"), "{out}");
 }
 
 /// A rule on a partition alone: a read of its parent returns the

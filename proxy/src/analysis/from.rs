@@ -254,9 +254,21 @@ impl Walker<'_> {
                     format!("catalog relation {qn} is not on the catalog allow-list"),
                 ));
             }
+            // Sizes are withheld only where something is protected: they
+            // say nothing of values otherwise.
+            let withheld = policy
+                .size_columns
+                .get(&qn)
+                .filter(|_| !policy.protected.is_empty());
             rel.columns
                 .iter()
-                .map(|c| Col::plain(c).of(Origin::Catalog))
+                .map(|c| {
+                    let mut col = Col::plain(c).of(Origin::Catalog);
+                    if withheld.is_some_and(|w| w.contains(c)) {
+                        col.withheld = Some(format!("{qn}.{c}"));
+                    }
+                    col
+                })
                 .collect()
         } else if !table || rel.schema.starts_with("pg_toast") {
             return Err(Refusal::new(

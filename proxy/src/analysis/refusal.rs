@@ -26,6 +26,9 @@ pub enum Rule {
     /// that a protected column splits (partition key, CHECK constraint):
     /// the member a row is in would tell its value's range.
     ProtectedPartition,
+    /// A catalog column that counts a relation's rows or pages
+    /// (`pg_class.reltuples`...), in a session with protected columns.
+    RelationSize,
     /// The policy protects a column that the table does not have.
     PolicyMismatch,
     /// A column reference that names no column in scope.
@@ -103,6 +106,7 @@ impl Rule {
             Rule::RelationKind => "relation_kind",
             Rule::CatalogRelation => "catalog_relation",
             Rule::ProtectedPartition => "protected_partition",
+            Rule::RelationSize => "relation_size",
             Rule::PolicyMismatch => "policy_mismatch",
             Rule::ColumnUnresolved => "column_unresolved",
             Rule::ColumnAmbiguous => "column_ambiguous",

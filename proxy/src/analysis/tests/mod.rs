@@ -414,13 +414,23 @@ pub fn policy() -> Policy {
 
 /// Analyzes `sql` with search path `path` and session `session`.
 pub fn analyze_with(sql: &str, path: &[&str], session: &Session) -> Result<Analysis, Refusal> {
-    let catalog = catalog();
-    let policy = policy();
+    analyze_against(sql, &catalog(), &policy(), path, session)
+}
+
+/// Analyzes `sql` against `catalog` and `policy`, with search path `path`
+/// and session `session`.
+pub fn analyze_against(
+    sql: &str,
+    catalog: &MemoryCatalog,
+    policy: &Policy,
+    path: &[&str],
+    session: &Session,
+) -> Result<Analysis, Refusal> {
     let cache = ParseCache::default();
     let path: Vec<String> = path.iter().map(|s| (*s).to_owned()).collect();
     let ctx = Context {
-        catalog: &catalog,
-        policy: &policy,
+        catalog,
+        policy,
         search_path: &path,
         user: "analyst",
         cache: &cache,
