@@ -14,6 +14,7 @@
 //! `char` refuses the session: its values cannot be sanitized as text.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 use crate::analysis::{
     FunctionKind, MemoryCatalog, Policy, QualName, RelationInfo, RelationKind, Volatility,
@@ -379,6 +380,24 @@ pub async fn load(
         rules,
         trusted_types,
     })
+}
+
+/// Prepares every rule of `catalog` in `sanitizer` (off the async
+/// runtime's threads: building a rule loads vectors or models), before
+/// any of its values is sanitized.
+pub async fn prepare_rules(
+    sanitizer: &Arc<crate::sanitize::Sanitizer>,
+    catalog: &SessionCatalog,
+) -> Result<()> {
+    let sanitizer = sanitizer.clone();
+    let rules: Vec<_> = catalog.rules.clone().into_iter().collect();
+    tokio::task::spawn_blocking(move || {
+        rules
+            .iter()
+            .try_for_each(|(label, spec)| sanitizer.prepare(label, spec))
+    })
+    .await
+    .map_err(|e| ProxyError::Protocol(format!("preparing the rules: {e}")))?
 }
 
 /// What `dptext-proxy check` says of a proxy-mode user: connects as
