@@ -448,7 +448,9 @@ def main():
     b.check("the masked text differs from the raw one", many[0] != NOTES[0][1], many[0])
 
     if proxy_mode:
-        # What the database-mode checks below need is refused in proxy mode.
+        # What the database-mode checks below need is refused in proxy mode
+        # (SET search_path is followed there, and DDL refused, so no table
+        # can shadow another).
         for name, stmt in [("DDL in proxy mode", "CREATE TABLE leak_s.leak_t (id int)"),
                            ("SET LOCAL search_path in proxy mode", "SET LOCAL search_path = leak_s, public"),
                            ("a view in proxy mode", "CREATE VIEW leak_pm_view AS SELECT note FROM leak_t")]:

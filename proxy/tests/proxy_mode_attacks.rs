@@ -4,7 +4,9 @@
 //! USING`), because a value's type belongs to a role that may attach a
 //! cast to it, or because the extended protocol names parameter types by
 //! OID. Each test failed before its fix with raw protected text in the
-//! output; none may now return any.
+//! output; none may now return any. Then partitions and inheritance
+//! children that a protected column splits, the row counts of the
+//! catalog, and a rule on a partition alone.
 //!
 //! Runs in a database of its own (`<DPTEXT_TEST_DB>_atk`), with an upstream
 //! role `atk_reader` that reads raw data and a role `atk_creator` that
@@ -24,8 +26,9 @@ fn db() -> &'static str {
     DB.get_or_init(|| side_db("atk"))
 }
 
-/// Tests that create objects in `public` run one at a time: an operator
-/// or cast of one would change what the others' sessions may do.
+/// Tests that create objects in `public` run one at a time, and apart
+/// from those that use operators: an operator or cast of one would change
+/// what the others' sessions may do.
 static PUBLIC: Mutex<()> = Mutex::new(());
 
 /// The database, its tables and roles, and a proxy-mode proxy in front
@@ -59,6 +62,7 @@ fn proxy_port(env: &Env) -> u16 {
                  CREATE TABLE atk_v (id int, atk_id int, ward varchar(20));
                  INSERT INTO atk_v VALUES (10, 1, 'north'), (11, 2, 'south');
                  GRANT SELECT ON atk_t, atk_v TO atk_reader;
+                 {hierarchies}
                  GRANT CREATE ON SCHEMA public TO atk_creator;
                  SET ROLE atk_creator;
                  CREATE TABLE atk_c (x int);
@@ -75,6 +79,7 @@ fn proxy_port(env: &Env) -> u16 {
                 m0 = MARKERS[0],
                 m1 = MARKERS[1],
                 m2 = MARKERS[2],
+                hierarchies = HIERARCHIES_SQL,
             ),
         );
         let config = format!(
@@ -82,12 +87,55 @@ fn proxy_port(env: &Env) -> u16 {
              [[user]]\nname = \"atk\"\npassword = \"atk-pw\"\nmasked = true\n\
              upstream_user = \"atk_reader\"\n\
              [masking]\nmode = \"proxy\"\n\
-             [[rule]]\ntable = \"atk_t\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n",
+             [[rule]]\ntable = \"atk_t\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n\
+             [[rule]]\ntable = \"atk_parts\"\ncolumn = \"region\"\nrule = \"santext(eps => 2)\"\n\
+             [[rule]]\ntable = \"atk_sub\"\ncolumn = \"region\"\nrule = \"santext(eps => 2)\"\n\
+             [[rule]]\ntable = \"atk_ih\"\ncolumn = \"region\"\nrule = \"santext(eps => 2)\"\n\
+             [[rule]]\ntable = \"atk_mod\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n\
+             [[rule]]\ntable = \"atk_up_a\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n",
             upstream_toml(env, db())
         );
         spawn_proxy(&config).0
     })
 }
+
+/// Hierarchies, created by their owner (the superuser): `atk_parts`
+/// partitioned by its protected `region`; `atk_sub` partitioned by `id`,
+/// one partition of which is partitioned by an expression over `region`
+/// (protected on `atk_sub`); `atk_ih` whose inheritance child `atk_ic`
+/// has a CHECK on `region`; `atk_mod`, with a protected `note`,
+/// partitioned by an expression over `id`; `atk_up` whose partition `atk_up_a` alone
+/// has a rule for `note`; and a partial index of `atk_t` on `note`.
+const HIERARCHIES_SQL: &str = "
+    DROP TABLE IF EXISTS atk_parts, atk_sub, atk_ih, atk_mod, atk_up CASCADE;
+    CREATE TABLE atk_parts (id int, region text) PARTITION BY LIST (region);
+    CREATE TABLE atk_parts_n PARTITION OF atk_parts FOR VALUES IN ('north');
+    CREATE TABLE atk_parts_s PARTITION OF atk_parts FOR VALUES IN ('south');
+    INSERT INTO atk_parts SELECT i, CASE WHEN i % 3 = 0 THEN 'south' ELSE 'north' END
+      FROM generate_series(1, 12) i;
+    CREATE TABLE atk_sub (id int, region text) PARTITION BY RANGE (id);
+    CREATE TABLE atk_sub_a PARTITION OF atk_sub FOR VALUES FROM (0) TO (100)
+      PARTITION BY LIST (lower(region));
+    CREATE TABLE atk_sub_a_n PARTITION OF atk_sub_a FOR VALUES IN ('north');
+    CREATE TABLE atk_sub_a_s PARTITION OF atk_sub_a DEFAULT;
+    CREATE TABLE atk_sub_b PARTITION OF atk_sub FOR VALUES FROM (100) TO (200);
+    INSERT INTO atk_sub VALUES (1, 'North'), (2, 'south'), (101, 'north');
+    CREATE TABLE atk_ih (id int, region text);
+    CREATE TABLE atk_ic (CHECK (region = 'north')) INHERITS (atk_ih);
+    INSERT INTO atk_ih VALUES (1, 'south'), (2, 'south');
+    INSERT INTO atk_ic VALUES (3, 'north');
+    CREATE TABLE atk_mod (id int, note text) PARTITION BY LIST ((id % 2));
+    CREATE TABLE atk_mod_0 PARTITION OF atk_mod FOR VALUES IN (0);
+    CREATE TABLE atk_mod_1 PARTITION OF atk_mod FOR VALUES IN (1);
+    INSERT INTO atk_mod SELECT id, note FROM atk_t;
+    CREATE TABLE atk_up (id int, ward text, note text) PARTITION BY LIST (ward);
+    CREATE TABLE atk_up_a PARTITION OF atk_up FOR VALUES IN ('a');
+    INSERT INTO atk_up SELECT id, 'a', note FROM atk_t;
+    CREATE INDEX atk_t_seen ON atk_t (id) WHERE note LIKE 'Seen%';
+    ANALYZE atk_t, atk_parts;
+    GRANT SELECT ON atk_parts, atk_parts_n, atk_parts_s, atk_sub, atk_sub_a, atk_sub_a_n,
+      atk_sub_a_s, atk_sub_b, atk_ih, atk_ic, atk_mod, atk_mod_0, atk_mod_1, atk_up, atk_up_a
+      TO atk_reader;";
 
 /// psql through the proxy: one session, `setup` run by `atk_creator`
 /// after its first statement, then `sql`; `cleanup` as the superuser.
@@ -209,4 +257,115 @@ fn values_of_types_other_roles_own_are_output_only() {
     assert!(out.contains("a|1"), "{out}");
     let out = atk(env, "SELECT c FROM atk_c c");
     assert!(out.contains("(1)"), "{out}");
+}
+
+/// `sql` through the attacks' proxy: refused by `rule`, no raw value.
+fn refused_by(env: &Env, rule: &str, sql: &str) {
+    assert_refused_by(rule, sql, &atk(env, sql));
+}
+
+/// A table partitioned by a protected column (at any level, by an
+/// expression over it too) or an inheritance child whose CHECK reads one:
+/// the member a row is in tells which bounds its value lies in. Its
+/// `tableoid`, its `ctid` (which restarts in every partition), the order
+/// an unordered read returns rows in (partition by partition), or a read
+/// or count of one member would say it; no member is read. Each
+/// statement returned the partition of every row, or a count of values in
+/// a partition's bounds, before the fix.
+#[test]
+fn no_member_of_a_hierarchy_a_protected_column_splits_is_read() {
+    let Some(env) = env() else { return };
+    // Their operators are pg_catalog's only while no other test's are.
+    let _public = PUBLIC.lock().unwrap_or_else(|e| e.into_inner());
+    for sql in [
+        "SELECT id, tableoid::regclass FROM atk_parts",
+        "SELECT id, ctid FROM atk_parts",
+        "SELECT string_agg(id::text, ',') FROM atk_parts",
+        "SELECT id FROM atk_parts LIMIT 4",
+        "SELECT count(*) FROM atk_parts",
+        "SELECT id FROM ONLY atk_parts",
+        "SELECT t.id, i.inhrelid FROM atk_parts t JOIN pg_inherits i ON i.inhrelid = t.tableoid",
+        "SELECT count(*) FROM atk_parts_n",
+        "SELECT id FROM atk_parts_s",
+        "SELECT id FROM atk_t WHERE id IN (SELECT id FROM atk_parts_s)",
+        "SELECT id, tableoid::regclass FROM atk_sub",
+        "SELECT id FROM atk_sub_a",
+        "SELECT count(*) FROM atk_sub_a_n",
+        "SELECT id FROM atk_sub_a_s",
+        "SELECT id, tableoid::regclass FROM atk_ih",
+        "SELECT id FROM atk_ih",
+        "SELECT id FROM atk_ic",
+    ] {
+        refused_by(env, "protected_partition", sql);
+    }
+    // A partition the protected column does not split is read, and so is
+    // a table partitioned by an expression over other columns, tableoid
+    // and all (its protected column sanitized); the definitions stay
+    // readable.
+    let out = atk(env, "SELECT id FROM atk_sub_b");
+    assert!(out.contains("101") && !out.contains("ERROR"), "{out}");
+    let sql = "SELECT id, tableoid::regclass, note FROM atk_mod ORDER BY id";
+    let out = atk(env, sql);
+    assert!(
+        out.contains("2|atk_mod_0|") && !out.contains("ERROR"),
+        "{out}"
+    );
+    assert_no_marker(sql, &out);
+    // psql's \d+ runs its queries of the key and the partitions (with
+    // -t it prints the columns only).
+    let out = atk(env, "\\d+ atk_parts");
+    assert!(
+        out.contains("region|text") && !out.contains("ERROR"),
+        "{out}"
+    );
+}
+
+/// `pg_class.reltuples` of a partial index whose predicate reads a
+/// protected column counts the rows that match it (of a partition, the
+/// rows in its bounds; of a TOAST table, the chunks of long values);
+/// `relpages` and `relallvisible` size them. Withheld while anything is
+/// protected.
+#[test]
+fn row_counts_and_sizes_of_relations_are_withheld() {
+    let Some(env) = env() else { return };
+    // Their operators are pg_catalog's only while no other test's are.
+    let _public = PUBLIC.lock().unwrap_or_else(|e| e.into_inner());
+    for sql in [
+        "SELECT reltuples FROM pg_class WHERE relname = 'atk_t_seen'",
+        "SELECT relname, relpages FROM pg_class WHERE relname = 'atk_parts_n'",
+        "SELECT relname FROM pg_class WHERE relname LIKE 'atk_t%' AND reltuples > 1",
+        "SELECT c.* FROM pg_class c WHERE relname = 'atk_t_seen'",
+        "SELECT relallvisible FROM pg_class",
+    ] {
+        refused_by(env, "relation_size", sql);
+    }
+    let out = atk(
+        env,
+        "SELECT relname, relkind FROM pg_class WHERE relname = 'atk_t_seen'",
+    );
+    assert!(out.contains("atk_t_seen|i"), "{out}");
+}
+
+/// A rule on a partition alone: a read of its parent returns the
+/// partition's rows, so the parent's column is protected too. The parent's
+/// read returned the raw notes before the fix.
+#[test]
+fn a_column_protected_on_a_partition_is_protected_through_its_parent() {
+    let Some(env) = env() else { return };
+    // Their operators are pg_catalog's only while no other test's are.
+    let _public = PUBLIC.lock().unwrap_or_else(|e| e.into_inner());
+    for sql in [
+        "SELECT note FROM atk_up",
+        "SELECT * FROM atk_up",
+        "SELECT note FROM atk_up_a",
+    ] {
+        let out = atk(env, sql);
+        assert!(!out.contains("ERROR") && !out.trim().is_empty(), "{out}");
+        assert_no_marker(sql, &out);
+    }
+    refused_by(
+        env,
+        "protected_in_where",
+        "SELECT id FROM atk_up WHERE note LIKE 'Seen%'",
+    );
 }

@@ -47,6 +47,40 @@ pub struct RelationInfo {
     /// it (the table's owner): whole-row references may only be output
     /// bare, for the same reason.
     pub opaque_row: Option<String>,
+    /// Set when the relation belongs to a hierarchy of partitions or
+    /// inheritance children that a protected column splits: which
+    /// member a row is stored in then says something of its value, so
+    /// the relation is not read at all (see [`Split`]).
+    pub split: Option<Split>,
+}
+
+/// Why a relation's partitions or inheritance children hold rows chosen
+/// by a protected value: `relation` (the relation itself, an ancestor or
+/// a descendant of it) is partitioned by, or has a CHECK constraint on,
+/// the protected `column`. The member a row is in (its `tableoid`, its
+/// `ctid` restarting in each member, the order an unordered read returns
+/// rows in, a read or a count of one member) then tells which partition
+/// bounds or constraint its value satisfies, and those are definitions
+/// anyone reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Split {
+    /// The relation whose partition key or CHECK constraint reads the
+    /// protected column.
+    pub relation: QualName,
+    /// The protected column.
+    pub column: String,
+    /// Partition key or CHECK constraint.
+    pub by: SplitBy,
+}
+
+/// What splits a hierarchy (see [`Split`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SplitBy {
+    /// The partition key (a column of it, or a column an expression of it
+    /// reads).
+    PartitionKey,
+    /// A CHECK constraint that not every member of the hierarchy has.
+    Check,
 }
 
 /// `pg_proc.provolatile`.

@@ -1,7 +1,7 @@
 //! The default allow- and deny-lists of [`super::Policy::default`]; the
 //! reasons are in docs/proxy-allowlist.md.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::QualName;
 
@@ -276,6 +276,23 @@ pub const INFORMATION_SCHEMA_RELATIONS: &[&str] = &[
     "tables",
     "views",
 ];
+
+/// Columns of catalog relations that count a relation's rows or pages
+/// (`Policy::size_columns`): the planner's estimates, kept for partitions,
+/// partial indexes and TOAST tables alike. `relallfrozen` is
+/// PostgreSQL 18's.
+pub const SIZE_COLUMNS: &[(&str, &[&str])] = &[(
+    "pg_class",
+    &["reltuples", "relpages", "relallvisible", "relallfrozen"],
+)];
+
+/// [`SIZE_COLUMNS`], qualified with `pg_catalog`.
+pub fn size_columns() -> BTreeMap<QualName, BTreeSet<String>> {
+    SIZE_COLUMNS
+        .iter()
+        .map(|(rel, cols)| (QualName::new("pg_catalog", *rel), set(cols)))
+        .collect()
+}
 
 /// A list as a set.
 pub fn set(items: &[&str]) -> BTreeSet<String> {

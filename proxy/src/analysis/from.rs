@@ -12,7 +12,7 @@ use super::expr::catalog_arguments;
 use super::nodes::{construct, names, node_name, protected, Clause, Origin, Outputs};
 use super::query::{rename, Walker};
 use super::scope::{Col, NsItem, Scope};
-use super::{OutputColumn, ProtectedColumn, QualName, Refusal, RelationKind, Rule};
+use super::{OutputColumn, ProtectedColumn, QualName, Refusal, RelationKind, Rule, Split, SplitBy};
 
 impl Walker<'_> {
     /// The items of a `FROM` list; `level` is the query level they belong
@@ -240,6 +240,9 @@ impl Walker<'_> {
             }
         }
         let qn = QualName::new(rel.schema.clone(), rel.name.clone());
+        if let Some(split) = &rel.split {
+            return Err(split_refusal(&qn, split));
+        }
         let policy = self.ctx.policy;
         let table = rel.kind == RelationKind::Table;
         let cols: Vec<Col> = if policy.sanitized.contains(&qn) {
@@ -251,9 +254,21 @@ impl Walker<'_> {
                     format!("catalog relation {qn} is not on the catalog allow-list"),
                 ));
             }
+            // Sizes are withheld only where something is protected: they
+            // say nothing of values otherwise.
+            let withheld = policy
+                .size_columns
+                .get(&qn)
+                .filter(|_| !policy.protected.is_empty());
             rel.columns
                 .iter()
-                .map(|c| Col::plain(c).of(Origin::Catalog))
+                .map(|c| {
+                    let mut col = Col::plain(c).of(Origin::Catalog);
+                    if withheld.is_some_and(|w| w.contains(c)) {
+                        col.withheld = Some(format!("{qn}.{c}"));
+                    }
+                    col
+                })
                 .collect()
         } else if !table || rel.schema.starts_with("pg_toast") {
             return Err(Refusal::new(
@@ -433,6 +448,24 @@ fn alias(a: &Option<pg_query::protobuf::Alias>) -> Result<(Option<String>, Vec<&
 /// their output parameters, not by the function or its alias:
 /// `FROM pg_partition_ancestors(x) AS a` has a column `relid`.
 const NAMED_COLUMNS: &[(&str, &[&str])] = &[("pg_partition_ancestors", &["relid"])];
+
+/// The refusal of a relation whose hierarchy a protected column splits.
+fn split_refusal(qn: &QualName, split: &Split) -> Refusal {
+    let how = match split.by {
+        SplitBy::PartitionKey => "partitioned by",
+        SplitBy::Check => "split by a CHECK constraint on",
+    };
+    Refusal::new(
+        Rule::ProtectedPartition,
+        format!(
+            "relation {qn} belongs to a hierarchy of partitions or inheritance children, and {} \
+             is {how} protected column {}: which member a row is stored in (its tableoid, its \
+             ctid, the order rows are read in, a read or a count of one member) tells what its \
+             value is, so no member of the hierarchy may be read in a masked session",
+            split.relation, split.column
+        ),
+    )
+}
 
 fn from_function(what: &str) -> Refusal {
     Refusal::new(

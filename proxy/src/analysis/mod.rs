@@ -41,7 +41,7 @@ use std::sync::Arc;
 pub use cache::ParseCache;
 pub use catalog::{
     Catalog, FunctionInfo, FunctionKind, MemoryCatalog, OperatorInfo, RelationInfo, RelationKind,
-    Volatility,
+    Split, SplitBy, Volatility,
 };
 pub use refusal::{Refusal, Rule};
 
@@ -102,6 +102,13 @@ pub struct Policy {
     /// Relations of `pg_catalog` and `information_schema` that may be
     /// read (as unprotected relations); any other is refused.
     pub catalog_relations: BTreeSet<QualName>,
+    /// Columns of catalog relations that give relations' row counts or
+    /// sizes (`pg_class.reltuples`, `relpages`...): refused, by any
+    /// reference, `*` and whole rows included, while any column is
+    /// protected. The rows of a partition, of a partial index or of a
+    /// TOAST table are chosen by values, and their sizes add up values'
+    /// lengths.
+    pub size_columns: BTreeMap<QualName, BTreeSet<String>>,
 }
 
 impl Default for Policy {
@@ -115,6 +122,7 @@ impl Default for Policy {
             catalog_functions: defaults::set(defaults::CATALOG_FUNCTIONS),
             from_functions: defaults::set(defaults::FROM_FUNCTIONS),
             catalog_relations: defaults::catalog_relations(),
+            size_columns: defaults::size_columns(),
         }
     }
 }

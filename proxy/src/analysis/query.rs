@@ -422,7 +422,7 @@ impl<'a> Walker<'a> {
         if let Some(NodeEnum::ColumnRef(r)) = &val.node {
             let fields = fields(&r.fields)?;
             if let [Field::Star] = fields.as_slice() {
-                cols.extend(scope.star());
+                cols.extend(scope.star()?);
                 return Ok(());
             }
             match scope.resolve(&fields)? {

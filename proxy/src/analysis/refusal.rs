@@ -22,6 +22,13 @@ pub enum Rule {
     RelationKind,
     /// A catalog relation that is not on the catalog allow-list.
     CatalogRelation,
+    /// A relation of a hierarchy of partitions or inheritance children
+    /// that a protected column splits (partition key, CHECK constraint):
+    /// the member a row is in would tell its value's range.
+    ProtectedPartition,
+    /// A catalog column that counts a relation's rows or pages
+    /// (`pg_class.reltuples`...), in a session with protected columns.
+    RelationSize,
     /// The policy protects a column that the table does not have.
     PolicyMismatch,
     /// A column reference that names no column in scope.
@@ -98,6 +105,8 @@ impl Rule {
             Rule::RelationUnresolved => "relation_unresolved",
             Rule::RelationKind => "relation_kind",
             Rule::CatalogRelation => "catalog_relation",
+            Rule::ProtectedPartition => "protected_partition",
+            Rule::RelationSize => "relation_size",
             Rule::PolicyMismatch => "policy_mismatch",
             Rule::ColumnUnresolved => "column_unresolved",
             Rule::ColumnAmbiguous => "column_ambiguous",

@@ -33,6 +33,10 @@ pub(super) struct Col {
     pub certain: bool,
     /// Whether its values come from the catalog only (see [`Origin`]).
     pub origin: Origin,
+    /// The qualified name of a catalog column that may not be read at
+    /// all (`Policy::size_columns`): any reference to it, `*` and whole
+    /// rows that hold it included, is refused.
+    pub withheld: Option<String>,
 }
 
 impl Col {
@@ -43,6 +47,7 @@ impl Col {
             out: OutputColumn::Plain,
             certain: true,
             origin: Origin::Data,
+            withheld: None,
         }
     }
 
@@ -152,15 +157,21 @@ impl<'p> Scope<'p> {
     }
 
     /// Resolves a column reference `fields` (`c`, `t.c`, `s.t.c`, with
-    /// `*` as the last field for `t.*`).
+    /// `*` as the last field for `t.*`). A withheld column, or a whole row
+    /// that holds one, is refused.
     pub fn resolve(&self, fields: &[Field<'_>]) -> Result<Resolved, Refusal> {
         let shown = show(fields);
-        match fields {
+        let resolved = match fields {
             [Field::Name(c)] => self.unqualified(c, &shown),
             [Field::Name(t), last] => self.qualified(None, t, last, &shown),
             [Field::Name(s), Field::Name(t), last] => self.qualified(Some(s), t, last, &shown),
             _ => Err(unresolved(&shown)),
+        }?;
+        match &resolved {
+            Resolved::Column(c) => not_withheld(std::slice::from_ref(c))?,
+            Resolved::WholeRow(cols, _) => not_withheld(cols)?,
         }
+        Ok(resolved)
     }
 
     /// An unqualified name: a column of the innermost level that has one,
@@ -259,13 +270,32 @@ impl<'p> Scope<'p> {
         Ok(None)
     }
 
-    /// Every column `*` stands for at this level.
-    pub fn star(&self) -> Vec<Col> {
-        self.items
+    /// Every column `*` stands for at this level; refused when one is
+    /// withheld.
+    pub fn star(&self) -> Result<Vec<Col>, Refusal> {
+        let cols: Vec<Col> = self
+            .items
             .iter()
             .filter(|i| i.cols_visible)
             .flat_map(|i| i.cols.iter().cloned())
-            .collect()
+            .collect();
+        not_withheld(&cols)?;
+        Ok(cols)
+    }
+}
+
+/// Refuses the first withheld column of `cols`.
+fn not_withheld(cols: &[Col]) -> Result<(), Refusal> {
+    match cols.iter().find_map(|c| c.withheld.as_deref()) {
+        Some(name) => Err(Refusal::new(
+            Rule::RelationSize,
+            format!(
+                "column {name} counts a relation's rows or pages, which protected values decide \
+                 for partitions, partial indexes and TOAST tables: it may not be read in a \
+                 session with protected columns (select the columns you need by name)"
+            ),
+        )),
+        None => Ok(()),
     }
 }
 

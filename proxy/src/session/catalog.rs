@@ -3,14 +3,18 @@
 //! columns, functions, operators and types (for the statement analyzer),
 //! the session's `search_path` and user, and where the protected columns
 //! are (their tables' OIDs and column numbers, so that a result column
-//! that comes from one is recognised by its RowDescription too).
+//! that comes from one is recognised by its RowDescription too), and
+//! the partition keys and CHECK constraints that split a hierarchy of
+//! partitions or inheritance children by a protected column (its members
+//! are then refused: `super::hierarchy`).
 //!
 //! The policy is the configuration's `[[rule]]`s and `[[sanitized]]`
 //! relations, plus the rules of `dptext.rules` when the upstream has the
 //! extension. A protected column whose type is not `text`, `varchar` or
 //! `char` refuses the session: its values cannot be sanitized as text.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 use crate::analysis::{
     FunctionKind, MemoryCatalog, Policy, QualName, RelationInfo, RelationKind, Volatility,
@@ -18,6 +22,8 @@ use crate::analysis::{
 use crate::error::{ProxyError, Result};
 use crate::mode::{self, ColumnRule};
 use crate::upstream::Upstream;
+
+use super::hierarchy::{Check, Columns, Hierarchy};
 
 /// What a proxy-mode session analyzes its statements against.
 #[derive(Debug)]
@@ -48,6 +54,23 @@ const COLUMNS_SQL: &str = "SELECT a.attrelid, a.attnum, a.attname, a.atttypid \
  WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') AND a.attnum > 0 AND NOT a.attisdropped \
  ORDER BY a.attrelid, a.attnum";
 const INHERITS_SQL: &str = "SELECT inhrelid, inhparent FROM pg_catalog.pg_inherits";
+/// The columns of every partition key: those it names (`partattrs`; 0
+/// for an expression, `e`) and those its expressions read, which
+/// PostgreSQL records as internal dependencies of the table's columns on
+/// the table itself (`d`).
+const PARTITION_KEYS_SQL: &str = "SELECT p.partrelid, a.attnum, 'e' \
+  FROM pg_catalog.pg_partitioned_table p, \
+       pg_catalog.unnest(p.partattrs::pg_catalog.int2[]) AS a(attnum) \
+UNION ALL \
+SELECT d.objid, d.objsubid, 'd' \
+  FROM pg_catalog.pg_depend d \
+  JOIN pg_catalog.pg_partitioned_table p ON p.partrelid = d.objid \
+ WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass \
+   AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass \
+   AND d.refobjid = d.objid AND d.refobjsubid = 0 AND d.objsubid > 0 AND d.deptype = 'i'";
+/// CHECK constraints of tables, with the columns they read.
+const CHECKS_SQL: &str = "SELECT conrelid, conkey::pg_catalog.text, coninhcount > 0, connoinherit \
+  FROM pg_catalog.pg_constraint WHERE contype = 'c' AND conrelid <> 0";
 const FUNCTIONS_SQL: &str = "SELECT n.nspname, p.proname, p.provolatile, p.prokind \
   FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace";
 const OPERATORS_SQL: &str = "SELECT n.nspname, o.oprname, fn.nspname, f.proname, f.provolatile \
@@ -108,6 +131,73 @@ fn volatility(c: &str) -> Volatility {
     }
 }
 
+/// The columns of every partition key, by table; `None` where an
+/// expression's columns could not be found (taken as every column).
+async fn partition_keys(up: &mut Upstream) -> Result<BTreeMap<u32, Columns>> {
+    let mut named: BTreeMap<u32, (BTreeSet<i16>, bool)> = BTreeMap::new();
+    let mut read: HashMap<u32, BTreeSet<i16>> = HashMap::new();
+    for r in rows(up, "partition keys", PARTITION_KEYS_SQL).await? {
+        let (oid, attnum) = (num::<u32>(&r, 0)?, num::<i16>(&r, 1)?);
+        if cell(&r, 2)? == "e" {
+            let (cols, expression) = named.entry(oid).or_default();
+            if attnum == 0 {
+                *expression = true;
+            } else {
+                cols.insert(attnum);
+            }
+        } else {
+            read.entry(oid).or_default().insert(attnum);
+        }
+    }
+    Ok(named
+        .into_iter()
+        .map(|(oid, (mut cols, expression))| {
+            if !expression {
+                return (oid, Some(cols));
+            }
+            // Every expression reads a column (PostgreSQL refuses constant
+            // keys): none found means the catalog was not read right.
+            match read.remove(&oid) {
+                Some(found) if !found.is_empty() => {
+                    cols.extend(found);
+                    (oid, Some(cols))
+                }
+                _ => (oid, None),
+            }
+        })
+        .collect())
+}
+
+/// The CHECK constraints of tables.
+async fn checks(up: &mut Upstream) -> Result<Vec<Check>> {
+    rows(up, "check constraints", CHECKS_SQL)
+        .await?
+        .iter()
+        .map(|r| {
+            let columns = match r.get(1).and_then(|c| c.as_deref()) {
+                None => None,
+                Some(list) => Some(
+                    list.trim_matches(|c| c == '{' || c == '}')
+                        .split(',')
+                        .filter(|n| !n.is_empty())
+                        .map(|n| {
+                            n.parse::<i16>().map_err(|_| {
+                                ProxyError::Upstream(format!("a catalog query returned \"{list}\""))
+                            })
+                        })
+                        .collect::<Result<BTreeSet<i16>>>()?,
+                ),
+            };
+            Ok(Check {
+                relation: num(r, 0)?,
+                columns,
+                inherited: cell(r, 2)? == "t",
+                no_inherit: cell(r, 3)? == "t",
+            })
+        })
+        .collect()
+}
+
 /// Reads everything a proxy-mode session needs, over its own connection
 /// (before any client message is relayed).
 pub async fn load(
@@ -165,20 +255,18 @@ pub async fn load(
             num(&r, 3)?,
         ));
     }
-    let mut parents: HashMap<u32, Vec<u32>> = HashMap::new();
-    for r in rows(up, "inheritance", INHERITS_SQL).await? {
-        parents.entry(num(&r, 0)?).or_default().push(num(&r, 1)?);
+    let mut hierarchy = Hierarchy::new();
+    for (oid, (schema, name, _)) in &names {
+        let cols = columns.get(oid).into_iter().flatten();
+        hierarchy.relation(
+            *oid,
+            QualName::new(schema, name),
+            cols.map(|(n, c, _)| (*n, c.clone())).collect(),
+        );
     }
-    let ancestors_of = |oid: u32| -> Vec<u32> {
-        let mut seen = HashSet::new();
-        let mut todo = parents.get(&oid).cloned().unwrap_or_default();
-        while let Some(p) = todo.pop() {
-            if seen.insert(p) {
-                todo.extend(parents.get(&p).cloned().unwrap_or_default());
-            }
-        }
-        seen.into_iter().collect()
-    };
+    for r in rows(up, "inheritance", INHERITS_SQL).await? {
+        hierarchy.inherits(num(&r, 0)?, num(&r, 1)?);
+    }
 
     // The policy: configuration rules, then the database's own labels.
     let mut policy = Policy::default();
@@ -220,14 +308,17 @@ pub async fn load(
         let (schema, name) = mode::qualified(&s.relation)?;
         policy.sanitize(&schema, &name);
     }
+    hierarchy.protect_ancestors(&mut policy);
+    let splits = hierarchy.splits(&policy, &partition_keys(up).await?, &checks(up).await?);
 
     // Relations, and where protected columns are.
     let mut origins: HashMap<(u32, i16), String> = HashMap::new();
     for (oid, (schema, name, kind)) in &names {
         let cols = columns.get(oid).cloned().unwrap_or_default();
-        let ancestors: Vec<QualName> = ancestors_of(*oid)
+        let ancestors: Vec<QualName> = hierarchy
+            .ancestors(*oid)
             .into_iter()
-            .filter_map(|a| names.get(&a).map(|(s, n, _)| QualName::new(s, n)))
+            .filter_map(|a| hierarchy.name(a).cloned())
             .collect();
         let mut owners = vec![QualName::new(schema, name)];
         owners.extend(ancestors.iter().cloned());
@@ -260,6 +351,7 @@ pub async fn load(
             ancestors,
             opaque,
             opaque_row,
+            split: splits.get(oid).cloned(),
         });
     }
     for r in rows(up, "functions", FUNCTIONS_SQL).await? {
@@ -288,6 +380,24 @@ pub async fn load(
         rules,
         trusted_types,
     })
+}
+
+/// Prepares every rule of `catalog` in `sanitizer` (off the async
+/// runtime's threads: building a rule loads vectors or models), before
+/// any of its values is sanitized.
+pub async fn prepare_rules(
+    sanitizer: &Arc<crate::sanitize::Sanitizer>,
+    catalog: &SessionCatalog,
+) -> Result<()> {
+    let sanitizer = sanitizer.clone();
+    let rules: Vec<_> = catalog.rules.clone().into_iter().collect();
+    tokio::task::spawn_blocking(move || {
+        rules
+            .iter()
+            .try_for_each(|(label, spec)| sanitizer.prepare(label, spec))
+    })
+    .await
+    .map_err(|e| ProxyError::Protocol(format!("preparing the rules: {e}")))?
 }
 
 /// What `dptext-proxy check` says of a proxy-mode user: connects as

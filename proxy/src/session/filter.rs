@@ -29,10 +29,14 @@
 //! analysis ends the session (the catalog changed under it). Errors and
 //! notices are scrubbed ([`super::scrub`]); notifications are dropped.
 //! Statements are analyzed with the search path the server has committed
-//! ([`super::path`]).
+//! ([`super::path`]). A `Query` or `Parse` refused because it names a
+//! relation the session's catalog does not know is analyzed once more
+//! after the catalog is read again ([`super::refresh`]), when the session
+//! is idle.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
 
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
@@ -44,6 +48,7 @@ use crate::wire::{self, Frame, Reader};
 
 use super::catalog::SessionCatalog;
 use super::path::{self, SearchPath};
+use super::refresh::Refresh;
 use super::scrub::scrub;
 
 /// What the server's next answers belong to, one entry per client
@@ -99,17 +104,30 @@ struct Shared {
     portal_effects: std::collections::HashMap<String, Option<Effect>>,
     /// The search path, as the server committed it.
     path: SearchPath,
+    /// The catalog statements are analyzed against: the session's
+    /// start's, or the last one read since.
+    catalog: Arc<SessionCatalog>,
+    /// Whether the last ReadyForQuery reported a transaction block.
+    in_block: bool,
 }
 
 impl Shared {
-    fn new(search_path: &[String]) -> Self {
+    fn new(catalog: Arc<SessionCatalog>) -> Self {
         Shared {
             expect: VecDeque::new(),
             session: analysis::Session::default(),
             statement_effects: Default::default(),
             portal_effects: Default::default(),
-            path: SearchPath::new(search_path),
+            path: SearchPath::new(&catalog.search_path),
+            catalog,
+            in_block: false,
         }
+    }
+
+    /// Nothing in flight and no transaction block: the session's next
+    /// statement starts a snapshot of its own.
+    fn idle(&self) -> bool {
+        self.expect.is_empty() && !self.in_block
     }
 }
 
@@ -123,7 +141,9 @@ fn unexpected(tag: u8) -> ProxyError {
 /// Everything a proxy-mode session needs.
 pub struct ProxyMode {
     /// The catalog and policy read at the session's start.
-    pub catalog: SessionCatalog,
+    pub catalog: Arc<SessionCatalog>,
+    /// How to read them again.
+    pub refresh: Refresh,
     /// Parse trees shared by every session.
     pub cache: ParseCache,
     /// The sanitizing pool.
@@ -231,6 +251,30 @@ fn probe_row(body: &[u8]) -> Result<String> {
     .ok_or_else(|| ProxyError::Protocol("the search path came back unreadable".into()))
 }
 
+/// A refusal when a `Parse` (`rest`: what follows its two strings)
+/// names a parameter type a role other than a superuser may attach a
+/// cast or a domain check to: the server would run that role's
+/// function on the parameter, a function the analysis never saw.
+/// Unspecified types (OID 0) are inferred by the server from the
+/// analysed statement.
+fn untrusted_parameter_type(catalog: &SessionCatalog, rest: &[u8]) -> Result<Option<Refusal>> {
+    let mut r = Reader::new(rest);
+    let n = r.i16()?;
+    for _ in 0..n {
+        let oid = r.i32()? as u32;
+        if oid != 0 && !catalog.trusted_types.contains(&oid) {
+            return Ok(Some(Refusal::new(
+                Rule::TypeNotAllowed,
+                format!(
+                    "parameter type oid {oid} is not allowed: only types of pg_catalog, \
+                     information_schema and of superusers may be named in a Parse"
+                ),
+            )));
+        }
+    }
+    Ok(None)
+}
+
 fn refusal_frame(r: &Refusal) -> Frame {
     wire::error("ERROR", r.rule.sqlstate(), &r.to_string())
 }
@@ -240,14 +284,58 @@ fn sync() -> Frame {
 }
 
 impl ProxyMode {
-    fn context<'a>(&'a self, search_path: &'a [String]) -> Context<'a> {
+    fn context<'a>(
+        &'a self,
+        catalog: &'a SessionCatalog,
+        search_path: &'a [String],
+    ) -> Context<'a> {
         Context {
-            catalog: &self.catalog.catalog,
-            policy: &self.catalog.policy,
+            catalog: &catalog.catalog,
+            policy: &catalog.policy,
             search_path,
-            user: &self.catalog.user,
+            user: &catalog.user,
             cache: &self.cache,
         }
+    }
+
+    /// `f`, refused by `refusal`, analyzed once more against the catalog
+    /// read again, when the refusal is of a relation the catalog does not
+    /// know, `f` a `Query` or `Parse`, the session idle, and no read
+    /// started within [`super::refresh::MIN_INTERVAL`] (`last`). What the
+    /// second analysis says, or `refusal` when it could not run.
+    async fn retry_with_fresh_catalog(
+        &self,
+        f: &mut Frame,
+        refusal: Refusal,
+        shared: &Mutex<Shared>,
+        last: &mut Option<Instant>,
+    ) -> Result<Option<Refusal>> {
+        if refusal.rule != Rule::RelationUnresolved || !matches!(f.tag, b'Q' | b'P') {
+            return Ok(Some(refusal));
+        }
+        let idle = shared.lock().unwrap_or_else(PoisonError::into_inner).idle();
+        if !idle || !Refresh::due(*last) {
+            let mut r = refusal;
+            r.message.push_str(&format!(
+                "; a relation created during the session is found once the catalog is read \
+                 again, which happens outside a transaction block, with nothing in flight, at \
+                 most every {} s",
+                super::refresh::MIN_INTERVAL.as_secs()
+            ));
+            return Ok(Some(r));
+        }
+        *last = Some(Instant::now());
+        let catalog = match self.refresh.load().await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading proxy mode's catalog again failed");
+                return Ok(Some(refusal));
+            }
+        };
+        tracing::info!("proxy mode's catalog read again");
+        let mut s = shared.lock().unwrap_or_else(PoisonError::into_inner);
+        s.catalog = Arc::new(catalog);
+        self.client_message(f, &mut s)
     }
 
     /// Relays until either side ends.
@@ -265,10 +353,11 @@ impl ProxyMode {
         UR: AsyncRead + Unpin,
         UW: AsyncWrite + Unpin,
     {
-        let shared = Mutex::new(Shared::new(&self.catalog.search_path));
+        let shared = Mutex::new(Shared::new(self.catalog.clone()));
         let max = limits.max_message_bytes;
         let to_server = async {
             let mut skipping = false;
+            let mut last_read: Option<Instant> = None;
             loop {
                 let Some(f) = wire::read_frame(&mut cr, max).await? else {
                     return Ok::<(), ProxyError>(());
@@ -283,6 +372,13 @@ impl ProxyMode {
                 let refused = {
                     let mut s = shared.lock().unwrap_or_else(PoisonError::into_inner);
                     self.client_message(&mut f, &mut s)?
+                };
+                let refused = match refused {
+                    Some(r) => {
+                        self.retry_with_fresh_catalog(&mut f, r, &shared, &mut last_read)
+                            .await?
+                    }
+                    None => None,
                 };
                 match refused {
                     None => {
@@ -339,7 +435,7 @@ impl ProxyMode {
                         match s.expect.front_mut() {
                             Some(Expect::Statement { output, .. }) if f.tag == b'T' => {
                                 check_width("result", output.len(), origins.len())?;
-                                current = protected_columns(output, &origins, &self.catalog);
+                                current = protected_columns(output, &origins, &s.catalog);
                                 width = Some(output.len());
                             }
                             Some(Expect::Describe) => {
@@ -355,7 +451,7 @@ impl ProxyMode {
                                 if f.tag == b'T' {
                                     check_width("result", output.len(), origins.len())?;
                                 }
-                                current = protected_columns(output, &origins, &self.catalog);
+                                current = protected_columns(output, &origins, &s.catalog);
                                 width = Some(origins.len());
                                 *described = true;
                                 relay = false;
@@ -508,6 +604,7 @@ impl ProxyMode {
                                 _ => return Err(unexpected(f.tag)),
                             };
                             s.path.ready(f.body.first().copied())?;
+                            s.in_block = f.body.first() != Some(&b'I');
                             refusal
                         };
                         if let Some(r) = refusal {
@@ -547,7 +644,8 @@ impl ProxyMode {
     /// statement with its names qualified as the analysis resolved them.
     fn client_message(&self, f: &mut Frame, s: &mut Shared) -> Result<Option<Refusal>> {
         let search_path = s.path.current();
-        let ctx = self.context(&search_path);
+        let catalog = s.catalog.clone();
+        let ctx = self.context(&catalog, &search_path);
         let push = |s: &mut Shared, e: Expect| {
             s.expect.push_back(e);
             Ok(None)
@@ -586,7 +684,7 @@ impl ProxyMode {
             b'P' => {
                 let name = cstr_at(&f.body, 0)?;
                 let sql = cstr_at(&f.body, 1)?;
-                if let Some(r) = self.untrusted_parameter_type(after_cstrs(&f.body, 2)?)? {
+                if let Some(r) = untrusted_parameter_type(&catalog, after_cstrs(&f.body, 2)?)? {
                     return Ok(Some(r));
                 }
                 match analysis::analyze_parse_forward(&sql, &ctx, &s.session) {
@@ -654,30 +752,6 @@ impl ProxyMode {
                 char::from(other)
             ))),
         }
-    }
-
-    /// A refusal when a `Parse` (`rest`: what follows its two strings)
-    /// names a parameter type a role other than a superuser may attach a
-    /// cast or a domain check to: the server would run that role's
-    /// function on the parameter, a function the analysis never saw.
-    /// Unspecified types (OID 0) are inferred by the server from the
-    /// analysed statement.
-    fn untrusted_parameter_type(&self, rest: &[u8]) -> Result<Option<Refusal>> {
-        let mut r = Reader::new(rest);
-        let n = r.i16()?;
-        for _ in 0..n {
-            let oid = r.i32()? as u32;
-            if oid != 0 && !self.catalog.trusted_types.contains(&oid) {
-                return Ok(Some(Refusal::new(
-                    Rule::TypeNotAllowed,
-                    format!(
-                        "parameter type oid {oid} is not allowed: only types of pg_catalog, \
-                         information_schema and of superusers may be named in a Parse"
-                    ),
-                )));
-            }
-        }
-        Ok(None)
     }
 
     /// Sanitizes the protected fields of `rows` (one batch) and writes them.

@@ -12,15 +12,19 @@
 //!    connection ([`crate::masking`]); a failed check refuses the session;
 //! 4. the relay ([`relay`]): bytes both ways, unchanged; or, for a masked
 //!    user in proxy mode, the catalog read over the session's connection
-//!    ([`catalog`]) and the analyzing, sanitizing relay ([`filter`]), with
+//!    ([`catalog`], with the partitions and inheritance children of
+//!    `hierarchy`) and the analyzing, sanitizing relay ([`filter`]), with
 //!    errors and notices scrubbed ([`scrub`]) and the search path
-//!    followed ([`path`]).
+//!    followed ([`path`]), and the catalog read again when a statement
+//!    names a relation created since ([`refresh`]).
 
 pub mod auth;
 pub mod cancel;
 pub mod catalog;
 pub mod filter;
+mod hierarchy;
 pub mod path;
+pub mod refresh;
 pub mod relay;
 pub mod scrub;
 pub mod startup;
@@ -278,16 +282,17 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
             // own connection reads the catalog before any client message.
             let mut up = upstream::connect(cfg, &login, &params).await?;
             let catalog = catalog::load(&mut up, &pm.rules, &shared.config.sanitized).await?;
-            let sanitizer = pm.sanitizer.clone();
-            let rules: Vec<_> = catalog.rules.clone().into_iter().collect();
-            tokio::task::spawn_blocking(move || {
-                rules
-                    .iter()
-                    .try_for_each(|(label, spec)| sanitizer.prepare(label, spec))
-            })
-            .await
-            .map_err(|e| ProxyError::Protocol(format!("preparing the rules: {e}")))??;
-            return Ok((user, up, Some(catalog)));
+            catalog::prepare_rules(&pm.sanitizer, &catalog).await?;
+            // What the relay needs to read the catalog again.
+            let refresh = refresh::Refresh {
+                cfg: cfg.clone(),
+                login: login.clone(),
+                params: params.clone(),
+                rules: pm.rules.clone(),
+                sanitized: shared.config.sanitized.clone(),
+                sanitizer: pm.sanitizer.clone(),
+            };
+            return Ok((user, up, Some((catalog, refresh))));
         }
         if user.masked {
             // The check runs over its own connection, beside the session's.
@@ -333,8 +338,10 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     let (ur, uw) = tokio::io::split(up.stream);
     let r = match (proxy_catalog, &shared.proxy_mode) {
         (Some(catalog), Some(pm)) => {
+            let (catalog, refresh) = catalog;
             let mode = filter::ProxyMode {
-                catalog,
+                catalog: Arc::new(catalog),
+                refresh,
                 cache: pm.cache.clone(),
                 sanitizer: pm.sanitizer.clone(),
                 batch_rows: shared.config.masking.batch_rows,

@@ -330,6 +330,16 @@ pub fn assert_no_marker(what: &str, out: &str) {
     }
 }
 
+/// `out`, what `sql` got through a masked proxy-mode session, is a
+/// refusal by `rule`, without a raw protected value.
+pub fn assert_refused_by(rule: &str, sql: &str, out: &str) {
+    assert!(
+        out.contains(&format!("statement refused ({rule})")),
+        "{sql}: expected a refusal by {rule}:\n{out}"
+    );
+    assert_no_marker(sql, out);
+}
+
 /// Runs psycopg_client.py against `conninfo`; `None` without psycopg
 /// (`DPTEXT_PYLIB`), which `DPTEXT_REQUIRE_PG=1` makes an error.
 pub fn psycopg(conninfo: &str) -> Option<serde_json::Value> {

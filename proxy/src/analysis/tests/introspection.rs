@@ -317,7 +317,7 @@ fn catalog_functions_take_only_values_of_the_catalog() {
         "SELECT pg_catalog.pg_get_userbyid($1)",
         "SELECT pg_catalog.pg_table_is_visible('records'::pg_catalog.regclass)",
         "SELECT pg_catalog.pg_get_userbyid(c.relowner) FROM pg_catalog.pg_class c \
-         JOIN records r ON r.id = c.relpages",
+         JOIN records r ON r.id = c.relchecks",
         "SELECT pg_catalog.pg_get_userbyid(s.o) FROM (SELECT relowner AS o FROM pg_catalog.pg_class) s",
         "WITH c AS (SELECT relowner FROM pg_catalog.pg_class) SELECT pg_catalog.pg_get_userbyid(relowner) FROM c",
         "SELECT pg_catalog.pg_get_userbyid(v.column1) FROM (VALUES (10), (11)) v",

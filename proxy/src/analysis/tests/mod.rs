@@ -2,10 +2,13 @@
 //! `public.records(id, patient_id, note, ward)` whose `note` is protected,
 //! a sanitized view `analytics.records_safe`, a user-defined function
 //! `public.leak(text)`, a schema `tools` that shadows `upper`, `=` and
-//! `text`, and enough of `pg_catalog` for psql and SQLAlchemy.
+//! `text`, a table `public.regions` partitioned by its protected `region`
+//! (and its partition `regions_north`), and enough of `pg_catalog` for
+//! psql and SQLAlchemy.
 
 mod allowed;
 mod attacks;
+mod hierarchies;
 mod introspection;
 mod names;
 mod qualify;
@@ -24,6 +27,7 @@ pub fn rel(schema: &str, name: &str, kind: RelationKind, cols: &[&str]) -> Relat
         ancestors: Vec::new(),
         opaque: Default::default(),
         opaque_row: None,
+        split: None,
     }
 }
 
@@ -201,6 +205,19 @@ pub fn catalog() -> MemoryCatalog {
     child.ancestors = vec![QualName::new("public", "records")];
     c.add_relation(child);
     c.add_relation(rel("public", "renamed", t, &["id", "body"]));
+    // Partitioned by a protected column: the table and its partition.
+    let split = Split {
+        relation: QualName::new("public", "regions"),
+        column: "region".into(),
+        by: SplitBy::PartitionKey,
+    };
+    let mut regions = rel("public", "regions", t, &["id", "region"]);
+    regions.split = Some(split.clone());
+    c.add_relation(regions);
+    let mut north = rel("public", "regions_north", t, &["id", "region"]);
+    north.ancestors = vec![QualName::new("public", "regions")];
+    north.split = Some(split);
+    c.add_relation(north);
     // Another role owns the type of `status` and the table's row type.
     let mut tagged = rel("public", "tagged", t, &["id", "status"]);
     tagged
@@ -383,26 +400,37 @@ pub fn catalog() -> MemoryCatalog {
     c
 }
 
-/// The fixture policy: `public.records.note` protected, the view
-/// `analytics.records_safe` sanitized, `public.renamed.note` protected
-/// although the table has no such column.
+/// The fixture policy: `public.records.note` and `public.regions.region`
+/// protected, the view `analytics.records_safe` sanitized,
+/// `public.renamed.note` protected although the table has no such column.
 pub fn policy() -> Policy {
     let mut p = Policy::default();
     p.protect("public", "records", "note", "deidentify");
     p.protect("public", "renamed", "note", "deidentify");
+    p.protect("public", "regions", "region", "deidentify");
     p.sanitize("analytics", "records_safe");
     p
 }
 
 /// Analyzes `sql` with search path `path` and session `session`.
 pub fn analyze_with(sql: &str, path: &[&str], session: &Session) -> Result<Analysis, Refusal> {
-    let catalog = catalog();
-    let policy = policy();
+    analyze_against(sql, &catalog(), &policy(), path, session)
+}
+
+/// Analyzes `sql` against `catalog` and `policy`, with search path `path`
+/// and session `session`.
+pub fn analyze_against(
+    sql: &str,
+    catalog: &MemoryCatalog,
+    policy: &Policy,
+    path: &[&str],
+    session: &Session,
+) -> Result<Analysis, Refusal> {
     let cache = ParseCache::default();
     let path: Vec<String> = path.iter().map(|s| (*s).to_owned()).collect();
     let ctx = Context {
-        catalog: &catalog,
-        policy: &policy,
+        catalog,
+        policy,
         search_path: &path,
         user: "analyst",
         cache: &cache,
