@@ -52,6 +52,12 @@ pub struct RelationInfo {
     /// member a row is stored in then says something of its value, so
     /// the relation is not read at all (see [`Split`]).
     pub split: Option<Split>,
+    /// Set when a row-level security policy that applies to the session
+    /// filters the relation's rows by a protected column, or by what the
+    /// proxy cannot follow: which rows the session sees then says
+    /// something of those values, so the relation is not read at all
+    /// (see [`RowSecurity`]).
+    pub row_security: Option<RowSecurity>,
 }
 
 /// Why a relation's partitions or inheritance children hold rows chosen
@@ -81,6 +87,36 @@ pub enum SplitBy {
     PartitionKey,
     /// A CHECK constraint that not every member of the hierarchy has.
     Check,
+}
+
+/// A row-level security policy of a relation that reads what the session
+/// may not see raw: every row a read returns satisfies its `USING`
+/// expression, so the rows, and their count, tell which values pass it.
+/// A policy of a table applies to reads of that table only (a partition
+/// read directly is filtered by its own policies, not its parent's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowSecurity {
+    /// The policy's name (`pg_policy.polname`).
+    pub policy: String,
+    /// What it reads that makes it unsafe.
+    pub reads: PolicyReads,
+}
+
+/// What makes a policy unsafe (see [`RowSecurity`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PolicyReads {
+    /// A protected column of the relation (by name, or through a whole-row
+    /// reference).
+    Column(String),
+    /// A subquery: it may read protected columns of any table, under
+    /// that table's own policies, which are out of the proxy's reach.
+    Subquery,
+    /// A function the proxy cannot see through (one not in `pg_catalog`,
+    /// VOLATILE, or on the deny-list), by name: it may read any table.
+    Function(String),
+    /// A construct the proxy does not follow, by the name PostgreSQL's
+    /// node tree gives it.
+    Construct(String),
 }
 
 /// `pg_proc.provolatile`.

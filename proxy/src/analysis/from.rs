@@ -12,7 +12,10 @@ use super::expr::catalog_arguments;
 use super::nodes::{construct, names, node_name, protected, Clause, Origin, Outputs};
 use super::query::{rename, Walker};
 use super::scope::{Col, NsItem, Scope};
-use super::{OutputColumn, ProtectedColumn, QualName, Refusal, RelationKind, Rule, Split, SplitBy};
+use super::{
+    OutputColumn, PolicyReads, ProtectedColumn, QualName, Refusal, RelationKind, RowSecurity, Rule,
+    Split, SplitBy,
+};
 
 impl Walker<'_> {
     /// The items of a `FROM` list; `level` is the query level they belong
@@ -243,6 +246,9 @@ impl Walker<'_> {
         if let Some(split) = &rel.split {
             return Err(split_refusal(&qn, split));
         }
+        if let Some(rs) = &rel.row_security {
+            return Err(row_security_refusal(&qn, rs));
+        }
         let policy = self.ctx.policy;
         let table = rel.kind == RelationKind::Table;
         let cols: Vec<Col> = if policy.sanitized.contains(&qn) {
@@ -463,6 +469,33 @@ fn split_refusal(qn: &QualName, split: &Split) -> Refusal {
              ctid, the order rows are read in, a read or a count of one member) tells what its \
              value is, so no member of the hierarchy may be read in a masked session",
             split.relation, split.column
+        ),
+    )
+}
+
+/// The refusal of a relation whose row-level security policy reads a
+/// protected value, or what the proxy cannot follow.
+fn row_security_refusal(qn: &QualName, rs: &RowSecurity) -> Refusal {
+    let what = match &rs.reads {
+        PolicyReads::Column(c) => format!("reads protected column {qn}.{c}"),
+        PolicyReads::Subquery => {
+            "has a subquery, which may read protected columns of other tables".to_owned()
+        }
+        PolicyReads::Function(f) => format!(
+            "calls function {f}, which may read protected columns (only STABLE and IMMUTABLE \
+             pg_catalog functions off the deny-list are followed)"
+        ),
+        PolicyReads::Construct(c) => format!(
+            "has a construct the proxy does not follow ({c}), which may read protected columns"
+        ),
+    };
+    Refusal::new(
+        Rule::ProtectedPolicy,
+        format!(
+            "relation {qn} has a row-level security policy, {}, that {what}: the rows it lets \
+             this session see (and their count) would disclose those values, so the relation \
+             may not be read in a masked session",
+            rs.policy
         ),
     )
 }

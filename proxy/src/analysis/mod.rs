@@ -40,8 +40,8 @@ use std::sync::Arc;
 
 pub use cache::ParseCache;
 pub use catalog::{
-    Catalog, FunctionInfo, FunctionKind, MemoryCatalog, OperatorInfo, RelationInfo, RelationKind,
-    Split, SplitBy, Volatility,
+    Catalog, FunctionInfo, FunctionKind, MemoryCatalog, OperatorInfo, PolicyReads, RelationInfo,
+    RelationKind, RowSecurity, Split, SplitBy, Volatility,
 };
 pub use refusal::{Refusal, Rule};
 

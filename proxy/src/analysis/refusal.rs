@@ -26,6 +26,11 @@ pub enum Rule {
     /// that a protected column splits (partition key, CHECK constraint):
     /// the member a row is in would tell its value's range.
     ProtectedPartition,
+    /// A relation with a row-level security policy, applying to the
+    /// session, that reads a protected column (or something the proxy
+    /// cannot follow): the rows it lets through would tell which values
+    /// pass it.
+    ProtectedPolicy,
     /// A catalog column that counts a relation's rows or pages
     /// (`pg_class.reltuples`...), in a session with protected columns.
     RelationSize,
@@ -106,6 +111,7 @@ impl Rule {
             Rule::RelationKind => "relation_kind",
             Rule::CatalogRelation => "catalog_relation",
             Rule::ProtectedPartition => "protected_partition",
+            Rule::ProtectedPolicy => "protected_policy",
             Rule::RelationSize => "relation_size",
             Rule::PolicyMismatch => "policy_mismatch",
             Rule::ColumnUnresolved => "column_unresolved",

@@ -352,6 +352,7 @@ pub async fn load(
             opaque,
             opaque_row,
             split: splits.get(oid).cloned(),
+            row_security: None,
         });
     }
     for r in rows(up, "functions", FUNCTIONS_SQL).await? {

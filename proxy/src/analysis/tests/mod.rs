@@ -3,8 +3,9 @@
 //! a sanitized view `analytics.records_safe`, a user-defined function
 //! `public.leak(text)`, a schema `tools` that shadows `upper`, `=` and
 //! `text`, a table `public.regions` partitioned by its protected `region`
-//! (and its partition `regions_north`), and enough of `pg_catalog` for
-//! psql and SQLAlchemy.
+//! (and its partition `regions_north`), a table `public.screened` whose
+//! row-level security policy reads its protected `note`, and enough of
+//! `pg_catalog` for psql and SQLAlchemy.
 
 mod allowed;
 mod attacks;
@@ -13,6 +14,7 @@ mod introspection;
 mod names;
 mod qualify;
 mod refused;
+mod row_security;
 mod session;
 
 use super::catalog::{FunctionKind as K, Volatility as V};
@@ -28,6 +30,7 @@ pub fn rel(schema: &str, name: &str, kind: RelationKind, cols: &[&str]) -> Relat
         opaque: Default::default(),
         opaque_row: None,
         split: None,
+        row_security: None,
     }
 }
 
@@ -218,6 +221,13 @@ pub fn catalog() -> MemoryCatalog {
     north.ancestors = vec![QualName::new("public", "regions")];
     north.split = Some(split);
     c.add_relation(north);
+    // A row-level security policy reads the protected note of `screened`.
+    let mut screened = rel("public", "screened", t, &["id", "note"]);
+    screened.row_security = Some(RowSecurity {
+        policy: "oncology".into(),
+        reads: PolicyReads::Column("note".into()),
+    });
+    c.add_relation(screened);
     // Another role owns the type of `status` and the table's row type.
     let mut tagged = rel("public", "tagged", t, &["id", "status"]);
     tagged
@@ -408,6 +418,7 @@ pub fn policy() -> Policy {
     p.protect("public", "records", "note", "deidentify");
     p.protect("public", "renamed", "note", "deidentify");
     p.protect("public", "regions", "region", "deidentify");
+    p.protect("public", "screened", "note", "deidentify");
     p.sanitize("analytics", "records_safe");
     p
 }
