@@ -6,7 +6,9 @@
 //! that comes from one is recognised by its RowDescription too), and
 //! the partition keys and CHECK constraints that split a hierarchy of
 //! partitions or inheritance children by a protected column (its members
-//! are then refused: `super::hierarchy`).
+//! are then refused: `super::hierarchy`), and the row-level security
+//! policies that filter a relation's rows by one (it is then refused:
+//! `super::row_security`).
 //!
 //! The policy is the configuration's `[[rule]]`s and `[[sanitized]]`
 //! relations, plus the rules of `dptext.rules` when the upstream has the
@@ -24,6 +26,7 @@ use crate::mode::{self, ColumnRule};
 use crate::upstream::Upstream;
 
 use super::hierarchy::{Check, Columns, Hierarchy};
+use super::row_security::{self, PolicyQual};
 
 /// What a proxy-mode session analyzes its statements against.
 #[derive(Debug)]
@@ -71,8 +74,20 @@ SELECT d.objid, d.objsubid, 'd' \
 /// CHECK constraints of tables, with the columns they read.
 const CHECKS_SQL: &str = "SELECT conrelid, conkey::pg_catalog.text, coninhcount > 0, connoinherit \
   FROM pg_catalog.pg_constraint WHERE contype = 'c' AND conrelid <> 0";
-const FUNCTIONS_SQL: &str = "SELECT n.nspname, p.proname, p.provolatile, p.prokind \
+const FUNCTIONS_SQL: &str = "SELECT n.nspname, p.proname, p.provolatile, p.prokind, p.oid \
   FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace";
+/// The `USING` expressions of the policies that filter the session's
+/// reads: `SELECT` and `ALL` policies for PUBLIC or a role whose
+/// privileges the session's role has, on relations whose row-level
+/// security is active for it (enabled, and the role neither owns the
+/// relation, unless it is forced, nor bypasses row-level security).
+const POLICIES_SQL: &str =
+    "SELECT p.polrelid, p.polname::pg_catalog.text, p.polqual::pg_catalog.text \
+  FROM pg_catalog.pg_policy p \
+ WHERE p.polcmd IN ('r', '*') AND pg_catalog.row_security_active(p.polrelid) \
+   AND (0::pg_catalog.oid = ANY (p.polroles) \
+        OR EXISTS (SELECT FROM pg_catalog.unnest(p.polroles) AS r(oid) \
+                    WHERE pg_catalog.pg_has_role(r.oid, 'USAGE')))";
 const OPERATORS_SQL: &str = "SELECT n.nspname, o.oprname, fn.nspname, f.proname, f.provolatile \
   FROM pg_catalog.pg_operator o \
   JOIN pg_catalog.pg_namespace n ON n.oid = o.oprnamespace \
@@ -166,6 +181,21 @@ async fn partition_keys(up: &mut Upstream) -> Result<BTreeMap<u32, Columns>> {
             }
         })
         .collect())
+}
+
+/// The policies that filter the session's reads.
+async fn policies(up: &mut Upstream) -> Result<Vec<PolicyQual>> {
+    rows(up, "row-level security policies", POLICIES_SQL)
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(PolicyQual {
+                relation: num(r, 0)?,
+                name: cell(r, 1)?.to_owned(),
+                qual: r.get(2).and_then(|c| c.clone()),
+            })
+        })
+        .collect()
 }
 
 /// The CHECK constraints of tables.
@@ -310,6 +340,21 @@ pub async fn load(
     }
     hierarchy.protect_ancestors(&mut policy);
     let splits = hierarchy.splits(&policy, &partition_keys(up).await?, &checks(up).await?);
+    // Functions by OID, for the policies' expressions (and by name, for
+    // the analyzer).
+    let mut functions: HashMap<u32, (QualName, Volatility)> = HashMap::new();
+    for r in rows(up, "functions", FUNCTIONS_SQL).await? {
+        let kind = match cell(&r, 3)? {
+            "a" => FunctionKind::Aggregate,
+            "w" => FunctionKind::Window,
+            "p" => FunctionKind::Procedure,
+            _ => FunctionKind::Function,
+        };
+        let (schema, name, v) = (cell(&r, 0)?, cell(&r, 1)?, volatility(cell(&r, 2)?));
+        catalog.add_function(schema, name, v, kind);
+        functions.insert(num(&r, 4)?, (QualName::new(schema, name), v));
+    }
+    let guarded = row_security::guards(&policies(up).await?, &hierarchy, &policy, &functions);
 
     // Relations, and where protected columns are.
     let mut origins: HashMap<(u32, i16), String> = HashMap::new();
@@ -352,17 +397,8 @@ pub async fn load(
             opaque,
             opaque_row,
             split: splits.get(oid).cloned(),
-            row_security: None,
+            row_security: guarded.get(oid).cloned(),
         });
-    }
-    for r in rows(up, "functions", FUNCTIONS_SQL).await? {
-        let kind = match cell(&r, 3)? {
-            "a" => FunctionKind::Aggregate,
-            "w" => FunctionKind::Window,
-            "p" => FunctionKind::Procedure,
-            _ => FunctionKind::Function,
-        };
-        catalog.add_function(cell(&r, 0)?, cell(&r, 1)?, volatility(cell(&r, 2)?), kind);
     }
     for r in rows(up, "operators", OPERATORS_SQL).await? {
         catalog.add_operator(

@@ -134,7 +134,7 @@ impl Hierarchy {
 
     /// The first column of `columns` (of relation `oid`) that `policy`
     /// protects; `None` columns stand for all of them.
-    fn protected_column(&self, policy: &Policy, oid: u32, columns: &Columns) -> Option<String> {
+    pub fn protected_column(&self, policy: &Policy, oid: u32, columns: &Columns) -> Option<String> {
         let all = self.columns.get(&oid)?;
         all.iter()
             .filter(|(n, _)| match columns {
