@@ -6,7 +6,8 @@
 //! OID. Each test failed before its fix with raw protected text in the
 //! output; none may now return any. Then partitions and inheritance
 //! children that a protected column splits, the row counts of the
-//! catalog, and a rule on a partition alone.
+//! catalog, a rule on a partition alone, and row-level security policies
+//! that read protected columns.
 //!
 //! Runs in a database of its own (`<DPTEXT_TEST_DB>_atk`), with an upstream
 //! role `atk_reader` that reads raw data and a role `atk_creator` that
@@ -63,6 +64,7 @@ fn proxy_port(env: &Env) -> u16 {
                  INSERT INTO atk_v VALUES (10, 1, 'north'), (11, 2, 'south');
                  GRANT SELECT ON atk_t, atk_v TO atk_reader;
                  {hierarchies}
+                 {row_security}
                  GRANT CREATE ON SCHEMA public TO atk_creator;
                  SET ROLE atk_creator;
                  CREATE TABLE atk_c (x int);
@@ -80,6 +82,7 @@ fn proxy_port(env: &Env) -> u16 {
                 m1 = MARKERS[1],
                 m2 = MARKERS[2],
                 hierarchies = HIERARCHIES_SQL,
+                row_security = ROW_SECURITY_SQL,
             ),
         );
         let config = format!(
@@ -92,7 +95,10 @@ fn proxy_port(env: &Env) -> u16 {
              [[rule]]\ntable = \"atk_sub\"\ncolumn = \"region\"\nrule = \"santext(eps => 2)\"\n\
              [[rule]]\ntable = \"atk_ih\"\ncolumn = \"region\"\nrule = \"santext(eps => 2)\"\n\
              [[rule]]\ntable = \"atk_mod\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n\
-             [[rule]]\ntable = \"atk_up_a\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n",
+             [[rule]]\ntable = \"atk_up_a\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n\
+             [[rule]]\ntable = \"atk_rls\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n\
+             [[rule]]\ntable = \"atk_rls_fn\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n\
+             [[rule]]\ntable = \"atk_rls_ok\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n",
             upstream_toml(env, db())
         );
         spawn_proxy(&config).0
@@ -136,6 +142,35 @@ const HIERARCHIES_SQL: &str = "
     GRANT SELECT ON atk_parts, atk_parts_n, atk_parts_s, atk_sub, atk_sub_a, atk_sub_a_n,
       atk_sub_a_s, atk_sub_b, atk_ih, atk_ic, atk_mod, atk_mod_0, atk_mod_1, atk_up, atk_up_a
       TO atk_reader;";
+
+/// Tables with row-level security, created by their owner (the
+/// superuser), with copies of `atk_t`'s rows and policies for
+/// `atk_reader`: `atk_rls` lets through the rows whose protected `note`
+/// starts with `Seen`, `atk_rls_fn` those whose `note` is long (a
+/// function of it), `atk_rls_sub` (nothing protected) those whose `atk_t`
+/// note starts with `Seen` (a subquery); `atk_rls_ok` those of one ward
+/// (and, to another role, those whose note starts with `Seen`).
+const ROW_SECURITY_SQL: &str = "
+    DROP TABLE IF EXISTS atk_rls, atk_rls_fn, atk_rls_sub, atk_rls_ok CASCADE;
+    CREATE TABLE atk_rls (id int, note text, ward text);
+    CREATE TABLE atk_rls_fn (LIKE atk_rls);
+    CREATE TABLE atk_rls_ok (LIKE atk_rls);
+    CREATE TABLE atk_rls_sub (id int, ward text);
+    INSERT INTO atk_rls SELECT id, note, ward FROM atk_t;
+    INSERT INTO atk_rls_fn SELECT id, note, ward FROM atk_t;
+    INSERT INTO atk_rls_ok SELECT id, note, ward FROM atk_t;
+    INSERT INTO atk_rls_sub SELECT id, ward FROM atk_t;
+    ALTER TABLE atk_rls ENABLE ROW LEVEL SECURITY;
+    ALTER TABLE atk_rls_fn ENABLE ROW LEVEL SECURITY;
+    ALTER TABLE atk_rls_ok ENABLE ROW LEVEL SECURITY;
+    ALTER TABLE atk_rls_sub ENABLE ROW LEVEL SECURITY;
+    CREATE POLICY atk_seen ON atk_rls FOR SELECT TO atk_reader USING (note LIKE 'Seen%');
+    CREATE POLICY atk_long ON atk_rls_fn TO atk_reader USING (length(note) > 12);
+    CREATE POLICY atk_sub ON atk_rls_sub FOR SELECT USING
+      (EXISTS (SELECT 1 FROM atk_t t WHERE t.id = atk_rls_sub.id AND t.note LIKE 'Seen%'));
+    CREATE POLICY atk_north ON atk_rls_ok FOR SELECT TO atk_reader USING (ward = 'north');
+    CREATE POLICY atk_others ON atk_rls_ok FOR SELECT TO atk_creator USING (note LIKE 'Seen%');
+    GRANT SELECT ON atk_rls, atk_rls_fn, atk_rls_ok, atk_rls_sub TO atk_reader;";
 
 /// psql through the proxy: one session, `setup` run by `atk_creator`
 /// after its first statement, then `sql`; `cleanup` as the superuser.
@@ -368,4 +403,39 @@ fn a_column_protected_on_a_partition_is_protected_through_its_parent() {
         "protected_in_where",
         "SELECT id FROM atk_up WHERE note LIKE 'Seen%'",
     );
+}
+
+/// A row-level security policy whose `USING` reads a protected column
+/// (directly, through a function, or through a subquery on another
+/// table): every row a read returns satisfies it, so the rows and their
+/// count tell which notes pass it. Before the fix `SELECT id FROM
+/// atk_rls` returned 1 alone, the one note that starts with `Seen`.
+#[test]
+fn a_table_whose_policy_reads_a_protected_column_is_not_read() {
+    let Some(env) = env() else { return };
+    // Their operators are pg_catalog's only while no other test's are.
+    let _public = PUBLIC.lock().unwrap_or_else(|e| e.into_inner());
+    for sql in [
+        "SELECT id FROM atk_rls",
+        "SELECT count(*) FROM atk_rls",
+        "SELECT note FROM atk_rls",
+        "SELECT id FROM atk_t WHERE id IN (SELECT id FROM atk_rls)",
+        "SELECT id FROM atk_rls_fn",
+        "SELECT count(*) FROM atk_rls_sub",
+    ] {
+        refused_by(env, "protected_policy", sql);
+    }
+    let out = atk(env, "SELECT id FROM atk_rls");
+    assert!(
+        out.contains("policy, atk_seen, that reads protected column public.atk_rls.note"),
+        "{out}"
+    );
+    // A policy on unprotected columns filters as usual, the notes of the
+    // rows it lets through sanitized; another role's policy does not
+    // apply to this one.
+    let sql = "SELECT id, note FROM atk_rls_ok ORDER BY id";
+    let out = atk(env, sql);
+    let ids: Vec<&str> = out.lines().filter_map(|l| l.split('|').next()).collect();
+    assert_eq!(ids, ["1", "3"], "{out}");
+    assert_no_marker(sql, &out);
 }
