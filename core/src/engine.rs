@@ -358,20 +358,11 @@ impl Engine {
         Ok(a)
     }
 
-    /// The vocabulary of a word mechanism's [`Words`]: its embedding's,
-    /// restricted to its released vocabulary when it names one.
+    /// The vocabulary a word mechanism's [`Words`] name: the embedding's
+    /// own, or (with a released vocabulary) the GloVe words restricted to it.
     pub fn words(&self, words: &Words) -> Result<Arc<Vocabulary>> {
-        self.word_vocabulary(words.embedding, words.vocabulary.as_deref())
-    }
-
-    /// The vocabulary a word mechanism draws from: the embedding's own, or
-    /// (with a name) the GloVe words restricted to a released vocabulary.
-    pub fn word_vocabulary(
-        &self,
-        which: EmbeddingChoice,
-        name: Option<&str>,
-    ) -> Result<Arc<Vocabulary>> {
-        let Some(name) = name else {
+        let which = words.embedding;
+        let Some(name) = words.vocabulary.as_deref() else {
             return self.vocabulary(which);
         };
         let asset = self.vocabulary_asset(name)?;
