@@ -18,12 +18,11 @@
 //! the SCRAM salts' secret itself), so asking again returns the same text
 //! and averaging repeated answers learns nothing new.
 
-use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
 
 use dptext_core::detect::custom::Custom;
-use dptext_core::mechanisms::{Mechanism, MechanismSpec};
+use dptext_core::mechanisms::MechanismSpec;
 use dptext_core::{Engine, EngineConfig, RandomMode};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -112,7 +111,6 @@ fn engine(config: &EngineConfig, custom: Option<&Arc<Custom>>) -> Engine {
 fn run_job(
     engine: &Engine,
     specs: &Specs,
-    built: &mut HashMap<Arc<str>, Arc<dyn Mechanism>>,
     mode: &RandomMode,
     items: &[(Arc<str>, String)],
 ) -> Result<Vec<String>> {
@@ -121,20 +119,14 @@ fn run_job(
     labels.sort();
     labels.dedup();
     for label in labels {
-        let m = match built.entry(label.clone()) {
-            Entry::Occupied(e) => e.into_mut(),
-            Entry::Vacant(e) => {
-                let spec = specs
-                    .read()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .get(label)
-                    .cloned()
-                    .ok_or_else(|| {
-                        ProxyError::Protocol(format!("rule {label} was not prepared"))
-                    })?;
-                e.insert(engine.mechanism(&spec)?)
-            }
-        };
+        let spec = specs
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(label)
+            .cloned()
+            .ok_or_else(|| ProxyError::Protocol(format!("rule {label} was not prepared")))?;
+        // Built once per worker engine and kept there (Engine::mechanism).
+        let m = engine.mechanism(&spec)?;
         let (at, texts): (Vec<usize>, Vec<&str>) = items
             .iter()
             .enumerate()
@@ -184,17 +176,14 @@ impl Sanitizer {
             let mode = mode.clone();
             std::thread::Builder::new()
                 .name(format!("dptext-sanitize-{i}"))
-                .spawn(move || {
-                    let mut built: HashMap<Arc<str>, Arc<dyn Mechanism>> = HashMap::new();
-                    loop {
-                        let job = {
-                            let mut guard = rx.lock().unwrap_or_else(PoisonError::into_inner);
-                            guard.blocking_recv()
-                        };
-                        let Some(job) = job else { return };
-                        let out = run_job(&engine, &specs, &mut built, &mode, &job.items);
-                        let _ = job.reply.send(out);
-                    }
+                .spawn(move || loop {
+                    let job = {
+                        let mut guard = rx.lock().unwrap_or_else(PoisonError::into_inner);
+                        guard.blocking_recv()
+                    };
+                    let Some(job) = job else { return };
+                    let out = run_job(&engine, &specs, &mode, &job.items);
+                    let _ = job.reply.send(out);
                 })
                 .map_err(|e| ProxyError::Config(format!("starting a sanitizing thread: {e}")))?;
         }
