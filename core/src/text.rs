@@ -158,6 +158,22 @@ impl Casing {
     }
 }
 
+/// The at most `max` bytes of `text` just before byte `at`, starting on a
+/// character boundary (so possibly a few bytes fewer): the context a rule
+/// reads before a match.
+///
+/// ```
+/// assert_eq!(dptext_core::text::before("lives in Springfield", 9, 6), "es in ");
+/// assert_eq!(dptext_core::text::before("é x", 3, 2), " ");
+/// ```
+pub fn before(text: &str, at: usize, max: usize) -> &str {
+    let mut from = at.saturating_sub(max);
+    while !text.is_char_boundary(from) {
+        from += 1;
+    }
+    &text[from..at]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

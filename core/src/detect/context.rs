@@ -1096,11 +1096,7 @@ fn places(text: &str, ws: &[Word], lex: &Lexicon, found: &[Span], out: &mut Vec<
             .iter()
             .any(|f| f.start <= s && e <= f.end && f.label != Label::Location);
         let common = name.split_whitespace().all(is_common);
-        let mut from = s.saturating_sub(24);
-        while !text.is_char_boundary(from) {
-            from += 1;
-        }
-        let before = &text[from..s];
+        let before = crate::text::before(text, s, 24);
         let context = place_context().is_match(before) || state_after().is_match(&text[e..]);
         let multi = n >= 2 && !name.split_whitespace().any(|x| is_common(x) && x.len() > 3);
         let person_like = name.split_whitespace().any(|x| lex.is_name(x));
@@ -1154,11 +1150,7 @@ fn unlisted_places(text: &str, ws: &[Word], found: &[Span], out: &mut Vec<Span>)
                 .chain(out.iter())
                 .any(|f| a < f.end && f.start < b)
         };
-        let mut from = s.saturating_sub(48);
-        while !text.is_char_boundary(from) {
-            from += 1;
-        }
-        if !residence_context().is_match(&text[from..s]) {
+        if !residence_context().is_match(crate::text::before(text, s, 48)) {
             i += 1;
             continue;
         }

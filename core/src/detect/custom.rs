@@ -191,11 +191,7 @@ impl Custom {
                 }
                 let mut score = r.score;
                 if !r.context.is_empty() {
-                    let mut from = m.start().saturating_sub(CONTEXT_WINDOW);
-                    while !lower.is_char_boundary(from) {
-                        from += 1;
-                    }
-                    let before = &lower[from..m.start()];
+                    let before = crate::text::before(&lower, m.start(), CONTEXT_WINDOW);
                     if r.context.iter().any(|w| before.contains(w.as_str())) {
                         score = (score + CONTEXT_BOOST).min(1.0);
                     }

@@ -130,11 +130,7 @@ fn is_score(text: &str, m: &regex::Match) -> bool {
     if !(v.ends_with("/10") || v.ends_with("/5")) {
         return false;
     }
-    let mut from = m.start().saturating_sub(24);
-    while !text.is_char_boundary(from) {
-        from -= 1;
-    }
-    let before = text[from..m.start()].to_lowercase();
+    let before = crate::text::before(text, m.start(), 24).to_lowercase();
     let after: String = text[m.end()..]
         .chars()
         .take(10)
