@@ -83,6 +83,54 @@ for mode in simple prepared; do
   echo
 done
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+# The relay against pgbouncer, interleaved: DPTEXT_BENCH_ROUNDS rounds (default
+# 5) of one pgbench run through each, the order swapped every round so that
+# neither always runs on a warmer or a busier machine. Each run also reads the
+# relay process's CPU time (user + system, all threads, /proc/PID/stat) and
+# divides it by the transactions pgbench completed: CPU microseconds per
+# transaction, a figure that load from elsewhere disturbs far less than TPS.
+if [ -n "$PGB" ]; then
+  ROUNDS="${DPTEXT_BENCH_ROUNDS:-5}"
+  PROXY_PID=$(pgrep -x dptext-proxy | head -1)
+  PGB_PID=$(cat "$STATE/pgbouncer/pgbouncer.pid")
+  TICK=$(getconf CLK_TCK)
+  cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+  # run MODE PID ARGS...: "TPS CPU-us-per-transaction" of one pgbench run.
+  run() {
+    local mode=$1 pid=$2; shift 2
+    local before after out
+    before=$(cpu "$pid")
+    out=$("${PIN[@]}" pgbench -n -S -T "$SECS" -c "$CLIENTS" -j 2 -M "$mode" "$@" "$PGDATABASE" 2>&1)
+    after=$(cpu "$pid")
+    awk -v b="$before" -v a="$after" -v hz="$TICK" '
+      /^number of transactions actually processed/ {n = $NF}
+      /^tps/ {t = $3}
+      END {printf "%.0f %.2f\n", t, (a - b) * 1e6 / hz / n}' <<<"$out"
+  }
+  echo "relay against pgbouncer, interleaved, $ROUNDS rounds of ${SECS}s, $CLIENTS clients:"
+  for mode in simple prepared; do
+    ratios=()
+    for r in $(seq 1 "$ROUNDS"); do
+      if [ $((r % 2)) -eq 1 ]; then
+        p=$(PGPASSWORD=$(pw admin) run "$mode" "$PROXY_PID" -h 127.0.0.1 -p "$PROXY_PORT" -U admin)
+        b=$(run "$mode" "$PGB_PID" -h 127.0.0.1 -p "$PGB_PORT" -U postgres)
+      else
+        b=$(run "$mode" "$PGB_PID" -h 127.0.0.1 -p "$PGB_PORT" -U postgres)
+        p=$(PGPASSWORD=$(pw admin) run "$mode" "$PROXY_PID" -h 127.0.0.1 -p "$PROXY_PORT" -U admin)
+      fi
+      read -r pt pc <<<"$p"
+      read -r bt bc_ <<<"$b"
+      ratio=$(echo "$pt / $bt" | bc -l)
+      ratios+=("$ratio")
+      printf '  -M %-8s round %d: proxy %8.0f tps, %5.2f us CPU/txn | pgbouncer %8.0f tps, %5.2f us CPU/txn | TPS ratio %.2f\n' \
+        "$mode" "$r" "$pt" "$pc" "$bt" "$bc_" "$ratio"
+    done
+    printf '  -M %-8s median TPS ratio proxy / pgbouncer: %.2f (min %.2f, max %.2f)\n' "$mode" \
+      "$(printf '%s\n' "${ratios[@]}" | median)" \
+      "$(printf '%s\n' "${ratios[@]}" | sort -n | head -1)" \
+      "$(printf '%s\n' "${ratios[@]}" | sort -n | tail -1)"
+  done
+fi
 lat() {
   for _ in 1 2 3 4 5; do
     s=$(date +%s.%N); psql -X -q -A -t "$@" -c "SELECT id, note FROM bench_notes" >/dev/null; e=$(date +%s.%N)
