@@ -13,6 +13,7 @@
 //! | `dptext.mlm_model` | text | `''` (the default model in `<assets>/mlm`) | superuser | directory of the masked LM for NDD: `model.onnx`, `tokenizer.json`, `config.json` (README, "Bring your own model") |
 //! | `dptext.device` | text | `'cpu'` | superuser | where models run: `cpu` or `cuda` (needs the `cuda` build and a GPU ONNX Runtime; falls back to the CPU with one warning) |
 //! | `dptext.mlm_batch` | int | 64 | superuser | masked copies per model call |
+//! | `dptext.label_admins` | text | `''` (superusers only) | superuser | comma-separated roles whose members (besides superusers) may set and remove `SECURITY LABEL FOR dptext` labels |
 //! | `dptext.custext_build` | bool | off | superuser | let a backend build a CusText mapping missing from the disk cache (minutes of CPU); off: an error names `dptext custext-map` |
 //!
 //! The engine settings map onto core's one settings type,
@@ -55,6 +56,8 @@ pub(crate) static DEVICE: GucSetting<Option<CString>> =
     }));
 pub(crate) static MLM_BATCH: GucSetting<i32> =
     GucSetting::<i32>::new(int(engine::DEFAULT_MLM_BATCH as u64));
+pub(crate) static LABEL_ADMINS: GucSetting<Option<CString>> =
+    GucSetting::<Option<CString>>::new(None);
 pub(crate) static DETECT_THRESHOLD: GucSetting<f64> = GucSetting::<f64>::new(0.0);
 
 /// A core default as an `int` setting's boot value; one beyond `i32`
@@ -172,6 +175,14 @@ pub fn init() {
         &MLM_BATCH,
         1,
         4096,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        c"dptext.label_admins",
+        c"Roles whose members may set and remove dptext security labels, besides superusers.",
+        c"Comma-separated role names. A label is a masking rule every masked session trusts, and outputs under one key are the same for the same value and rule in every table, so a role able to label a table of its own guesses could compare their masked text with a protected column's: only these roles and superusers may label.",
+        &LABEL_ADMINS,
         GucContext::Suset,
         GucFlags::default(),
     );
@@ -302,4 +313,10 @@ mod tests {
         let c = super::engine_config();
         assert_eq!(c, dptext_core::EngineConfig::new(c.assets_dir.clone()));
     }
+}
+
+/// `dptext.label_admins`: the roles (besides superusers) whose members
+/// may set and remove dptext labels; empty when unset.
+pub fn label_admins() -> String {
+    string(&LABEL_ADMINS).unwrap_or_default()
 }

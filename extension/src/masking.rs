@@ -186,7 +186,11 @@ pub(crate) fn relation_policy(relid: Oid) -> Rc<RelationPolicy> {
 /// Labels that apply to the columns of a relation: its own, else the
 /// nearest ancestor's (partitions, inheritance children; for a Citus
 /// shard, its distributed table, `$2`), else a descendant's on the
-/// same-named column (reading a parent reads its children). Every name is schema-qualified and every operator spelled
+/// same-named column (reading a parent reads its children), else the
+/// label of any other relation joined to it by inheritance (with multiple
+/// inheritance a child's row is read through each of its parents, so a
+/// label a child inherits from one parent protects the others too: the
+/// whole connected family shares its labels). Every name is schema-qualified and every operator spelled
 /// `OPERATOR(pg_catalog.=)`, so a session's `search_path` cannot redirect
 /// the lookup to objects of its own.
 const RULES_SQL: &str = "
@@ -202,10 +206,20 @@ WITH RECURSIVE up(rel, depth) AS (
     UNION ALL
     SELECT i.inhrelid, down.depth OPERATOR(pg_catalog.+) 1
       FROM pg_catalog.pg_inherits i JOIN down ON i.inhparent OPERATOR(pg_catalog.=) down.rel
+), edges(a, b) AS (
+    SELECT i.inhrelid, i.inhparent FROM pg_catalog.pg_inherits i
+    UNION ALL
+    SELECT i.inhparent, i.inhrelid FROM pg_catalog.pg_inherits i
+), comp(rel) AS (
+    SELECT rel FROM up
+    UNION
+    SELECT e.b FROM edges e JOIN comp ON e.a OPERATOR(pg_catalog.=) comp.rel
 ), fam(rel, depth) AS (
     SELECT rel, depth FROM up
     UNION ALL
     SELECT rel, 100000 OPERATOR(pg_catalog.+) depth FROM down WHERE depth OPERATOR(pg_catalog.>) 0
+    UNION ALL
+    SELECT rel, 200000 FROM comp
 )
 SELECT a.attnum, l.label
   FROM pg_catalog.pg_attribute a
@@ -218,8 +232,29 @@ SELECT a.attnum, l.label
  WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped
  ORDER BY a.attnum, fam.depth";
 
-const SANITIZED_SQL: &str =
-    "SELECT EXISTS (SELECT 1 FROM dptext.provenance WHERE target_oid OPERATOR(pg_catalog.=) $1)";
+/// The source and number of the last build recorded for target `$1`: one
+/// row always, NULLs when there is none.
+const LAST_BUILD_SQL: &str = "
+SELECT l.source_oid, l.build FROM (VALUES (1)) v LEFT JOIN LATERAL (
+  SELECT p.source_oid, p.build FROM dptext.provenance p
+   WHERE p.target_oid OPERATOR(pg_catalog.=) $1
+     AND p.event OPERATOR(pg_catalog.=) ANY ('{create,refresh}'::pg_catalog.text[])
+   ORDER BY p.build DESC LIMIT 1) l ON true";
+
+/// The columns of target `$1` that build `$3` did not sanitize, with the
+/// number of the same-named column of its source `$2`.
+const UNSANITIZED_SQL: &str = "
+SELECT a.attnum, s.attnum
+  FROM pg_catalog.pg_attribute a
+  JOIN pg_catalog.pg_attribute s ON s.attrelid OPERATOR(pg_catalog.=) $2
+       AND s.attname OPERATOR(pg_catalog.=) a.attname
+       AND s.attnum OPERATOR(pg_catalog.>) 0 AND NOT s.attisdropped
+ WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped
+   AND NOT EXISTS (SELECT 1 FROM dptext.provenance p
+                    WHERE p.target_oid OPERATOR(pg_catalog.=) $1
+                      AND p.build OPERATOR(pg_catalog.=) $3
+                      AND p.column_name OPERATOR(pg_catalog.=) a.attname)
+ ORDER BY a.attnum";
 
 /// Whether Citus's shard catalog exists in this database.
 const HAS_SHARDS_SQL: &str =
@@ -326,7 +361,21 @@ fn read_policy(relid: Oid) -> RelationPolicy {
             group,
         });
     }
-    if crate::ffi::catalog::relkind(relid) != pg_sys::RELKIND_MATVIEW {
+    let relkind = crate::ffi::catalog::relkind(relid);
+    if relkind == pg_sys::RELKIND_VIEW && !rules.is_empty() {
+        // Labels on a view's columns are refused when set; one set before
+        // that was refused would never be enforced (the view is replaced
+        // by its query before the rewrite sees it), so its reads are
+        // refused rather than served raw.
+        refuse(format!(
+            "view {} has dptext labels on its columns, which cannot be enforced on a view: remove them and label the columns of the tables it reads",
+            crate::ffi::catalog::relation_name(relid)
+        ));
+    }
+    if let Some(build) = last_build(relid) {
+        return sanitized_policy(relid, rules, build);
+    }
+    if relkind != pg_sys::RELKIND_MATVIEW {
         return if rules.is_empty() {
             RelationPolicy::Plain
         } else {
@@ -334,6 +383,84 @@ fn read_policy(relid: Oid) -> RelationPolicy {
         };
     }
     matview_policy(relid, rules)
+}
+
+/// The last build `dptext.create_sanitized_view` (or a refresh) recorded
+/// for relation `relid`: its source and build number; `None` when it did
+/// not build it (or the extension's catalog is missing).
+fn last_build(relid: Oid) -> Option<(Oid, i64)> {
+    let has_provenance =
+        Spi::get_one::<bool>("SELECT pg_catalog.to_regclass('dptext.provenance') IS NOT NULL")
+            .unwrap_or_else(|e| refuse(format!("could not look for dptext.provenance: {e}")))
+            .unwrap_or(false);
+    if !has_provenance {
+        return None;
+    }
+    let (source, build) = Spi::get_two_with_args::<Oid, i64>(LAST_BUILD_SQL, &oid_arg(relid))
+        .unwrap_or_else(|e| refuse(format!("could not read dptext.provenance: {e}")));
+    source.zip(build)
+}
+
+/// A copy `dptext.create_sanitized_view` built: the columns its last build
+/// sanitized are served as they are. Every other column is a plain copy of
+/// the source's same-named column; one whose source column has been
+/// labelled since the build holds raw values, so it is read through the
+/// source's rule now, as the source is (or refused when that rule fixes
+/// deidentify's date shift per group, which stored rows cannot be served
+/// by).
+fn sanitized_policy(relid: Oid, mut rules: Vec<ColumnRule>, build: (Oid, i64)) -> RelationPolicy {
+    let (source, number) = build;
+    let args: Vec<pgrx::datum::DatumWithOid<'static>> =
+        vec![relid.into(), source.into(), number.into()];
+    let copies: Result<Vec<(i16, i16)>, pgrx::spi::Error> = Spi::connect(|client| {
+        let mut out = Vec::new();
+        for row in client.select(UNSANITIZED_SQL, None, &args)? {
+            if let (Some(a), Some(s)) = (row.get::<i16>(1)?, row.get::<i16>(2)?) {
+                out.push((a, s));
+            }
+        }
+        Ok(out)
+    });
+    let copies =
+        copies.unwrap_or_else(|e| refuse(format!("could not read dptext.provenance: {e}")));
+    let mut taint: Option<String> = None;
+    let source_policy = relation_policy(source);
+    for (attnum, src_att) in copies {
+        if rules.iter().any(|r| r.attnum == attnum) {
+            continue;
+        }
+        let copied = format!(
+            "column {src_att} of {}",
+            crate::ffi::catalog::relation_name(source)
+        );
+        if let Some(r) = source_policy.rule(src_att) {
+            if rule_fixes_shift(r) {
+                taint.get_or_insert_with(|| format!("it copied {copied} before that column was labelled with a rule that fixes deidentify's date shift per group, which stored rows cannot be served by"));
+                continue;
+            }
+            rules.push(ColumnRule {
+                attnum,
+                mechanism: r.mechanism.clone(),
+                params: r.params.clone(),
+                group: None,
+            });
+        } else if source_policy.refuses_column(src_att).is_some() {
+            taint.get_or_insert_with(|| {
+                format!("it copied {copied}, which masked sessions may not read")
+            });
+        }
+    }
+    match taint {
+        None if rules.is_empty() => RelationPolicy::Plain,
+        None => RelationPolicy::Masked(rules),
+        Some(why) => RelationPolicy::Derived {
+            rules,
+            why: format!(
+                "masked sessions may read only the masked columns of {}: {why}; rebuild it with dptext.create_sanitized_view",
+                crate::ffi::catalog::relation_name(relid)
+            ),
+        },
+    }
 }
 
 /// A materialized view stores what its query computed when it was last
@@ -347,18 +474,6 @@ fn read_policy(relid: Oid) -> RelationPolicy {
 /// `dptext.create_sanitized_view` applied the rules itself and is served as
 /// it is.
 fn matview_policy(relid: Oid, mut rules: Vec<ColumnRule>) -> RelationPolicy {
-    let has_provenance =
-        Spi::get_one::<bool>("SELECT pg_catalog.to_regclass('dptext.provenance') IS NOT NULL")
-            .unwrap_or_else(|e| refuse(format!("could not look for dptext.provenance: {e}")))
-            .unwrap_or(false);
-    if has_provenance {
-        let sanitized = Spi::get_one_with_args::<bool>(SANITIZED_SQL, &oid_arg(relid))
-            .unwrap_or_else(|e| refuse(format!("could not read dptext.provenance: {e}")))
-            .unwrap_or(false);
-        if sanitized {
-            return RelationPolicy::Plain;
-        }
-    }
     let lineage = crate::ffi::lineage::matview_lineage(relid);
     let mut taint = lineage
         .opaque
@@ -487,6 +602,11 @@ fn oid_arg(relid: Oid) -> Vec<pgrx::datum::DatumWithOid<'static>> {
 /// not installed in this database (labels without the extension cannot be
 /// enforced).
 pub(crate) fn mask_function() -> Oid {
+    // Masked reads in a database whose text is not UTF-8 are refused when
+    // the query is planned, whatever its rows hold: a value converted row
+    // by row would fail only on rows with non-ASCII bytes, a bit of each
+    // raw value.
+    crate::ffi::interrupts::require_utf8();
     function_oid("dptext.mask(pg_catalog.text,pg_catalog.text,pg_catalog.text)")
 }
 
@@ -605,18 +725,20 @@ pub mod dptext {
     use pgrx::prelude::*;
     use pgrx::JsonB;
 
+    use crate::ffi::interrupts::Utf8Text;
+
     /// One labelled value through its rule, keyed: what a masked session
     /// reads instead of the raw value. Only the query rewrite may call it
     /// (a call written in SQL is refused, so nobody can use it as an
     /// oracle to test guessed values against masked output).
     #[pg_extern(stable, parallel_safe)]
     fn mask(
-        value: &str,
+        value: Utf8Text,
         mechanism: &str,
         params: &str,
         fcinfo: pg_sys::FunctionCallInfo,
     ) -> String {
-        super::mask_value(fcinfo, value, || super::mechanism_for(mechanism, params))
+        super::mask_value(fcinfo, value.0, || super::mechanism_for(mechanism, params))
     }
 
     /// [`mask`] for a rule written `GROUPED BY column`: `grp` is that
@@ -624,10 +746,10 @@ pub mod dptext {
     /// shift of every note of one group. Only the query rewrite may call it.
     #[pg_extern(name = "mask", stable, parallel_safe)]
     fn mask_grouped(
-        value: Option<&str>,
+        value: Option<Utf8Text>,
         mechanism: &str,
         params: &str,
-        grp: Option<&str>,
+        grp: Option<Utf8Text>,
         fcinfo: pg_sys::FunctionCallInfo,
     ) -> Option<String> {
         // A NULL value is refused like any direct call before it is
@@ -637,9 +759,9 @@ pub mod dptext {
                 "dptext.mask is applied by masking only and cannot be called directly".into(),
             );
         }
-        let value = value?;
+        let value = value?.0;
         Some(super::mask_value(fcinfo, value, || {
-            super::grouped_mechanism_for(mechanism, params, grp)
+            super::grouped_mechanism_for(mechanism, params, grp.map(|g| g.0))
         }))
     }
 

@@ -44,11 +44,14 @@ pub(crate) enum LabelTarget {
 /// passed to the mechanism as text and cast back.
 const TEXT_TYPES: [Oid; 3] = [pg_sys::TEXTOID, pg_sys::VARCHAROID, pg_sys::BPCHAROID];
 
-/// Relation kinds whose columns hold or show data.
-const RELKINDS: [u8; 5] = [
+/// Relation kinds whose columns hold data a rule can be enforced on. Not
+/// views: PostgreSQL replaces a view by its query before planning, so a
+/// label on a view's column would never be seen by the rewrite; label the
+/// columns of the tables the view reads, and the view's reads of them are
+/// masked.
+const RELKINDS: [u8; 4] = [
     pg_sys::RELKIND_RELATION,
     pg_sys::RELKIND_PARTITIONED_TABLE,
-    pg_sys::RELKIND_VIEW,
     pg_sys::RELKIND_MATVIEW,
     pg_sys::RELKIND_FOREIGN_TABLE,
 ];
@@ -65,10 +68,46 @@ fn type_name(oid: Oid) -> String {
         )
 }
 
+/// Whether the current role is a superuser or has the privileges of a
+/// role named in `$1` (`dptext.label_admins`, comma-separated).
+const LABEL_ADMIN_SQL: &str = "
+SELECT r.rolsuper OR EXISTS (
+         SELECT 1 FROM pg_catalog.unnest(pg_catalog.string_to_array($1, ',')) AS n(name)
+           JOIN pg_catalog.pg_roles a ON a.rolname OPERATOR(pg_catalog.=) pg_catalog.btrim(n.name)
+          WHERE pg_catalog.pg_has_role(r.oid, a.oid, 'USAGE'))
+  FROM pg_catalog.pg_roles r
+ WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER";
+
+/// Refuses a label change by a role that is neither a superuser nor a
+/// member of a role in `dptext.label_admins`. Owning a table is not
+/// enough: outputs under one key are the same for the same value and rule
+/// wherever they are read, so a role that labelled a table of guessed
+/// values with a protected column's rule could let a masked session
+/// compare the masked texts (an equality oracle for the raw values); and a
+/// role that may create roles could remove an analyst's `MASKED`.
+fn require_label_admin(what: &str) {
+    let admins = crate::guc::label_admins();
+    let allowed = Spi::get_one_with_args::<bool>(LABEL_ADMIN_SQL, &[admins.as_str().into()])
+        .ok()
+        .flatten()
+        .unwrap_or(false);
+    if !allowed {
+        raise(
+            ExtError::Masked(format!(
+                "only superusers and members of the roles in dptext.label_admins may {what} dptext labels (dptext.label_admins is {})",
+                if admins.is_empty() { "empty".to_string() } else { format!("'{admins}'") }
+            )),
+            "SECURITY LABEL FOR dptext",
+        );
+    }
+}
+
 /// The label provider's check: raises an ERROR for a label that is not a
-/// valid rule for its object. `None` (removing the label) is always fine.
+/// valid rule for its object, or set or removed by a role that may not
+/// change dptext labels. `None` removes the label.
 pub(crate) fn check_label(target: LabelTarget, label: Option<&str>) {
     const F: &str = "SECURITY LABEL FOR dptext";
+    require_label_admin(if label.is_some() { "set" } else { "remove" });
     let Some(label) = label else { return };
     match target {
         LabelTarget::Role => dptext_core::rules::check_role_label(label).or_raise(F),
@@ -78,10 +117,18 @@ pub(crate) fn check_label(target: LabelTarget, label: Option<&str>) {
             relkind,
             type_oid,
         } => {
+            if relkind == pg_sys::RELKIND_VIEW {
+                raise(
+                    ExtError::Unsupported(
+                        "dptext rules do not apply to columns of views (a view is replaced by its query before masking sees it): label the columns of the tables the view reads, and reads through the view are masked".into(),
+                    ),
+                    F,
+                );
+            }
             if !RELKINDS.contains(&relkind) {
                 raise(
                     ExtError::Unsupported(
-                        "dptext rules apply to columns of tables, views, materialized views and foreign tables".into(),
+                        "dptext rules apply to columns of tables, materialized views and foreign tables".into(),
                     ),
                     F,
                 );
