@@ -104,30 +104,45 @@ impl Hierarchy {
             .find_map(|n| policy.protected.get(n).and_then(|c| c.get(column)).cloned())
     }
 
-    /// Protects, on every ancestor of a table with a protected column, the
-    /// column of that name, unless the ancestor protects it already (by
-    /// a rule of its own or of its ancestors): a read of the ancestor
-    /// returns the table's rows. Tables in name order, so that the rule of
-    /// the first one is kept where two disagree.
+    /// Protects, on every ancestor of a table with a protected column and
+    /// of each of its descendants (which inherit the rule), the column of
+    /// that name, unless the ancestor protects it already (by a rule of its
+    /// own or of its ancestors): a read of the ancestor returns their rows.
+    /// With multiple inheritance a child's rows are read through each of
+    /// its parents, so a rule one parent gives it reaches the others; that
+    /// is repeated until nothing changes (a newly protected parent's other
+    /// children have parents of their own). Tables in name order, so that
+    /// the rule of the first one is kept where two disagree.
     pub fn protect_ancestors(&self, policy: &mut Policy) {
-        let mut entries: Vec<(QualName, String, String)> = policy
-            .protected
-            .iter()
-            .flat_map(|(t, cols)| cols.iter().map(|(c, r)| (t.clone(), c.clone(), r.clone())))
-            .collect();
-        entries.sort();
-        for (table, column, rule) in entries {
-            let Some(&oid) = self.by_name.get(&table) else {
-                continue;
-            };
-            for a in self.ancestors(oid) {
-                if !self.has_column(a, &column) || self.rule(policy, a, &column).is_some() {
+        loop {
+            let mut entries: Vec<(QualName, String, String)> = policy
+                .protected
+                .iter()
+                .flat_map(|(t, cols)| cols.iter().map(|(c, r)| (t.clone(), c.clone(), r.clone())))
+                .collect();
+            entries.sort();
+            let mut changed = false;
+            for (table, column, rule) in entries {
+                let Some(&oid) = self.by_name.get(&table) else {
                     continue;
+                };
+                let members: BTreeSet<u32> = std::iter::once(oid)
+                    .chain(self.descendants(oid))
+                    .flat_map(|m| self.ancestors(m))
+                    .collect();
+                for a in members {
+                    if !self.has_column(a, &column) || self.rule(policy, a, &column).is_some() {
+                        continue;
+                    }
+                    if let Some(name) = self.names.get(&a) {
+                        tracing::debug!(%name, %column, from = %table, "protected on an ancestor");
+                        policy.protect(&name.schema, &name.name, &column, &rule);
+                        changed = true;
+                    }
                 }
-                if let Some(name) = self.names.get(&a) {
-                    tracing::debug!(%name, %column, from = %table, "protected on an ancestor");
-                    policy.protect(&name.schema, &name.name, &column, &rule);
-                }
+            }
+            if !changed {
+                return;
             }
         }
     }
@@ -352,5 +367,34 @@ mod tests {
             split_oids(&h.splits(&p, &key(2, &[2]), &[])),
             BTreeSet::from([1, 2, 3, 4])
         );
+    }
+
+    #[test]
+    fn multiple_inheritance_protects_every_parent_of_a_child_that_inherits_a_rule() {
+        // mi_c inherits from mi_p1 and mi_p2; mi_c2 from mi_p2 and mi_p3.
+        let mut h = Hierarchy::new();
+        for (oid, name) in [
+            (30, "mi_p1"),
+            (31, "mi_p2"),
+            (32, "mi_c"),
+            (33, "mi_p3"),
+            (34, "mi_c2"),
+        ] {
+            h.relation(oid, QualName::new("public", name), cols(&["id", "region"]));
+        }
+        for (child, parent) in [(32, 30), (32, 31), (34, 31), (34, 33)] {
+            h.inherits(child, parent);
+        }
+        let mut p = policy("mi_p1");
+        h.protect_ancestors(&mut p);
+        // mi_p2 returns mi_c's rows; mi_p3 returns mi_c2's, which mi_p2's
+        // rule now protects.
+        for oid in [30, 31, 32, 33, 34] {
+            assert_eq!(
+                h.rule(&p, oid, "region").as_deref(),
+                Some("santext"),
+                "{oid}"
+            );
+        }
     }
 }
