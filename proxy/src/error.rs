@@ -109,6 +109,20 @@ impl ProxyError {
             ),
         }
     }
+
+    /// A result row that, its protected columns sanitized, is longer than
+    /// allowed (54000). Judged on what would be sent, never on the raw
+    /// row, whose length would tell the raw values' lengths.
+    pub fn sanitized_row_too_large(len: usize, max: usize) -> Self {
+        ProxyError::Limit {
+            sqlstate: "54000",
+            message: format!(
+                "dptext-proxy: a result row of {len} bytes, its protected columns sanitized, is \
+                 over limits.max_message_bytes ({max}): session closed; select less, or raise \
+                 the limit"
+            ),
+        }
+    }
 }
 
 impl ProxyError {

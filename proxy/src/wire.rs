@@ -39,11 +39,22 @@ impl Frame {
 
 /// Reads one typed message; `None` at a clean end of stream.
 pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R, max: usize) -> Result<Option<Frame>> {
+    read_frame_by(r, |_| max).await
+}
+
+/// Reads one typed message whose body may be at most `max(tag)` bytes,
+/// judged by its declared length before any of it is read; `None` at a
+/// clean end of stream.
+pub async fn read_frame_by<R: AsyncRead + Unpin>(
+    r: &mut R,
+    max: impl Fn(u8) -> usize,
+) -> Result<Option<Frame>> {
     let tag = match r.read_u8().await {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
         Err(e) => return Err(e.into()),
     };
+    let max = max(tag);
     let len = r.read_i32().await?;
     if len < 4 || len as usize - 4 > max {
         return Err(ProxyError::Protocol(format!(

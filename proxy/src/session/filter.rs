@@ -25,8 +25,11 @@
 //! protocol asked for it, comes with the origins of its columns. Values
 //! of protected columns (by the analysis, and by the origin a
 //! RowDescription names) are sanitized in batches of up to `[masking]
-//! batch_rows` rows. A result whose column count differs from the
-//! analysis ends the session (the catalog changed under it). Errors and
+//! batch_rows` rows ([`super::batch`]); such rows are held to
+//! `limits.max_message_bytes` as they are sent, sanitized, never as the
+//! server sent them, whose length would tell the raw values'. A result
+//! whose column count differs from the analysis ends the session (the
+//! catalog changed under it). Errors and
 //! notices are scrubbed ([`super::scrub`]); notifications are dropped.
 //! Statements are analyzed with the search path the server has committed
 //! ([`super::path`]). A `Query` or `Parse` refused because it names a
@@ -46,6 +49,7 @@ use crate::error::{ProxyError, Result};
 use crate::sanitize::Sanitizer;
 use crate::wire::{self, Frame, Reader};
 
+use super::batch::{self, Batch};
 use super::catalog::SessionCatalog;
 use super::path::{self, SearchPath};
 use super::refresh::Refresh;
@@ -411,15 +415,18 @@ impl ProxyMode {
             }
         };
         let to_client = async {
-            let mut rows: Vec<Frame> = Vec::new();
+            let mut rows = Batch::new(self.batch_rows, max);
             let mut current: Protected = Vec::new();
             let mut width: Option<usize> = None;
             loop {
-                let Some(f) = wire::read_frame(&mut ur, max).await? else {
+                // A row with protected columns is judged once sanitized.
+                let protected = !current.is_empty();
+                let limit = |tag| batch::read_limit(tag, protected, max);
+                let Some(f) = wire::read_frame_by(&mut ur, limit).await? else {
                     return Ok::<(), ProxyError>(());
                 };
                 if f.tag != b'D' && !rows.is_empty() {
-                    self.flush(&mut rows, &current, &mut cw).await?;
+                    self.flush(rows.take(), &current, &mut cw, max).await?;
                 }
                 // What to do with the message: relay it, keep it, or end.
                 let mut relay = true;
@@ -491,8 +498,8 @@ impl ProxyMode {
                             super::write(&mut cw, &f).await?;
                         } else {
                             rows.push(f);
-                            if rows.len() >= self.batch_rows {
-                                self.flush(&mut rows, &current, &mut cw).await?;
+                            if rows.full() {
+                                self.flush(rows.take(), &current, &mut cw, max).await?;
                             }
                         }
                         continue;
@@ -754,12 +761,15 @@ impl ProxyMode {
         }
     }
 
-    /// Sanitizes the protected fields of `rows` (one batch) and writes them.
+    /// Sanitizes the protected fields of `rows` (one batch) and writes
+    /// them. A row over `max` bytes as sent ends the session with a FATAL
+    /// error naming the limit, after the rows before it.
     async fn flush<W: AsyncWrite + Unpin>(
         &self,
-        rows: &mut Vec<Frame>,
+        rows: Vec<Frame>,
         protected: &Protected,
         cw: &mut W,
+        max: usize,
     ) -> Result<()> {
         // Each row parsed once; `protected` is in column order, so the
         // outputs come back in the order the fields are met below.
@@ -804,9 +814,14 @@ impl ProxyMode {
                     }
                 }
             }
+            if let Err(e) = batch::check_sent(body.len(), max) {
+                tracing::warn!(error = %e, "sanitized row refused");
+                let _ = super::write(cw, &wire::error("FATAL", e.sqlstate(), &e.to_string())).await;
+                let _ = cw.flush().await;
+                return Err(e);
+            }
             super::write(cw, &Frame::new(b'D', body)).await?;
         }
-        rows.clear();
         Ok(())
     }
 }
