@@ -110,16 +110,18 @@ impl ProxyError {
         }
     }
 
-    /// A result row that, its protected columns sanitized, is longer than
-    /// allowed (54000). Judged on what would be sent, never on the raw
-    /// row, whose length would tell the raw values' lengths.
-    pub fn sanitized_row_too_large(len: usize, max: usize) -> Self {
+    /// A result row with protected columns that is longer than allowed
+    /// once sanitized, or that the server could not build (54000). Judged
+    /// on what would be sent, never on the raw row, whose length would
+    /// tell the raw values' lengths; the same words for both causes, since
+    /// which one it was would tell them too.
+    pub fn protected_row_too_large(max: usize) -> Self {
         ProxyError::Limit {
             sqlstate: "54000",
             message: format!(
-                "dptext-proxy: a result row of {len} bytes, its protected columns sanitized, is \
-                 over limits.max_message_bytes ({max}): session closed; select less, or raise \
-                 the limit"
+                "dptext-proxy: a result row with protected columns is over \
+                 limits.max_message_bytes ({max}) once sanitized, or too large for the server \
+                 to build: session closed; select less, or raise the limit"
             ),
         }
     }

@@ -279,6 +279,17 @@ fn untrusted_parameter_type(catalog: &SessionCatalog, rest: &[u8]) -> Result<Opt
     Ok(None)
 }
 
+/// Ends the session for a result row with protected columns that is too
+/// large once sanitized, or that the server could not build: the same
+/// FATAL 54000 naming the limit either way; the error to return.
+async fn fail_row<W: AsyncWrite + Unpin>(cw: &mut W, max: usize) -> ProxyError {
+    let e = ProxyError::protected_row_too_large(max);
+    tracing::warn!(error = %e, "result row refused");
+    let _ = super::write(cw, &wire::error("FATAL", e.sqlstate(), &e.to_string())).await;
+    let _ = cw.flush().await;
+    e
+}
+
 fn refusal_frame(r: &Refusal) -> Frame {
     wire::error("ERROR", r.rule.sqlstate(), &r.to_string())
 }
@@ -419,11 +430,24 @@ impl ProxyMode {
             let mut current: Protected = Vec::new();
             let mut width: Option<usize> = None;
             loop {
-                // A row with protected columns is judged once sanitized.
-                let protected = !current.is_empty();
-                let limit = |tag| batch::read_limit(tag, protected, max);
-                let Some(f) = wire::read_frame_by(&mut ur, limit).await? else {
+                let Some((tag, len)) = wire::read_header(&mut ur).await? else {
                     return Ok::<(), ProxyError>(());
+                };
+                // A row with protected columns is judged as it would be
+                // sent, never by its raw length.
+                let f = if tag == b'D' && !current.is_empty() {
+                    let protected = |i| current.iter().any(|(p, _)| *p == i);
+                    match batch::read_row(&mut ur, len, protected, max).await? {
+                        Some(body) => Frame::new(tag, body),
+                        None => {
+                            if !rows.is_empty() {
+                                self.flush(rows.take(), &current, &mut cw, max).await?;
+                            }
+                            return Err(fail_row(&mut cw, max).await);
+                        }
+                    }
+                } else {
+                    wire::read_body(&mut ur, tag, len, max).await?
                 };
                 if f.tag != b'D' && !rows.is_empty() {
                     self.flush(rows.take(), &current, &mut cw, max).await?;
@@ -589,6 +613,14 @@ impl ProxyMode {
                         }
                     }
                     b'E' | b'N' => {
+                        if f.tag == b'E'
+                            && !current.is_empty()
+                            && batch::row_build_failure(&f.body)?
+                        {
+                            // Whether the server or the proxy found the
+                            // row too large would tell its raw length.
+                            return Err(fail_row(&mut cw, max).await);
+                        }
                         if f.tag == b'E' {
                             // The server skips the rest up to the next Sync:
                             // nothing of it is recorded.
@@ -792,35 +824,32 @@ impl ProxyMode {
             }
         }
         let mut out = self.sanitizer.run(items).await?.into_iter();
-        for (fields, row) in parsed.iter().zip(rows.iter()) {
-            let mut body = Vec::with_capacity(row.body.len());
-            body.extend_from_slice(&(fields.len() as i16).to_be_bytes());
+        for fields in &parsed {
+            // This row's sanitized values, in the order they are met.
+            let mut replaced = Vec::new();
             for (i, field) in fields.iter().enumerate() {
-                let replaced;
-                let value: Option<&[u8]> = match field {
-                    Some(_) if protected.iter().any(|(p, _)| *p == i) => {
-                        replaced = out.next().ok_or_else(|| {
-                            ProxyError::Protocol("the sanitizer returned too few values".into())
-                        })?;
-                        Some(replaced.as_bytes())
-                    }
-                    other => *other,
-                };
-                match value {
-                    None => body.extend_from_slice(&(-1i32).to_be_bytes()),
-                    Some(v) => {
-                        body.extend_from_slice(&(v.len() as i32).to_be_bytes());
-                        body.extend_from_slice(v);
-                    }
+                if field.is_some() && protected.iter().any(|(p, _)| *p == i) {
+                    replaced.push(out.next().ok_or_else(|| {
+                        ProxyError::Protocol("the sanitizer returned too few values".into())
+                    })?);
                 }
             }
-            if let Err(e) = batch::check_sent(body.len(), max) {
-                tracing::warn!(error = %e, "sanitized row refused");
-                let _ = super::write(cw, &wire::error("FATAL", e.sqlstate(), &e.to_string())).await;
-                let _ = cw.flush().await;
-                return Err(e);
+            let mut replaced_iter = replaced.iter();
+            let sent: Vec<Option<&[u8]>> = fields
+                .iter()
+                .enumerate()
+                .map(|(i, field)| match field {
+                    Some(_) if protected.iter().any(|(p, _)| *p == i) => {
+                        replaced_iter.next().map(|v| v.as_bytes())
+                    }
+                    other => *other,
+                })
+                .collect();
+            // Judged before it is built: no copy of a row that goes.
+            if batch::check_sent(wire::data_row_len(&sent), max).is_err() {
+                return Err(fail_row(cw, max).await);
             }
-            super::write(cw, &Frame::new(b'D', body)).await?;
+            super::write(cw, &Frame::new(b'D', wire::data_row(&sent))).await?;
         }
         Ok(())
     }
