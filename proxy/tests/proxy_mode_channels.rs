@@ -99,11 +99,12 @@ fn raw_length(id: i32) -> usize {
 /// (which the client reads anyway): for each row, the longest padding
 /// that fits is the limit less the sanitized length and the row's
 /// framing, and one byte more ends the session with FATAL 54000 naming
-/// the limit.
+/// the limit, as a row the server could not build does.
 #[test]
 fn the_message_limit_judges_rows_as_sent_not_raw() {
     let Some(env) = env() else { return };
     let mut differ = 0;
+    let mut over = String::new();
     for id in 1..=3 {
         let out = chan(env, &format!("SELECT note FROM chan_t WHERE id = {id}"));
         assert!(!out.contains("ERROR") && !out.trim().is_empty(), "{out}");
@@ -133,9 +134,31 @@ fn the_message_limit_judges_rows_as_sent_not_raw() {
             &out[..out.len().min(400)]
         );
         assert_no_marker("a padded note over the limit", &out);
+        over = limit_line(&out);
     }
     // The test tells the two apart only where the lengths differ.
     assert!(differ > 0, "every sanitized note has its raw length");
+    // A row the server cannot build (PostgreSQL's own bound is 1 GiB a
+    // row, raw values included; a repeat() too long for it, computed
+    // row by row, fails the same way, with 54000) ends the session with
+    // the very same words: which of the two refused a row would tell its
+    // raw length.
+    let out = chan(
+        env,
+        "SELECT note, pg_catalog.repeat('x', 1073741823 + id) FROM chan_t WHERE id = 1",
+    );
+    assert!(
+        !over.is_empty() && limit_line(&out) == over,
+        "{out}\n{over}"
+    );
+}
+
+/// The line of `out` that names `limits.max_message_bytes`.
+fn limit_line(out: &str) -> String {
+    out.lines()
+        .find(|l| l.contains("limits.max_message_bytes"))
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// A row's `ctid` is its page and slot: how many rows fit on a page
