@@ -109,6 +109,22 @@ impl ProxyError {
             ),
         }
     }
+
+    /// A result row with protected columns that is longer than allowed
+    /// once sanitized, or that the server could not build (54000). Judged
+    /// on what would be sent, never on the raw row, whose length would
+    /// tell the raw values' lengths; the same words for both causes, since
+    /// which one it was would tell them too.
+    pub fn protected_row_too_large(max: usize) -> Self {
+        ProxyError::Limit {
+            sqlstate: "54000",
+            message: format!(
+                "dptext-proxy: a result row with protected columns is over \
+                 limits.max_message_bytes ({max}) once sanitized, or too large for the server \
+                 to build: session closed; select less, or raise the limit"
+            ),
+        }
+    }
 }
 
 impl ProxyError {

@@ -39,21 +39,48 @@ impl Frame {
 
 /// Reads one typed message; `None` at a clean end of stream.
 pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R, max: usize) -> Result<Option<Frame>> {
+    match read_header(r).await? {
+        Some((tag, len)) => Ok(Some(read_body(r, tag, len, max).await?)),
+        None => Ok(None),
+    }
+}
+
+/// Reads the header of one typed message: its type byte and the length
+/// of its body; `None` at a clean end of stream.
+pub async fn read_header<R: AsyncRead + Unpin>(r: &mut R) -> Result<Option<(u8, usize)>> {
     let tag = match r.read_u8().await {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
         Err(e) => return Err(e.into()),
     };
     let len = r.read_i32().await?;
-    if len < 4 || len as usize - 4 > max {
-        return Err(ProxyError::Protocol(format!(
-            "message '{}' of {len} bytes (limit {max})",
+    match usize::try_from(len).ok().and_then(|l| l.checked_sub(4)) {
+        Some(body) => Ok(Some((tag, body))),
+        None => Err(ProxyError::Protocol(format!(
+            "message '{}' of {len} bytes",
             char::from(tag)
+        ))),
+    }
+}
+
+/// Reads the body (`len` bytes, from [`read_header`]) of a message of
+/// `tag`, refused before any of it is read when over `max`.
+pub async fn read_body<R: AsyncRead + Unpin>(
+    r: &mut R,
+    tag: u8,
+    len: usize,
+    max: usize,
+) -> Result<Frame> {
+    if len > max {
+        return Err(ProxyError::Protocol(format!(
+            "message '{}' of {} bytes (limit {max})",
+            char::from(tag),
+            len + 4
         )));
     }
-    let mut body = vec![0; len as usize - 4];
+    let mut body = vec![0; len];
     r.read_exact(&mut body).await?;
-    Ok(Some(Frame { tag, body }))
+    Ok(Frame { tag, body })
 }
 
 /// Reads one untyped startup-phase packet (length, then body).
@@ -208,6 +235,30 @@ pub fn parse_data_row(body: &[u8]) -> Result<Vec<Option<&[u8]>>> {
         });
     }
     Ok(fields)
+}
+
+/// The length of the body of a DataRow of `fields` (`None` for NULL).
+pub fn data_row_len(fields: &[Option<&[u8]>]) -> usize {
+    2 + fields
+        .iter()
+        .map(|f| 4 + f.map_or(0, <[u8]>::len))
+        .sum::<usize>()
+}
+
+/// The body of a DataRow of `fields` (`None` for NULL).
+pub fn data_row(fields: &[Option<&[u8]>]) -> Vec<u8> {
+    let mut body = Vec::with_capacity(data_row_len(fields));
+    body.extend_from_slice(&(fields.len() as i16).to_be_bytes());
+    for f in fields {
+        match f {
+            None => body.extend_from_slice(&(-1i32).to_be_bytes()),
+            Some(v) => {
+                body.extend_from_slice(&(v.len() as i32).to_be_bytes());
+                body.extend_from_slice(v);
+            }
+        }
+    }
+    body
 }
 
 /// The fields of an ErrorResponse or NoticeResponse.
@@ -382,6 +433,8 @@ mod tests {
         let fields = parse_data_row(&body).unwrap();
         assert_eq!(fields, vec![Some(&b"abc"[..]), None, Some(&b""[..])]);
         assert!(parse_data_row(&body[..body.len() - 5]).is_err());
+        assert_eq!(data_row(&fields), body);
+        assert_eq!(data_row_len(&fields), body.len());
     }
 
     #[test]

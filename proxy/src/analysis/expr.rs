@@ -80,10 +80,21 @@ impl Walker<'_> {
                     window: cx.window || used.window || f.over.is_some(),
                     ..cx
                 };
-                let mut origin = self.exprs(&f.args, scope, inner)?;
+                let args = self.exprs(&f.args, scope, inner)?;
                 if used.catalog {
-                    catalog_arguments(&f.funcname, origin)?;
+                    catalog_arguments(&f.funcname, args)?;
                 }
+                // An aggregate or a window function computes over the
+                // rows the query reads (`count(*)`, `row_number()`), not
+                // over its arguments alone: never a value of the catalog.
+                let over_rows = used.aggregate
+                    || used.window
+                    || f.agg_star
+                    || f.agg_distinct
+                    || f.over.is_some()
+                    || f.agg_filter.is_some()
+                    || !f.agg_order.is_empty();
+                let mut origin = if over_rows { Origin::Data } else { args };
                 for s in &f.agg_order {
                     let Some(NodeEnum::SortBy(s)) = &s.node else {
                         return Err(construct(

@@ -107,7 +107,9 @@ pub(super) enum Origin {
     /// function, operator, cast, join or derived table.
     Catalog,
     /// Something else: a column of a table, a sanitized relation or a
-    /// subquery, a whole row, a system column.
+    /// subquery, a whole row, a system column, and the result of any
+    /// aggregate or window function (`count(*)`, `row_number()`), which
+    /// is computed over the rows a query reads, whatever its arguments.
     Data,
 }
 

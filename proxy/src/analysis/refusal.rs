@@ -34,6 +34,10 @@ pub enum Rule {
     /// A catalog column that counts a relation's rows or pages
     /// (`pg_class.reltuples`...), in a session with protected columns.
     RelationSize,
+    /// A system column that tells where a row is stored (`ctid`), of a
+    /// table with protected columns: how rows fill pages depends on the
+    /// lengths of their values.
+    RowLocation,
     /// The policy protects a column that the table does not have.
     PolicyMismatch,
     /// A column reference that names no column in scope.
@@ -113,6 +117,7 @@ impl Rule {
             Rule::ProtectedPartition => "protected_partition",
             Rule::ProtectedPolicy => "protected_policy",
             Rule::RelationSize => "relation_size",
+            Rule::RowLocation => "row_location",
             Rule::PolicyMismatch => "policy_mismatch",
             Rule::ColumnUnresolved => "column_unresolved",
             Rule::ColumnAmbiguous => "column_ambiguous",

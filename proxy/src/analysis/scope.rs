@@ -15,9 +15,19 @@
 use super::nodes::Origin;
 use super::{OutputColumn, Refusal, Rule};
 
-/// System columns of a table: allowed, never protected (they describe the
-/// row's storage, not its values).
+/// System columns of a table: never protected (they describe the row's
+/// storage, not its values), and allowed but for [`LAYOUT_COLUMNS`].
 const SYSTEM_COLUMNS: &[&str] = &["ctid", "xmin", "xmax", "cmin", "cmax", "tableoid"];
+
+/// System columns whose values follow the table's physical layout: a
+/// row's `ctid` is its page and slot, and how many rows fit on a page
+/// depends on the lengths of their values. In a relation with protected
+/// columns they are refused wherever they appear ([`Rule::RowLocation`]).
+/// The others stay: `xmin`, `xmax`, `cmin` and `cmax` say which
+/// transaction and command wrote or locked a row, whatever its values;
+/// `tableoid` is one value per table, and a hierarchy a protected column
+/// splits is not read at all ([`Rule::ProtectedPartition`]).
+const LAYOUT_COLUMNS: &[&str] = &["ctid"];
 
 /// A column as a scope sees it.
 #[derive(Debug, Clone)]
@@ -37,6 +47,10 @@ pub(super) struct Col {
     /// all (`Policy::size_columns`): any reference to it, `*` and whole
     /// rows that hold it included, is refused.
     pub withheld: Option<String>,
+    /// The name (`t.ctid`) of a system column that tells where its row
+    /// is stored, of a relation with protected columns (see
+    /// [`LAYOUT_COLUMNS`]): any reference to it is refused.
+    pub layout: Option<String>,
 }
 
 impl Col {
@@ -48,6 +62,7 @@ impl Col {
             certain: true,
             origin: Origin::Data,
             withheld: None,
+            layout: None,
         }
     }
 
@@ -168,7 +183,12 @@ impl<'p> Scope<'p> {
             _ => Err(unresolved(&shown)),
         }?;
         match &resolved {
-            Resolved::Column(c) => not_withheld(std::slice::from_ref(c))?,
+            Resolved::Column(c) => {
+                not_withheld(std::slice::from_ref(c))?;
+                if let Some(name) = &c.layout {
+                    return Err(row_location(name));
+                }
+            }
             Resolved::WholeRow(cols, _) => not_withheld(cols)?,
         }
         Ok(resolved)
@@ -309,7 +329,8 @@ pub(super) enum Field<'a> {
 }
 
 /// The columns of `item` certainly named `name` (system columns of a
-/// table included).
+/// table included; one that follows the physical layout of a table with
+/// protected columns is marked to be refused, see [`LAYOUT_COLUMNS`]).
 pub(super) fn column_of(item: &NsItem, name: &str) -> Vec<Col> {
     let mut found: Vec<Col> = item
         .cols
@@ -318,7 +339,16 @@ pub(super) fn column_of(item: &NsItem, name: &str) -> Vec<Col> {
         .cloned()
         .collect();
     if found.is_empty() && item.system_columns && SYSTEM_COLUMNS.contains(&name) {
-        found.push(Col::plain(name));
+        let mut col = Col::plain(name);
+        let protected = item
+            .cols
+            .iter()
+            .any(|c| matches!(c.out, OutputColumn::Protected(_)));
+        if protected && LAYOUT_COLUMNS.contains(&name) {
+            let table = item.name.as_deref().unwrap_or("?");
+            col.layout = Some(format!("{table}.{name}"));
+        }
+        found.push(col);
     }
     found
 }
@@ -333,6 +363,19 @@ pub(super) fn show(fields: &[Field<'_>]) -> String {
         })
         .collect::<Vec<_>>()
         .join(".")
+}
+
+/// A refusal of system column `name` (`t.ctid`) of a table with
+/// protected columns.
+fn row_location(name: &str) -> Refusal {
+    Refusal::new(
+        Rule::RowLocation,
+        format!(
+            "column {name} is where the row is stored, and how rows fill pages depends on the \
+             lengths of the table's protected values: it may not be read from a table with \
+             protected columns"
+        ),
+    )
 }
 
 fn ambiguous(shown: &str) -> Refusal {

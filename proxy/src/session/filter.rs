@@ -25,8 +25,11 @@
 //! protocol asked for it, comes with the origins of its columns. Values
 //! of protected columns (by the analysis, and by the origin a
 //! RowDescription names) are sanitized in batches of up to `[masking]
-//! batch_rows` rows. A result whose column count differs from the
-//! analysis ends the session (the catalog changed under it). Errors and
+//! batch_rows` rows ([`super::batch`]); such rows are held to
+//! `limits.max_message_bytes` as they are sent, sanitized, never as the
+//! server sent them, whose length would tell the raw values'. A result
+//! whose column count differs from the analysis ends the session (the
+//! catalog changed under it). Errors and
 //! notices are scrubbed ([`super::scrub`]); notifications are dropped.
 //! Statements are analyzed with the search path the server has committed
 //! ([`super::path`]). A `Query` or `Parse` refused because it names a
@@ -46,6 +49,7 @@ use crate::error::{ProxyError, Result};
 use crate::sanitize::Sanitizer;
 use crate::wire::{self, Frame, Reader};
 
+use super::batch::{self, Batch};
 use super::catalog::SessionCatalog;
 use super::path::{self, SearchPath};
 use super::refresh::Refresh;
@@ -275,6 +279,17 @@ fn untrusted_parameter_type(catalog: &SessionCatalog, rest: &[u8]) -> Result<Opt
     Ok(None)
 }
 
+/// Ends the session for a result row with protected columns that is too
+/// large once sanitized, or that the server could not build: the same
+/// FATAL 54000 naming the limit either way; the error to return.
+async fn fail_row<W: AsyncWrite + Unpin>(cw: &mut W, max: usize) -> ProxyError {
+    let e = ProxyError::protected_row_too_large(max);
+    tracing::warn!(error = %e, "result row refused");
+    let _ = super::write(cw, &wire::error("FATAL", e.sqlstate(), &e.to_string())).await;
+    let _ = cw.flush().await;
+    e
+}
+
 fn refusal_frame(r: &Refusal) -> Frame {
     wire::error("ERROR", r.rule.sqlstate(), &r.to_string())
 }
@@ -411,15 +426,31 @@ impl ProxyMode {
             }
         };
         let to_client = async {
-            let mut rows: Vec<Frame> = Vec::new();
+            let mut rows = Batch::new(self.batch_rows, max);
             let mut current: Protected = Vec::new();
             let mut width: Option<usize> = None;
             loop {
-                let Some(f) = wire::read_frame(&mut ur, max).await? else {
+                let Some((tag, len)) = wire::read_header(&mut ur).await? else {
                     return Ok::<(), ProxyError>(());
                 };
+                // A row with protected columns is judged as it would be
+                // sent, never by its raw length.
+                let f = if tag == b'D' && !current.is_empty() {
+                    let protected = |i| current.iter().any(|(p, _)| *p == i);
+                    match batch::read_row(&mut ur, len, protected, max).await? {
+                        Some(body) => Frame::new(tag, body),
+                        None => {
+                            if !rows.is_empty() {
+                                self.flush(rows.take(), &current, &mut cw, max).await?;
+                            }
+                            return Err(fail_row(&mut cw, max).await);
+                        }
+                    }
+                } else {
+                    wire::read_body(&mut ur, tag, len, max).await?
+                };
                 if f.tag != b'D' && !rows.is_empty() {
-                    self.flush(&mut rows, &current, &mut cw).await?;
+                    self.flush(rows.take(), &current, &mut cw, max).await?;
                 }
                 // What to do with the message: relay it, keep it, or end.
                 let mut relay = true;
@@ -491,8 +522,8 @@ impl ProxyMode {
                             super::write(&mut cw, &f).await?;
                         } else {
                             rows.push(f);
-                            if rows.len() >= self.batch_rows {
-                                self.flush(&mut rows, &current, &mut cw).await?;
+                            if rows.full() {
+                                self.flush(rows.take(), &current, &mut cw, max).await?;
                             }
                         }
                         continue;
@@ -582,6 +613,14 @@ impl ProxyMode {
                         }
                     }
                     b'E' | b'N' => {
+                        if f.tag == b'E'
+                            && !current.is_empty()
+                            && batch::row_build_failure(&f.body)?
+                        {
+                            // Whether the server or the proxy found the
+                            // row too large would tell its raw length.
+                            return Err(fail_row(&mut cw, max).await);
+                        }
                         if f.tag == b'E' {
                             // The server skips the rest up to the next Sync:
                             // nothing of it is recorded.
@@ -754,12 +793,15 @@ impl ProxyMode {
         }
     }
 
-    /// Sanitizes the protected fields of `rows` (one batch) and writes them.
+    /// Sanitizes the protected fields of `rows` (one batch) and writes
+    /// them. A row over `max` bytes as sent ends the session with a FATAL
+    /// error naming the limit, after the rows before it.
     async fn flush<W: AsyncWrite + Unpin>(
         &self,
-        rows: &mut Vec<Frame>,
+        rows: Vec<Frame>,
         protected: &Protected,
         cw: &mut W,
+        max: usize,
     ) -> Result<()> {
         // Each row parsed once; `protected` is in column order, so the
         // outputs come back in the order the fields are met below.
@@ -782,31 +824,33 @@ impl ProxyMode {
             }
         }
         let mut out = self.sanitizer.run(items).await?.into_iter();
-        for (fields, row) in parsed.iter().zip(rows.iter()) {
-            let mut body = Vec::with_capacity(row.body.len());
-            body.extend_from_slice(&(fields.len() as i16).to_be_bytes());
+        for fields in &parsed {
+            // This row's sanitized values, in the order they are met.
+            let mut replaced = Vec::new();
             for (i, field) in fields.iter().enumerate() {
-                let replaced;
-                let value: Option<&[u8]> = match field {
-                    Some(_) if protected.iter().any(|(p, _)| *p == i) => {
-                        replaced = out.next().ok_or_else(|| {
-                            ProxyError::Protocol("the sanitizer returned too few values".into())
-                        })?;
-                        Some(replaced.as_bytes())
-                    }
-                    other => *other,
-                };
-                match value {
-                    None => body.extend_from_slice(&(-1i32).to_be_bytes()),
-                    Some(v) => {
-                        body.extend_from_slice(&(v.len() as i32).to_be_bytes());
-                        body.extend_from_slice(v);
-                    }
+                if field.is_some() && protected.iter().any(|(p, _)| *p == i) {
+                    replaced.push(out.next().ok_or_else(|| {
+                        ProxyError::Protocol("the sanitizer returned too few values".into())
+                    })?);
                 }
             }
-            super::write(cw, &Frame::new(b'D', body)).await?;
+            let mut replaced_iter = replaced.iter();
+            let sent: Vec<Option<&[u8]>> = fields
+                .iter()
+                .enumerate()
+                .map(|(i, field)| match field {
+                    Some(_) if protected.iter().any(|(p, _)| *p == i) => {
+                        replaced_iter.next().map(|v| v.as_bytes())
+                    }
+                    other => *other,
+                })
+                .collect();
+            // Judged before it is built: no copy of a row that goes.
+            if batch::check_sent(wire::data_row_len(&sent), max).is_err() {
+                return Err(fail_row(cw, max).await);
+            }
+            super::write(cw, &Frame::new(b'D', wire::data_row(&sent))).await?;
         }
-        rows.clear();
         Ok(())
     }
 }

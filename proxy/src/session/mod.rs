@@ -14,12 +14,14 @@
 //!    user in proxy mode, the catalog read over the session's connection
 //!    ([`catalog`], with the partitions and inheritance children of
 //!    `hierarchy` and the row-level security policies of
-//!    `row_security`) and the analyzing, sanitizing relay ([`filter`]), with
+//!    `row_security`) and the analyzing, sanitizing relay ([`filter`],
+//!    its rows held and limited by `batch`), with
 //!    errors and notices scrubbed ([`scrub`]) and the search path
 //!    followed ([`path`]), and the catalog read again when a statement
 //!    names a relation created since ([`refresh`]).
 
 pub mod auth;
+mod batch;
 pub mod cancel;
 pub mod catalog;
 pub mod filter;

@@ -299,7 +299,7 @@ fn catalog_functions_take_only_values_of_the_catalog() {
         "SELECT a.relid FROM records r, pg_catalog.pg_partition_ancestors(r.id) a",
         "SELECT pg_catalog.pg_describe_object(c.oid, r.id, 0) FROM pg_catalog.pg_class c, records r",
         "SELECT pg_catalog.pg_get_expr(d.adbin, r.id) FROM pg_catalog.pg_attrdef d, records r",
-        "SELECT pg_catalog.pg_get_userbyid(r.ctid) FROM records r",
+        "SELECT pg_catalog.pg_get_userbyid(r.xmin) FROM records r",
         "SELECT pg_catalog.pg_get_userbyid(s.id) FROM analytics.records_safe s",
     ] {
         refused(sql, Rule::CatalogFunctionArgument);
@@ -322,8 +322,32 @@ fn catalog_functions_take_only_values_of_the_catalog() {
         "WITH c AS (SELECT relowner FROM pg_catalog.pg_class) SELECT pg_catalog.pg_get_userbyid(relowner) FROM c",
         "SELECT pg_catalog.pg_get_userbyid(v.column1) FROM (VALUES (10), (11)) v",
         "SELECT pg_catalog.pg_get_userbyid(g) FROM generate_series(1, 3) g",
-        "SELECT pg_catalog.pg_get_userbyid(max(c.relowner)) FROM pg_catalog.pg_class c",
     ] {
         ok(sql);
     }
+}
+
+/// An aggregate or a window function computes over the rows a query
+/// reads, not over its arguments alone: `count(*)` and `row_number()`
+/// take no argument, yet their values are counts of a table's rows. None
+/// is a value of the catalog, even over catalog columns. Before the fix
+/// the calls without arguments passed as constants.
+#[test]
+fn aggregates_and_window_functions_are_not_values_of_the_catalog() {
+    for sql in [
+        "SELECT pg_catalog.to_regclass(count(*)::text) FROM records WHERE ward = 'north'",
+        "SELECT pg_catalog.has_table_privilege((row_number() OVER ())::text, 'SELECT') FROM records",
+        "SELECT pg_catalog.pg_get_userbyid(count(*)) FROM records",
+        "SELECT pg_catalog.pg_get_userbyid(count(1)) FROM records",
+        "SELECT pg_catalog.pg_get_userbyid(rank() OVER (ORDER BY id)) FROM records",
+        "SELECT pg_catalog.pg_get_userbyid(sum(1)) FROM records",
+        "SELECT pg_catalog.pg_get_userbyid(max(c.relowner)) FROM pg_catalog.pg_class c",
+        "SELECT pg_catalog.pg_get_userbyid(x) FROM (SELECT count(*) AS x FROM records) s",
+        "WITH c AS (SELECT row_number() OVER () AS n FROM records) \
+         SELECT pg_catalog.pg_get_userbyid(n) FROM c",
+    ] {
+        refused(sql, Rule::CatalogFunctionArgument);
+    }
+    // Outside a catalog function they stay what they were.
+    ok("SELECT count(*), row_number() OVER () FROM records");
 }

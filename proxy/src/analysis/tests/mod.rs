@@ -295,6 +295,7 @@ pub fn catalog() -> MemoryCatalog {
         ("string_agg", V::Immutable, A),
         ("array_agg", V::Immutable, A),
         ("row_number", V::Immutable, W),
+        ("rank", V::Immutable, W),
         ("lag", V::Immutable, W),
         ("now", V::Stable, F),
         ("extract", V::Immutable, F),
@@ -333,6 +334,8 @@ pub fn catalog() -> MemoryCatalog {
         ("format", V::Stable, F),
         ("json_build_object", V::Stable, F),
         ("pg_collation_is_visible", V::Stable, F),
+        ("to_regclass", V::Stable, F),
+        ("has_table_privilege", V::Stable, F),
         ("pg_mcv_list_items", V::Immutable, F),
         ("pg_stat_get_live_tuples", V::Stable, F),
     ] {

@@ -315,3 +315,33 @@ fn codes_are_stable_and_messages_name_the_rule() {
         .starts_with("dptext-proxy: statement refused (protected_in_expression): "));
     assert_eq!(Rule::ParseError.sqlstate(), "42601");
 }
+
+/// A row's `ctid` is its page and slot, and how many rows fit on a page
+/// depends on the lengths of their values: in a table with protected
+/// columns it would tell which rows' values are long (`SELECT id, ctid`)
+/// and the page count that `relation_size` withholds (`max(ctid)`).
+/// Refused in every position; allowed where nothing is protected.
+#[test]
+fn row_locations_of_tables_with_protected_columns() {
+    for sql in [
+        "SELECT id, ctid FROM records",
+        "SELECT r.ctid FROM records r",
+        "SELECT public.records.ctid FROM records",
+        "SELECT max(ctid) FROM records",
+        "SELECT id FROM records ORDER BY ctid",
+        "SELECT id FROM records WHERE ctid > '(1,0)'",
+        "SELECT count(*) FROM records GROUP BY ctid",
+        "SELECT id FROM records_2024 WHERE ctid IS NOT NULL",
+        "SELECT p.id FROM patients p WHERE EXISTS (SELECT 1 FROM records r WHERE r.ctid IS NULL)",
+        "SELECT x FROM (SELECT ctid AS x FROM records) s",
+    ] {
+        let r = refused(sql, Rule::RowLocation);
+        assert!(
+            r.message.contains(".ctid is where the row is stored"),
+            "{r}"
+        );
+    }
+    // A table without protected columns, and the other system columns.
+    ok("SELECT p.ctid, r.id FROM patients p JOIN records r ON r.id = p.id");
+    ok("SELECT xmin, xmax, cmin, cmax, tableoid FROM records");
+}

@@ -1,0 +1,240 @@
+//! The rows of a result with protected columns, on their way through the
+//! sanitizer, and the limits they are held to.
+//!
+//! Nothing a masked user can observe may depend on the lengths of raw
+//! protected values. `limits.max_message_bytes` judged on a raw row would
+//! end the session exactly when the row's raw length passes it, and a
+//! padding column (`SELECT note, repeat('x', n)`) would turn that into
+//! the exact length of the value. So a row that carries protected
+//! columns is held to the limit as it would be sent, its protected
+//! columns sanitized ([`check_sent`]). It is read field by field
+//! ([`read_row`]): as soon as its other fields alone are over the limit,
+//! the row cannot be sent whatever its protected values become, and the
+//! session ends without reading the rest; otherwise it is read whole, up
+//! to what PostgreSQL itself can send ([`SERVER_MAX_ROW`]). Rows are
+//! sanitized in batches of `batch_rows` rows, sent earlier when the rows
+//! held reach `max_message_bytes` (so that memory stays bounded); that
+//! changes when rows arrive, as the time sanitizing takes does, and
+//! nothing else.
+//!
+//! The server has a bound of its own: PostgreSQL fails a statement
+//! whose row would pass 1 GiB, raw values and padding together (54000
+//! `out of memory`), before the proxy sees the row. With a padding of
+//! nearly 1 GiB, that error against the proxy's own limit would again
+//! tell a raw length. So in a result with protected columns, a server
+//! error that may be a row it could not build ([`row_build_failure`])
+//! ends the session exactly as a row over the limit does. What is left
+//! is the time either takes: the server builds the row in both cases,
+//! and where it could, the proxy ends the session once it has read the
+//! protected fields before the padding.
+
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+use crate::error::{ProxyError, Result};
+use crate::wire::{self, Frame};
+
+/// The largest message body PostgreSQL sends: it builds a DataRow in a
+/// buffer that cannot grow past `MaxAllocSize` (1 GiB - 1), and fails the
+/// statement (54000 `out of memory`) before sending a larger one.
+pub const SERVER_MAX_ROW: usize = 0x3fff_ffff;
+
+/// Reads the body (`len` bytes, as its header declared) of a DataRow of
+/// a result whose protected columns are those `protected` says, field by
+/// field. `None` as soon as the row's framing and unprotected fields
+/// alone are over `max` as sent: it cannot be sent, whatever its
+/// protected values sanitize to, and that depends on no raw protected
+/// length. The rest of the row is then left unread.
+pub async fn read_row<R: AsyncRead + Unpin>(
+    r: &mut R,
+    len: usize,
+    protected: impl Fn(usize) -> bool,
+    max: usize,
+) -> Result<Option<Vec<u8>>> {
+    if len > SERVER_MAX_ROW.max(max) {
+        return Err(ProxyError::Protocol(format!(
+            "a row of {len} bytes, more than PostgreSQL sends"
+        )));
+    }
+    let short = || ProxyError::Protocol("a row shorter than its fields".into());
+    // Reserved, not touched: pages are taken as the row is read.
+    let mut body = Vec::with_capacity(len);
+    let count = r.read_i16().await?;
+    body.extend_from_slice(&count.to_be_bytes());
+    let count = usize::try_from(count).map_err(|_| short())?;
+    // What the row will be at least, as sent: its framing, its
+    // unprotected fields.
+    let mut sent = 2 + 4 * count;
+    for i in 0..count {
+        let field = r.read_i32().await?;
+        body.extend_from_slice(&field.to_be_bytes());
+        let Ok(field) = usize::try_from(field) else {
+            continue;
+        };
+        if !protected(i) {
+            sent = sent.saturating_add(field);
+        }
+        if sent > max {
+            return Ok(None);
+        }
+        if body.len().saturating_add(field) > len {
+            return Err(short());
+        }
+        let at = body.len();
+        body.resize(at + field, 0);
+        r.read_exact(&mut body[at..]).await?;
+    }
+    if body.len() != len {
+        return Err(short());
+    }
+    Ok(Some(body))
+}
+
+/// `Err` (54000, naming the limit) when a row of `len` bytes, as it
+/// would be sent, is over `max`.
+pub fn check_sent(len: usize, max: usize) -> Result<()> {
+    if len > max {
+        return Err(ProxyError::protected_row_too_large(max));
+    }
+    Ok(())
+}
+
+/// Whether an ErrorResponse (`body`) may be the server failing to build
+/// a row: program limit exceeded (54000, `out of memory` when a row
+/// passes 1 GiB) or out of memory (53200). In a result with protected
+/// columns it ends the session as [`check_sent`] does.
+pub fn row_build_failure(body: &[u8]) -> Result<bool> {
+    let fields = wire::parse_fields(body)?;
+    Ok(fields
+        .iter()
+        .any(|(code, v)| *code == b'C' && matches!(v.as_str(), "54000" | "53200")))
+}
+
+/// Rows held for sanitizing together.
+#[derive(Debug)]
+pub struct Batch {
+    rows: Vec<Frame>,
+    bytes: usize,
+    max_rows: usize,
+    max_bytes: usize,
+}
+
+impl Batch {
+    /// An empty batch that is full at `max_rows` rows or `max_bytes`
+    /// bytes of raw rows.
+    pub fn new(max_rows: usize, max_bytes: usize) -> Self {
+        Batch {
+            rows: Vec::new(),
+            bytes: 0,
+            max_rows: max_rows.max(1),
+            max_bytes,
+        }
+    }
+
+    /// Holds `row`.
+    pub fn push(&mut self, row: Frame) {
+        self.bytes = self.bytes.saturating_add(row.body.len());
+        self.rows.push(row);
+    }
+
+    /// Whether it is time to sanitize and send the rows held.
+    pub fn full(&self) -> bool {
+        self.rows.len() >= self.max_rows || self.bytes >= self.max_bytes
+    }
+
+    /// Whether no row is held.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// The rows held, leaving the batch empty.
+    pub fn take(&mut self) -> Vec<Frame> {
+        self.bytes = 0;
+        std::mem::take(&mut self.rows)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A row of fields `fields`, its body's length, read with column 0
+    /// protected and a limit of `max`.
+    async fn read(fields: &[Option<&[u8]>], max: usize) -> Result<Option<Vec<u8>>> {
+        let body = wire::data_row(fields);
+        let mut r: &[u8] = &body;
+        read_row(&mut r, body.len(), |i| i == 0, max).await
+    }
+
+    #[tokio::test]
+    async fn protected_rows_are_judged_by_their_other_fields_only() {
+        let long = vec![b'n'; 5000];
+        let pad = vec![b'x'; 900];
+        // A protected value far over the limit, raw, is read whole.
+        let fields = [Some(&long[..]), Some(&pad[..]), None];
+        let got = read(&fields, 1024).await.ok().flatten();
+        assert_eq!(got, Some(wire::data_row(&fields)));
+        // Unprotected fields over the limit alone: refused, whatever the
+        // protected value's length.
+        for note in [&b""[..], &b"short"[..], &long[..]] {
+            let fields = [Some(note), Some(&pad[..]), Some(&pad[..])];
+            assert!(matches!(read(&fields, 1024).await, Ok(None)));
+        }
+        // A body that does not match its fields is an error.
+        let body = wire::data_row(&[Some(&b"abc"[..])]);
+        let mut r: &[u8] = &body;
+        assert!(read_row(&mut r, body.len() + 1, |_| true, 1024)
+            .await
+            .is_err());
+        let mut r: &[u8] = &body;
+        assert!(read_row(&mut r, body.len() - 1, |_| true, 1024)
+            .await
+            .is_err());
+    }
+
+    #[test]
+    fn the_limit_applies_to_the_row_as_sent() {
+        assert!(check_sent(1024, 1024).is_ok());
+        let e = check_sent(1025, 1024)
+            .err()
+            .map(|e| (e.sqlstate(), e.to_string()));
+        assert!(
+            e.as_ref().is_some_and(
+                |(s, m)| *s == "54000" && m.contains("limits.max_message_bytes (1024)")
+            ),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn a_row_the_server_cannot_build_reads_as_one_over_the_limit() {
+        let error = |sqlstate: &str| {
+            wire::fields_body(&[
+                (b'S', "ERROR".into()),
+                (b'C', sqlstate.into()),
+                (b'M', "out of memory".into()),
+            ])
+        };
+        assert!(row_build_failure(&error("54000")).unwrap_or(false));
+        assert!(row_build_failure(&error("53200")).unwrap_or(false));
+        assert!(!row_build_failure(&error("22012")).unwrap_or(true));
+        let ours = check_sent(2048, 1024).err().map(|e| e.to_string());
+        assert_eq!(
+            ours,
+            Some(ProxyError::protected_row_too_large(1024).to_string())
+        );
+    }
+
+    #[test]
+    fn a_batch_is_full_by_rows_or_by_bytes() {
+        let mut b = Batch::new(3, 100);
+        b.push(Frame::new(b'D', vec![0; 10]));
+        b.push(Frame::new(b'D', vec![0; 10]));
+        assert!(!b.full());
+        b.push(Frame::new(b'D', vec![0; 10]));
+        assert!(b.full());
+        assert_eq!(b.take().len(), 3);
+        assert!(b.is_empty() && !b.full());
+        b.push(Frame::new(b'D', vec![0; 100]));
+        assert!(b.full());
+    }
+}

@@ -1,0 +1,240 @@
+//! Channels of proxy mode that carry something of raw protected values
+//! without the values themselves: the length of a raw row judged against
+//! `limits.max_message_bytes`, the `ctid` of rows whose page layout the
+//! lengths of their values decide, and errors whose messages quote a
+//! value (a count passed off as a constant to a catalog function, a table
+//! value read as a relation name). Each test failed before its fix.
+//!
+//! Runs in a database of its own (`<DPTEXT_TEST_DB>_chan`), with an
+//! upstream role `chan_reader` that reads raw data. Needs what the other
+//! proxy tests need; skipped without the database unless
+//! `DPTEXT_REQUIRE_PG=1`.
+
+mod common;
+
+use std::sync::OnceLock;
+
+use common::*;
+
+/// The channels' database (`<DPTEXT_TEST_DB>_chan`).
+fn db() -> &'static str {
+    static DB: OnceLock<String> = OnceLock::new();
+    DB.get_or_init(|| side_db("chan"))
+}
+
+/// `limits.max_message_bytes` of the channels' proxy.
+const MAX_MESSAGE: usize = 1 << 20;
+
+/// The database, its tables and role, and a proxy-mode proxy in front of
+/// it; the proxy's port. `chan_t` has a protected `note`; `chan_plain`
+/// has nothing protected.
+fn proxy_port(env: &Env) -> u16 {
+    static PORT: OnceLock<u16> = OnceLock::new();
+    *PORT.get_or_init(|| {
+        let have = direct(
+            "postgres",
+            &format!("SELECT count(*) FROM pg_database WHERE datname = '{}'", db()),
+        );
+        if have.trim() == "0" {
+            direct("postgres", &format!("CREATE DATABASE {}", db()));
+        }
+        direct(
+            db(),
+            &format!(
+                "DO $$BEGIN
+                   IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'chan_reader') THEN CREATE ROLE chan_reader LOGIN; END IF;
+                 END$$;
+                 DROP TABLE IF EXISTS chan_t, chan_plain CASCADE;
+                 CREATE TABLE chan_t (id int PRIMARY KEY, note text, ward text);
+                 INSERT INTO chan_t VALUES
+                   (1, 'Seen by {m0} today', 'north'),
+                   (2, 'Called {m1} about the results of the second test', 'south'),
+                   (3, repeat('Letter from {m2}. ', 200), 'north wing');
+                 CREATE TABLE chan_plain (id int, ward text);
+                 INSERT INTO chan_plain VALUES (1, 'north');
+                 GRANT SELECT ON chan_t, chan_plain TO chan_reader;",
+                m0 = MARKERS[0],
+                m1 = MARKERS[1],
+                m2 = MARKERS[2],
+            ),
+        );
+        let config = format!(
+            "listen = \"127.0.0.1:0\"\nkey = \"a channel test key, not secret\"\n{}\
+             [[user]]\nname = \"chan\"\npassword = \"chan-pw\"\nmasked = true\n\
+             upstream_user = \"chan_reader\"\n\
+             [masking]\nmode = \"proxy\"\n\
+             [limits]\nmax_message_bytes = {MAX_MESSAGE}\n\
+             [[rule]]\ntable = \"chan_t\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n",
+            upstream_toml(env, db())
+        );
+        spawn_proxy(&config).0
+    })
+}
+
+/// `sql` through the channels' proxy, in a session of its own: stdout
+/// and stderr.
+fn chan(env: &Env, sql: &str) -> String {
+    text(
+        &psql_cmd(proxy_port(env), db(), "chan", "chan-pw")
+            .args(["-c", sql])
+            .output()
+            .expect("psql"),
+    )
+}
+
+/// The raw octet length of row `id`'s note.
+fn raw_length(id: i32) -> usize {
+    let out = direct(
+        db(),
+        &format!("SELECT octet_length(note) FROM chan_t WHERE id = {id}"),
+    );
+    out.trim().parse().expect("a length")
+}
+
+/// A row is held to `limits.max_message_bytes` as it would be sent, its
+/// protected columns sanitized, never as the server sent it: judged raw,
+/// `SELECT note, repeat('x', n)` ended the session exactly when `n`
+/// passed the limit less the note's raw length, and a search on `n` read
+/// that length. Now the threshold follows the sanitized note's length
+/// (which the client reads anyway): for each row, the longest padding
+/// that fits is the limit less the sanitized length and the row's
+/// framing, and one byte more ends the session with FATAL 54000 naming
+/// the limit, as a row the server could not build does.
+#[test]
+fn the_message_limit_judges_rows_as_sent_not_raw() {
+    let Some(env) = env() else { return };
+    let mut differ = 0;
+    let mut over = String::new();
+    for id in 1..=3 {
+        let out = chan(env, &format!("SELECT note FROM chan_t WHERE id = {id}"));
+        assert!(!out.contains("ERROR") && !out.trim().is_empty(), "{out}");
+        assert_no_marker("a protected note", &out);
+        let sanitized = out.trim_end_matches('\n').len();
+        if sanitized != raw_length(id) {
+            differ += 1;
+        }
+        // The DataRow: a field count (2), then each field's length (4)
+        // and bytes.
+        let fits = MAX_MESSAGE - 2 - (4 + sanitized) - 4;
+        let sql = |pad: usize| {
+            format!("SELECT note, pg_catalog.repeat('x', {pad}) FROM chan_t WHERE id = {id}")
+        };
+        let out = chan(env, &sql(fits));
+        assert!(
+            !out.contains("FATAL") && !out.contains("server closed") && out.contains("xxxx"),
+            "row {id}, padding {fits}: {}",
+            &out[..out.len().min(400)]
+        );
+        assert_no_marker("a padded note", &out);
+        let out = chan(env, &sql(fits + 1));
+        assert!(
+            out.contains("limits.max_message_bytes") && !out.contains("xxxx"),
+            "row {id}, padding {}: {}",
+            fits + 1,
+            &out[..out.len().min(400)]
+        );
+        assert_no_marker("a padded note over the limit", &out);
+        over = limit_line(&out);
+    }
+    // The test tells the two apart only where the lengths differ.
+    assert!(differ > 0, "every sanitized note has its raw length");
+    // A row the server cannot build (PostgreSQL's own bound is 1 GiB a
+    // row, raw values included; a repeat() too long for it, computed
+    // row by row, fails the same way, with 54000) ends the session with
+    // the very same words: which of the two refused a row would tell its
+    // raw length.
+    let out = chan(
+        env,
+        "SELECT note, pg_catalog.repeat('x', 1073741823 + id) FROM chan_t WHERE id = 1",
+    );
+    assert!(
+        !over.is_empty() && limit_line(&out) == over,
+        "{out}\n{over}"
+    );
+}
+
+/// The line of `out` that names `limits.max_message_bytes`.
+fn limit_line(out: &str) -> String {
+    out.lines()
+        .find(|l| l.contains("limits.max_message_bytes"))
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// A row's `ctid` is its page and slot: how many rows fit on a page
+/// depends on the lengths of their values, so the ctids of a table with
+/// protected columns tell which rows hold long values, and `max(ctid)`
+/// the page count that `relation_size` withholds. Refused wherever it
+/// appears in such a table (it was output before the fix); allowed in a
+/// table without protected columns, and the other system columns stay.
+#[test]
+fn row_locations_of_tables_with_protected_columns_are_refused() {
+    let Some(env) = env() else { return };
+    for sql in [
+        "SELECT id, ctid FROM chan_t",
+        "SELECT max(ctid) FROM chan_t",
+        "SELECT id FROM chan_t ORDER BY ctid",
+        "SELECT id FROM chan_t WHERE ctid > '(0,1)'",
+        "SELECT t.id FROM chan_plain p JOIN chan_t t ON t.ctid = p.ctid",
+    ] {
+        let out = chan(env, sql);
+        assert_refused_by("row_location", sql, &out);
+        assert!(!out.contains("(0,"), "{sql}: {out}");
+    }
+    let out = chan(env, "SELECT ctid, id FROM chan_plain");
+    assert!(out.contains("(0,1)|1"), "{out}");
+    let out = chan(
+        env,
+        "SELECT id, xmin IS NOT NULL, tableoid::regclass FROM chan_t WHERE id = 1",
+    );
+    assert!(out.contains("1|t|chan_t"), "{out}");
+}
+
+/// Two ways a value reached an error message that proxy mode relayed.
+/// An aggregate or a window function without arguments (`count(*)`,
+/// `row_number()`) passed for a constant, so a catalog function took it
+/// and its error named it (`relation "1" does not exist`); now refused.
+/// And the input functions of the name types (`regclass`, reached by a
+/// cast or an implicit coercion), of `tsquery` and others quote what they
+/// read in messages of classes that were relayed whole (42, 3F): now
+/// those SQLSTATEs lose their message, which named `north` before.
+#[test]
+fn errors_do_not_quote_values() {
+    let Some(env) = env() else { return };
+    for sql in [
+        "SELECT pg_catalog.to_regclass(count(*)::text) FROM chan_t WHERE ward = 'north'",
+        "SELECT pg_catalog.has_table_privilege((row_number() OVER ())::text, 'SELECT') FROM chan_t",
+        "SELECT pg_catalog.has_table_privilege(x, 'SELECT') \
+         FROM (SELECT count(*)::text AS x FROM chan_t) s",
+    ] {
+        assert_refused_by("catalog_function_argument", sql, &chan(env, sql));
+    }
+    for (sql, sqlstate) in [
+        ("SELECT ward::regclass FROM chan_t WHERE id = 1", "42P01"),
+        (
+            "SELECT pg_catalog.pg_partition_root(ward) FROM chan_t WHERE id = 1",
+            "42P01",
+        ),
+        ("SELECT ward::regtype FROM chan_t WHERE id = 1", "42704"),
+        ("SELECT ward::regrole FROM chan_t WHERE id = 1", "42704"),
+        ("SELECT ward::regproc FROM chan_t WHERE id = 1", "42883"),
+        (
+            "SELECT (ward || '.x')::regclass FROM chan_t WHERE id = 1",
+            "3F000",
+        ),
+        ("SELECT ward::tsquery FROM chan_t WHERE id = 3", "42601"),
+    ] {
+        let out = chan(env, sql);
+        assert!(
+            out.contains(&format!("SQLSTATE {sqlstate}")) && out.contains("withholds"),
+            "{sql}: {out}"
+        );
+        assert!(
+            !out.contains("north"),
+            "{sql}: a value in the message: {out}"
+        );
+    }
+    // Errors of the statement's own names still say what they are.
+    let out = chan(env, "SELECT id FROM chan_t GROUP BY ward");
+    assert!(out.contains("must appear in the GROUP BY clause"), "{out}");
+}
