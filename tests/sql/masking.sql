@@ -264,6 +264,16 @@ SELECT (SELECT diag FROM sv_safe) = (SELECT diag FROM sv_src) AS same_masked_tex
 RESET ROLE;
 DROP MATERIALIZED VIEW sv_safe;
 DROP TABLE sv_src;
+
+-- Where a row is stored (ctid) follows from the lengths of the rows before
+-- it, labelled values included: refused on labelled tables, in any clause.
+SET ROLE regress_masked;
+SELECT ctid FROM notes;
+\echo :LAST_ERROR_SQLSTATE
+SELECT id FROM notes WHERE ctid > '(0,1)';
+\echo :LAST_ERROR_SQLSTATE
+SELECT id, tableoid::regclass FROM notes ORDER BY id;
+RESET ROLE;
 DROP TABLE notes;
 
 -- A database whose encoding is not UTF8: masked reads are refused when

@@ -266,6 +266,16 @@ impl<'a> Rewrite<'a> {
                 }
                 return Some(self.masked_row(var, (*rte).relid, policy));
             }
+            if i32::from((*var).varattno) == pg_sys::SelfItemPointerAttributeNumber
+                && policy.protects()
+            {
+                // A row's place (page, item) follows from the lengths of
+                // the rows stored before it, labelled values included.
+                masking::refuse(format!(
+                    "masked sessions cannot read ctid of {}, which has dptext rules: where a row is stored depends on the length of its labelled values",
+                    crate::ffi::catalog::relation_name((*rte).relid)
+                ));
+            }
             if let Some(why) = policy.refuses_column((*var).varattno) {
                 masking::refuse(why);
             }
