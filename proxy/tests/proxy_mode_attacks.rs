@@ -7,7 +7,8 @@
 //! output; none may now return any. Then partitions and inheritance
 //! children that a protected column splits, the row counts of the
 //! catalog, a rule on a partition alone, and row-level security policies
-//! that read protected columns.
+//! that read protected columns. Then operators that hijack the proxy's
+//! own catalog reads.
 //!
 //! Runs in a database of its own (`<DPTEXT_TEST_DB>_atk`), with an upstream
 //! role `atk_reader` that reads raw data and a role `atk_creator` that
@@ -438,4 +439,49 @@ fn a_table_whose_policy_reads_a_protected_column_is_not_read() {
     let ids: Vec<&str> = out.lines().filter_map(|l| l.split('|').next()).collect();
     assert_eq!(ids, ["1", "3"], "{out}");
     assert_no_marker(sql, &out);
+}
+
+/// The proxy's own catalog reads, at a session's start, run as the
+/// session's upstream role: an operator they name without `pg_catalog`
+/// is looked up along the session's path, and `<>(oid, integer)` (`conrelid
+/// <> 0`) and `=(oid, regclass)` have no exact match in `pg_catalog`, so
+/// `atk_creator`'s in `public` won. Before the fix its function ran with
+/// the role's raw reads, and the session's start failed with the raw notes
+/// in its FATAL message.
+#[test]
+fn the_catalog_reads_run_no_operator_of_another_role() {
+    let Some(env) = env() else { return };
+    let _public = PUBLIC.lock().unwrap_or_else(|e| e.into_inner());
+    let port = proxy_port(env);
+    let cleanup = "DROP OPERATOR IF EXISTS public.<> (oid, integer);
+         DROP OPERATOR IF EXISTS public.= (oid, regclass);
+         DROP FUNCTION IF EXISTS public.hijack_ne(oid, integer);
+         DROP FUNCTION IF EXISTS public.hijack_eq(oid, regclass);";
+    direct(db(), cleanup);
+    direct(
+        db(),
+        "SET ROLE atk_creator;
+         CREATE FUNCTION public.hijack_ne(oid, integer) RETURNS boolean LANGUAGE plpgsql AS $f$
+           BEGIN RAISE EXCEPTION USING ERRCODE = '42000',
+             MESSAGE = (SELECT pg_catalog.string_agg(note, '|') FROM public.atk_t); END $f$;
+         CREATE OPERATOR public.<> (LEFTARG = oid, RIGHTARG = integer, FUNCTION = public.hijack_ne);
+         CREATE FUNCTION public.hijack_eq(oid, regclass) RETURNS boolean LANGUAGE plpgsql AS $f$
+           BEGIN RAISE EXCEPTION USING ERRCODE = '42000',
+             MESSAGE = (SELECT pg_catalog.string_agg(note, '|') FROM public.atk_t); END $f$;
+         CREATE OPERATOR public.= (LEFTARG = oid, RIGHTARG = regclass, FUNCTION = public.hijack_eq);",
+    );
+    let out = text(
+        &psql_cmd(port, db(), "atk", "atk-pw")
+            .args([
+                "-c",
+                "SELECT 'session started'",
+                "-c",
+                "SELECT note FROM atk_t",
+            ])
+            .output()
+            .expect("psql"),
+    );
+    direct(db(), cleanup);
+    assert_no_marker("an operator of another role's in the catalog reads", &out);
+    assert!(out.contains("session started"), "{out}");
 }

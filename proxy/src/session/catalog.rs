@@ -10,10 +10,16 @@
 //! policies that filter a relation's rows by one (it is then refused:
 //! `super::row_security`).
 //!
+//! The reads run inside one transaction whose `search_path` is pinned to
+//! `pg_catalog`, after the session's own path is read (`super::pinned`),
+//! and name every operator, function and type with `pg_catalog`
+//! (`super::queries`): no other role's operator or function runs in them.
+//!
 //! The policy is the configuration's `[[rule]]`s and `[[sanitized]]`
-//! relations, plus the rules of `dptext.rules` when the upstream has the
-//! extension. A protected column whose type is not `text`, `varchar` or
-//! `char` refuses the session: its values cannot be sanitized as text.
+//! relations, plus the rules of the dptext extension's column labels when
+//! the upstream has it. A protected column whose type is not `text`,
+//! `varchar` or `char` refuses the session: its values cannot be sanitized
+//! as text.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -26,6 +32,8 @@ use crate::mode::{self, ColumnRule};
 use crate::upstream::Upstream;
 
 use super::hierarchy::{Check, Columns, Hierarchy};
+use super::pinned;
+use super::queries::*;
 use super::row_security::{self, PolicyQual};
 
 /// What a proxy-mode session analyzes its statements against.
@@ -48,68 +56,6 @@ pub struct SessionCatalog {
     /// may name only these as its parameters' types.
     pub trusted_types: HashSet<u32>,
 }
-
-const RELATIONS_SQL: &str = "SELECT c.oid, n.nspname, c.relname, c.relkind, c.reltype \
-  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
- WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f')";
-const COLUMNS_SQL: &str = "SELECT a.attrelid, a.attnum, a.attname, a.atttypid \
-  FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid \
- WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') AND a.attnum > 0 AND NOT a.attisdropped \
- ORDER BY a.attrelid, a.attnum";
-const INHERITS_SQL: &str = "SELECT inhrelid, inhparent FROM pg_catalog.pg_inherits";
-/// The columns of every partition key: those it names (`partattrs`; 0
-/// for an expression, `e`) and those its expressions read, which
-/// PostgreSQL records as internal dependencies of the table's columns on
-/// the table itself (`d`).
-const PARTITION_KEYS_SQL: &str = "SELECT p.partrelid, a.attnum, 'e' \
-  FROM pg_catalog.pg_partitioned_table p, \
-       pg_catalog.unnest(p.partattrs::pg_catalog.int2[]) AS a(attnum) \
-UNION ALL \
-SELECT d.objid, d.objsubid, 'd' \
-  FROM pg_catalog.pg_depend d \
-  JOIN pg_catalog.pg_partitioned_table p ON p.partrelid = d.objid \
- WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass \
-   AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass \
-   AND d.refobjid = d.objid AND d.refobjsubid = 0 AND d.objsubid > 0 AND d.deptype = 'i'";
-/// CHECK constraints of tables, with the columns they read.
-const CHECKS_SQL: &str = "SELECT conrelid, conkey::pg_catalog.text, coninhcount > 0, connoinherit \
-  FROM pg_catalog.pg_constraint WHERE contype = 'c' AND conrelid <> 0";
-const FUNCTIONS_SQL: &str = "SELECT n.nspname, p.proname, p.provolatile, p.prokind, p.oid \
-  FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace";
-/// The `USING` expressions of the policies that filter the session's
-/// reads: `SELECT` and `ALL` policies for PUBLIC or a role whose
-/// privileges the session's role has, on relations whose row-level
-/// security is active for it (enabled, and the role neither owns the
-/// relation, unless it is forced, nor bypasses row-level security).
-const POLICIES_SQL: &str =
-    "SELECT p.polrelid, p.polname::pg_catalog.text, p.polqual::pg_catalog.text \
-  FROM pg_catalog.pg_policy p \
- WHERE p.polcmd IN ('r', '*') AND pg_catalog.row_security_active(p.polrelid) \
-   AND (0::pg_catalog.oid = ANY (p.polroles) \
-        OR EXISTS (SELECT FROM pg_catalog.unnest(p.polroles) AS r(oid) \
-                    WHERE pg_catalog.pg_has_role(r.oid, 'USAGE')))";
-const OPERATORS_SQL: &str = "SELECT n.nspname, o.oprname, fn.nspname, f.proname, f.provolatile \
-  FROM pg_catalog.pg_operator o \
-  JOIN pg_catalog.pg_namespace n ON n.oid = o.oprnamespace \
-  JOIN pg_catalog.pg_proc f ON f.oid = o.oprcode \
-  JOIN pg_catalog.pg_namespace fn ON fn.oid = f.pronamespace";
-/// Types, and whether only a superuser may attach a cast to them: those
-/// of `pg_catalog` and `information_schema`, and those a superuser owns.
-const TYPES_SQL: &str = "SELECT n.nspname, t.typname, t.oid, \
-       n.nspname IN ('pg_catalog', 'information_schema') OR COALESCE(r.rolsuper, false) \
-  FROM pg_catalog.pg_type t JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace \
-  LEFT JOIN pg_catalog.pg_roles r ON r.oid = t.typowner";
-const SESSION_SQL: &str = "SELECT CURRENT_USER::pg_catalog.text, \
-  pg_catalog.to_regclass('dptext.rules') IS NOT NULL";
-/// The schemas the server searches, as it resolved them: names folded or
-/// quoted as in the setting, `$user` replaced, schemas that do not exist
-/// or that the role may not use left out (the setting's text would need
-/// all of PostgreSQL's rules to read the same way).
-pub(super) const SCHEMAS_SQL: &str =
-    "SELECT s::pg_catalog.text FROM pg_catalog.unnest(pg_catalog.current_schemas(false)) AS s";
-const DB_RULES_SQL: &str =
-    "SELECT schema_name::pg_catalog.text, table_name::pg_catalog.text, column_name::pg_catalog.text, label \
-       FROM dptext.rules";
 
 /// Text types whose values (text and binary format alike) are UTF-8 text.
 const TEXT_TYPES: [u32; 3] = [25, 1043, 1042];
@@ -229,23 +175,40 @@ async fn checks(up: &mut Upstream) -> Result<Vec<Check>> {
 }
 
 /// Reads everything a proxy-mode session needs, over its own connection
-/// (before any client message is relayed).
+/// (before any client message is relayed), which must be idle outside a
+/// transaction block: the session's search path, then the rest in a
+/// transaction whose path is pinned to `pg_catalog`.
 pub async fn load(
     up: &mut Upstream,
     config_rules: &[ColumnRule],
     sanitized: &[mode::Sanitized],
+) -> Result<SessionCatalog> {
+    let search_path = rows(up, "the search path", SCHEMAS_SQL)
+        .await?
+        .iter()
+        .map(|r| cell(r, 0).map(str::to_owned))
+        .collect::<Result<Vec<String>>>()?;
+    pinned::begin(up).await?;
+    let read = read(up, config_rules, sanitized, search_path).await;
+    let ended = pinned::end(up, read.is_ok()).await;
+    let catalog = read?;
+    ended?;
+    Ok(catalog)
+}
+
+/// The reads of [`load`] after the search path's, in the pinned
+/// transaction.
+async fn read(
+    up: &mut Upstream,
+    config_rules: &[ColumnRule],
+    sanitized: &[mode::Sanitized],
+    search_path: Vec<String>,
 ) -> Result<SessionCatalog> {
     let session = rows(up, "the session", SESSION_SQL).await?;
     let first = session
         .first()
         .ok_or_else(|| ProxyError::Upstream("no session row".into()))?;
     let user = cell(first, 0)?.to_owned();
-    let has_db_rules = cell(first, 1)? == "t";
-    let search_path = rows(up, "the search path", SCHEMAS_SQL)
-        .await?
-        .iter()
-        .map(|r| cell(r, 0).map(str::to_owned))
-        .collect::<Result<Vec<String>>>()?;
 
     let mut catalog = MemoryCatalog::new();
     // Types first: columns and row types of another role's types are
@@ -316,22 +279,18 @@ pub async fn load(
     for r in config_rules {
         protect(&mut policy, &r.schema, &r.table, &r.column, &r.spec);
     }
-    if has_db_rules {
-        for r in rows(up, "dptext.rules", DB_RULES_SQL).await? {
-            let label = cell(&r, 3)?;
-            let parsed = dptext_core::rules::parse_column_label(label).map_err(|e| {
-                ProxyError::Upstream(format!(
-                    "a dptext.rules label could not be read ({e}): {label}"
-                ))
-            })?;
-            let (schema, table, column) = (cell(&r, 0)?, cell(&r, 1)?, cell(&r, 2)?);
-            let already = policy
-                .protected
-                .get(&QualName::new(schema, table))
-                .is_some_and(|cols| cols.contains_key(column));
-            if !already {
-                protect(&mut policy, schema, table, column, &parsed.spec);
-            }
+    for r in rows(up, "the dptext labels", DB_RULES_SQL).await? {
+        let label = cell(&r, 3)?;
+        let parsed = dptext_core::rules::parse_column_label(label).map_err(|e| {
+            ProxyError::Upstream(format!("a dptext label could not be read ({e}): {label}"))
+        })?;
+        let (schema, table, column) = (cell(&r, 0)?, cell(&r, 1)?, cell(&r, 2)?);
+        let already = policy
+            .protected
+            .get(&QualName::new(schema, table))
+            .is_some_and(|cols| cols.contains_key(column));
+        if !already {
+            protect(&mut policy, schema, table, column, &parsed.spec);
         }
     }
     for s in sanitized {

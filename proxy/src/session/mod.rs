@@ -13,8 +13,10 @@
 //! 4. the relay ([`relay`]): bytes both ways, unchanged; or, for a masked
 //!    user in proxy mode, the catalog read over the session's connection
 //!    ([`catalog`], with the partitions and inheritance children of
-//!    `hierarchy` and the row-level security policies of
-//!    `row_security`) and the analyzing, sanitizing relay ([`filter`]), with
+//!    `hierarchy` and the row-level security policies of `row_security`;
+//!    its SQL in `queries`, run with the path pinned to `pg_catalog` by
+//!    `pinned`)
+//!    and the analyzing, sanitizing relay ([`filter`]), with
 //!    errors and notices scrubbed ([`scrub`]) and the search path
 //!    followed ([`path`]), and the catalog read again when a statement
 //!    names a relation created since ([`refresh`]).
@@ -25,6 +27,8 @@ pub mod catalog;
 pub mod filter;
 mod hierarchy;
 pub mod path;
+mod pinned;
+mod queries;
 pub mod refresh;
 pub mod relay;
 mod row_security;
