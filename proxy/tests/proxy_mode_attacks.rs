@@ -8,7 +8,7 @@
 //! children that a protected column splits, the row counts of the
 //! catalog, a rule on a partition alone, and row-level security policies
 //! that read protected columns. Then operators that hijack the proxy's
-//! own catalog reads.
+//! own catalog reads, and custom settings read with `SHOW`.
 //!
 //! Runs in a database of its own (`<DPTEXT_TEST_DB>_atk`), with an upstream
 //! role `atk_reader` that reads raw data and a role `atk_creator` that
@@ -484,4 +484,41 @@ fn the_catalog_reads_run_no_operator_of_another_role() {
     direct(db(), cleanup);
     assert_no_marker("an operator of another role's in the catalog reads", &out);
     assert!(out.contains("session started"), "{out}");
+}
+
+/// `SHOW` reads only the settings drivers and tools ask for: a custom
+/// setting holds whatever text was put there (code of a colluding role
+/// that ran in the session could `set_config` the raw notes into one).
+/// Before the fix `SHOW atk.leak` returned it.
+#[test]
+fn show_reads_only_the_settings_tools_ask_for() {
+    let Some(env) = env() else { return };
+    let port = proxy_port(env);
+    let role = format!("ALTER ROLE atk_reader IN DATABASE {}", db());
+    direct(
+        db(),
+        &format!("{role} SET atk.leak = '{}'", MARKERS[0].replace(' ', "_")),
+    );
+    let out = text(
+        &psql_cmd(port, db(), "atk", "atk-pw")
+            .args(["-c", "SHOW atk.leak", "-c", "SHOW ALL"])
+            .output()
+            .expect("psql"),
+    );
+    direct(db(), &format!("{role} RESET atk.leak"));
+    assert_refused_by("setting_not_allowed", "SHOW atk.leak; SHOW ALL", &out);
+    assert_eq!(
+        out.matches("statement refused (setting_not_allowed)")
+            .count(),
+        2,
+        "{out}"
+    );
+    for sql in [
+        "SHOW server_version",
+        "SHOW TRANSACTION ISOLATION LEVEL",
+        "SHOW standard_conforming_strings",
+    ] {
+        let out = atk(env, sql);
+        assert!(!out.contains("ERROR") && !out.trim().is_empty(), "{out}");
+    }
 }

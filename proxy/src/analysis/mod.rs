@@ -84,6 +84,10 @@ pub struct Policy {
     /// Settings that `SET`/`RESET` may change (lower case). `dptext.*` is
     /// refused even when listed.
     pub allowed_settings: BTreeSet<String>,
+    /// Settings `SHOW` may read (lower case): the default
+    /// [`defaults::ALLOWED_SETTINGS`] and [`defaults::SHOWN_SETTINGS`].
+    /// `dptext.*` and `SHOW ALL` are refused even when listed.
+    pub shown_settings: BTreeSet<String>,
     /// `pg_catalog` functions refused even when IMMUTABLE (also checked
     /// against the functions behind operators).
     pub denied_functions: BTreeSet<String>,
@@ -117,6 +121,10 @@ impl Default for Policy {
             protected: HashMap::new(),
             sanitized: BTreeSet::new(),
             allowed_settings: defaults::set(defaults::ALLOWED_SETTINGS),
+            shown_settings: defaults::set(defaults::ALLOWED_SETTINGS)
+                .into_iter()
+                .chain(defaults::set(defaults::SHOWN_SETTINGS))
+                .collect(),
             denied_functions: defaults::set(defaults::DENIED_FUNCTIONS),
             stable_functions: defaults::set(defaults::STABLE_FUNCTIONS),
             catalog_functions: defaults::set(defaults::CATALOG_FUNCTIONS),
