@@ -17,6 +17,8 @@
 //!   prepared statements;
 //! - `query`, `from`, `expr`, `scope`: select trees, `FROM` items,
 //!   expressions, and column resolution;
+//! - `guards`: relations that may not be read at all (their owner,
+//!   partitions or policies);
 //! - `functions`: functions, operators and types;
 //! - [`defaults`]: the default allow- and deny-lists.
 
@@ -26,6 +28,7 @@ pub mod defaults;
 mod expr;
 mod from;
 mod functions;
+mod guards;
 mod nodes;
 mod qualify;
 mod query;
@@ -41,7 +44,7 @@ use std::sync::Arc;
 pub use cache::ParseCache;
 pub use catalog::{
     Catalog, FunctionInfo, FunctionKind, MemoryCatalog, OperatorInfo, PolicyReads, RelationInfo,
-    RelationKind, RowSecurity, Split, SplitBy, Volatility,
+    RelationKind, RowSecurity, Split, SplitBy, UntrustedOwner, Volatility,
 };
 pub use refusal::{Refusal, Rule};
 

@@ -31,6 +31,10 @@ pub enum Rule {
     /// cannot follow): the rows it lets through would tell which values
     /// pass it.
     ProtectedPolicy,
+    /// A relation owned by a role the proxy does not trust (or of a
+    /// hierarchy with a member that is): its owner could change it during
+    /// the session so that a read runs the owner's code.
+    UntrustedOwner,
     /// A catalog column that counts a relation's rows or pages
     /// (`pg_class.reltuples`...), in a session with protected columns.
     RelationSize,
@@ -112,6 +116,7 @@ impl Rule {
             Rule::CatalogRelation => "catalog_relation",
             Rule::ProtectedPartition => "protected_partition",
             Rule::ProtectedPolicy => "protected_policy",
+            Rule::UntrustedOwner => "untrusted_owner",
             Rule::RelationSize => "relation_size",
             Rule::PolicyMismatch => "policy_mismatch",
             Rule::ColumnUnresolved => "column_unresolved",

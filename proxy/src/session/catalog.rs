@@ -8,7 +8,8 @@
 //! partitions or inheritance children by a protected column (its members
 //! are then refused: `super::hierarchy`), and the row-level security
 //! policies that filter a relation's rows by one (it is then refused:
-//! `super::row_security`).
+//! `super::row_security`), and the owners of relations (a relation whose
+//! owner the proxy does not trust is refused: `super::owners`).
 //!
 //! The reads run inside one transaction whose `search_path` is pinned to
 //! `pg_catalog`, after the session's own path is read (`super::pinned`),
@@ -25,13 +26,15 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::analysis::{
-    FunctionKind, MemoryCatalog, Policy, QualName, RelationInfo, RelationKind, Volatility,
+    FunctionKind, MemoryCatalog, Policy, QualName, RelationInfo, RelationKind, UntrustedOwner,
+    Volatility,
 };
 use crate::error::{ProxyError, Result};
 use crate::mode::{self, ColumnRule};
 use crate::upstream::Upstream;
 
 use super::hierarchy::{Check, Columns, Hierarchy};
+use super::owners::{self, Owner};
 use super::pinned;
 use super::queries::*;
 use super::row_security::{self, PolicyQual};
@@ -55,6 +58,10 @@ pub struct SessionCatalog {
     /// OIDs of the types only a superuser may attach a cast to: a `Parse`
     /// may name only these as its parameters' types.
     pub trusted_types: HashSet<u32>,
+    /// Relations refused for an owner the proxy does not trust, with the
+    /// member of their hierarchy that owner owns (for `dptext-proxy
+    /// check`).
+    pub untrusted: BTreeMap<QualName, UntrustedOwner>,
 }
 
 /// Text types whose values (text and binary format alike) are UTF-8 text.
@@ -174,22 +181,30 @@ async fn checks(up: &mut Upstream) -> Result<Vec<Check>> {
         .collect()
 }
 
+/// What the configuration declares: rules, sanitized relations, trusted
+/// owners.
+#[derive(Debug, Clone, Copy)]
+pub struct Declared<'a> {
+    /// The `[[rule]]`s, checked.
+    pub rules: &'a [ColumnRule],
+    /// The `[[sanitized]]` relations.
+    pub sanitized: &'a [mode::Sanitized],
+    /// `masking.trusted_owners`.
+    pub trusted_owners: &'a [String],
+}
+
 /// Reads everything a proxy-mode session needs, over its own connection
 /// (before any client message is relayed), which must be idle outside a
 /// transaction block: the session's search path, then the rest in a
 /// transaction whose path is pinned to `pg_catalog`.
-pub async fn load(
-    up: &mut Upstream,
-    config_rules: &[ColumnRule],
-    sanitized: &[mode::Sanitized],
-) -> Result<SessionCatalog> {
+pub async fn load(up: &mut Upstream, declared: Declared<'_>) -> Result<SessionCatalog> {
     let search_path = rows(up, "the search path", SCHEMAS_SQL)
         .await?
         .iter()
         .map(|r| cell(r, 0).map(str::to_owned))
         .collect::<Result<Vec<String>>>()?;
     pinned::begin(up).await?;
-    let read = read(up, config_rules, sanitized, search_path).await;
+    let read = read(up, declared, search_path).await;
     let ended = pinned::end(up, read.is_ok()).await;
     let catalog = read?;
     ended?;
@@ -200,8 +215,7 @@ pub async fn load(
 /// transaction.
 async fn read(
     up: &mut Upstream,
-    config_rules: &[ColumnRule],
-    sanitized: &[mode::Sanitized],
+    declared: Declared<'_>,
     search_path: Vec<String>,
 ) -> Result<SessionCatalog> {
     let session = rows(up, "the session", SESSION_SQL).await?;
@@ -226,6 +240,7 @@ async fn read(
     }
     let mut names: HashMap<u32, (String, String, RelationKind)> = HashMap::new();
     let mut row_types: HashMap<u32, u32> = HashMap::new();
+    let mut relation_owners: HashMap<u32, Owner> = HashMap::new();
     for r in rows(up, "relations", RELATIONS_SQL).await? {
         let kind = match cell(&r, 3)? {
             "r" | "p" => RelationKind::Table,
@@ -239,6 +254,13 @@ async fn read(
             (cell(&r, 1)?.to_owned(), cell(&r, 2)?.to_owned(), kind),
         );
         row_types.insert(oid, num(&r, 4)?);
+        relation_owners.insert(
+            oid,
+            Owner {
+                name: cell(&r, 5)?.to_owned(),
+                superuser: cell(&r, 6)? == "t",
+            },
+        );
     }
     let mut columns: HashMap<u32, Vec<(i16, String, u32)>> = HashMap::new();
     for r in rows(up, "columns", COLUMNS_SQL).await? {
@@ -276,7 +298,7 @@ async fn read(
         policy.protect(schema, table, column, &label);
         rules.insert(label, spec.clone());
     };
-    for r in config_rules {
+    for r in declared.rules {
         protect(&mut policy, &r.schema, &r.table, &r.column, &r.spec);
     }
     for r in rows(up, "the dptext labels", DB_RULES_SQL).await? {
@@ -293,7 +315,7 @@ async fn read(
             protect(&mut policy, schema, table, column, &parsed.spec);
         }
     }
-    for s in sanitized {
+    for s in declared.sanitized {
         let (schema, name) = mode::qualified(&s.relation)?;
         policy.sanitize(&schema, &name);
     }
@@ -314,6 +336,12 @@ async fn read(
         functions.insert(num(&r, 4)?, (QualName::new(schema, name), v));
     }
     let guarded = row_security::guards(&policies(up).await?, &hierarchy, &policy, &functions);
+    let untrusted = owners::untrusted(
+        &hierarchy,
+        &relation_owners,
+        &policy,
+        declared.trusted_owners,
+    );
 
     // Relations, and where protected columns are.
     let mut origins: HashMap<(u32, i16), String> = HashMap::new();
@@ -357,6 +385,7 @@ async fn read(
             opaque_row,
             split: splits.get(oid).cloned(),
             row_security: guarded.get(oid).cloned(),
+            untrusted_owner: untrusted.get(oid).cloned(),
         });
     }
     for r in rows(up, "operators", OPERATORS_SQL).await? {
@@ -375,6 +404,10 @@ async fn read(
         origins,
         rules,
         trusted_types,
+        untrusted: untrusted
+            .iter()
+            .filter_map(|(oid, u)| Some((hierarchy.name(*oid)?.clone(), u.clone())))
+            .collect(),
     })
 }
 
@@ -398,7 +431,9 @@ pub async fn prepare_rules(
 
 /// What `dptext-proxy check` says of a proxy-mode user: connects as
 /// `login`, reads the catalog as a session would, and counts the protected
-/// columns found (a configured column that does not exist is reported).
+/// columns found (a configured column that does not exist, or a trusted
+/// owner that is not a role, is reported), and the relations refused for
+/// their owner.
 pub async fn probe(
     cfg: &crate::config::Upstream,
     login: &crate::upstream::Login,
@@ -406,7 +441,29 @@ pub async fn probe(
 ) -> Result<String> {
     let rules = mode::column_rules(&config.rules)?;
     let mut up = crate::upstream::connect(cfg, login, &[]).await?;
-    let c = load(&mut up, &rules, &config.sanitized).await?;
+    let declared = Declared {
+        rules: &rules,
+        sanitized: &config.sanitized,
+        trusted_owners: &config.masking.trusted_owners,
+    };
+    let c = load(&mut up, declared).await?;
+    let roles: HashSet<String> = rows(&mut up, "the roles", ROLES_SQL)
+        .await?
+        .iter()
+        .map(|r| cell(r, 0).map(str::to_owned))
+        .collect::<Result<_>>()?;
+    let unknown: Vec<&str> = declared
+        .trusted_owners
+        .iter()
+        .filter(|r| !roles.contains(*r))
+        .map(String::as_str)
+        .collect();
+    if !unknown.is_empty() {
+        return Err(ProxyError::Config(format!(
+            "[masking] trusted_owners names roles that do not exist upstream: {}",
+            unknown.join(", ")
+        )));
+    }
     let mut missing = Vec::new();
     for (table, cols) in &c.policy.protected {
         let Some(rel) = crate::analysis::Catalog::relation(&c.catalog, &table.schema, &table.name)
@@ -426,10 +483,38 @@ pub async fn probe(
             missing.join(", ")
         )));
     }
-    Ok(format!(
+    let mut summary = format!(
         "{} protected column(s) found ({} rule(s)), search_path {}",
         c.origins.len(),
         c.rules.len(),
         c.search_path.join(", ")
-    ))
+    );
+    if !c.untrusted.is_empty() {
+        let listed: Vec<String> = c
+            .untrusted
+            .iter()
+            .take(LISTED)
+            .map(|(r, u)| {
+                if &u.relation == r {
+                    format!("{r} (of {})", u.owner)
+                } else {
+                    format!("{r} ({} of {})", u.relation, u.owner)
+                }
+            })
+            .collect();
+        summary.push_str(&format!(
+            "; {} relation(s) refused for an owner not trusted (masking.trusted_owners): {}{}",
+            c.untrusted.len(),
+            listed.join(", "),
+            if c.untrusted.len() > LISTED {
+                ", ..."
+            } else {
+                ""
+            }
+        ));
+    }
+    Ok(summary)
 }
+
+/// How many refused relations `dptext-proxy check` names.
+const LISTED: usize = 5;

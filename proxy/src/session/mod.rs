@@ -13,9 +13,9 @@
 //! 4. the relay ([`relay`]): bytes both ways, unchanged; or, for a masked
 //!    user in proxy mode, the catalog read over the session's connection
 //!    ([`catalog`], with the partitions and inheritance children of
-//!    `hierarchy` and the row-level security policies of `row_security`;
-//!    its SQL in `queries`, run with the path pinned to `pg_catalog` by
-//!    `pinned`)
+//!    `hierarchy`, the row-level security policies of `row_security` and
+//!    the owners of `owners`; its SQL in `queries`, run with the path
+//!    pinned to `pg_catalog` by `pinned`)
 //!    and the analyzing, sanitizing relay ([`filter`]), with
 //!    errors and notices scrubbed ([`scrub`]) and the search path
 //!    followed ([`path`]), and the catalog read again when a statement
@@ -26,6 +26,7 @@ pub mod cancel;
 pub mod catalog;
 pub mod filter;
 mod hierarchy;
+mod owners;
 pub mod path;
 mod pinned;
 mod queries;
@@ -287,7 +288,12 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
             // Proxy mode: the upstream needs no extension; the session's
             // own connection reads the catalog before any client message.
             let mut up = upstream::connect(cfg, &login, &params).await?;
-            let catalog = catalog::load(&mut up, &pm.rules, &shared.config.sanitized).await?;
+            let declared = catalog::Declared {
+                rules: &pm.rules,
+                sanitized: &shared.config.sanitized,
+                trusted_owners: &shared.config.masking.trusted_owners,
+            };
+            let catalog = catalog::load(&mut up, declared).await?;
             catalog::prepare_rules(&pm.sanitizer, &catalog).await?;
             // What the relay needs to read the catalog again.
             let refresh = refresh::Refresh {
@@ -296,6 +302,7 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
                 params: params.clone(),
                 rules: pm.rules.clone(),
                 sanitized: shared.config.sanitized.clone(),
+                trusted_owners: shared.config.masking.trusted_owners.clone(),
                 sanitizer: pm.sanitizer.clone(),
             };
             return Ok((user, up, Some((catalog, refresh))));

@@ -8,9 +8,13 @@
 //! with the path pinned to `pg_catalog` (`super::pinned`); the test below
 //! checks that no query relies on it.
 
-pub(super) const RELATIONS_SQL: &str = "SELECT c.oid, n.nspname, c.relname, c.relkind, c.reltype \
+/// Relations, with their owner (`pg_class.relowner`: its name, and
+/// whether it is a superuser).
+pub(super) const RELATIONS_SQL: &str = "SELECT c.oid, n.nspname, c.relname, c.relkind, c.reltype, \
+       pg_catalog.pg_get_userbyid(c.relowner)::pg_catalog.text, COALESCE(r.rolsuper, false) \
   FROM pg_catalog.pg_class c \
   JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace \
+  LEFT JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) c.relowner \
  WHERE c.relkind OPERATOR(pg_catalog.=) ANY ('{r,p,v,m,f}'::pg_catalog.\"char\"[])";
 pub(super) const COLUMNS_SQL: &str = "SELECT a.attrelid, a.attnum, a.attname, a.atttypid \
   FROM pg_catalog.pg_attribute a \
@@ -97,6 +101,10 @@ pub(super) const DB_RULES_SQL: &str = "SELECT n.nspname::pg_catalog.text, c.reln
    AND l.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid \
    AND l.objsubid OPERATOR(pg_catalog.>) 0 \
    AND NOT a.attisdropped";
+/// The names of every role (`dptext-proxy check` looks for the trusted
+/// owners among them).
+pub(super) const ROLES_SQL: &str = "SELECT rolname::pg_catalog.text FROM pg_catalog.pg_roles";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,6 +183,7 @@ mod tests {
             SESSION_SQL,
             SCHEMAS_SQL,
             DB_RULES_SQL,
+            ROLES_SQL,
         ] {
             let found = unqualified(sql);
             assert!(found.is_empty(), "{found:?} in {sql}");
