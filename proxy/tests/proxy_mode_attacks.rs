@@ -8,8 +8,9 @@
 //! children that a protected column splits, the row counts of the
 //! catalog, a rule on a partition alone, and row-level security policies
 //! that read protected columns. Then operators that hijack the proxy's
-//! own catalog reads, custom settings read with `SHOW`, and relations
-//! whose owner changes them during a session.
+//! own catalog reads, custom settings read with `SHOW`, relations whose
+//! owner changes them during a session, and indexes that order rows by a
+//! protected column.
 //!
 //! Runs in a database of its own (`<DPTEXT_TEST_DB>_atk`), with an upstream
 //! role `atk_reader` that reads raw data, a role `atk_creator` that may
@@ -71,6 +72,7 @@ fn proxy_port(env: &Env) -> u16 {
                  GRANT SELECT ON atk_t, atk_v TO atk_reader;
                  {hierarchies}
                  {row_security}
+                 {indexes}
                  GRANT CREATE ON SCHEMA public TO atk_creator, atk_owner;
                  SET ROLE atk_owner;
                  CREATE TABLE atk_c (x int);
@@ -98,6 +100,7 @@ fn proxy_port(env: &Env) -> u16 {
                 m2 = MARKERS[2],
                 hierarchies = HIERARCHIES_SQL,
                 row_security = ROW_SECURITY_SQL,
+                indexes = INDEXES_SQL,
                 drop_mine = DROP_MINE_SQL,
                 mine = MINE_SQL,
             ),
@@ -115,7 +118,11 @@ fn proxy_port(env: &Env) -> u16 {
              [[rule]]\ntable = \"atk_up_a\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n\
              [[rule]]\ntable = \"atk_rls\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n\
              [[rule]]\ntable = \"atk_rls_fn\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n\
-             [[rule]]\ntable = \"atk_rls_ok\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n",
+             [[rule]]\ntable = \"atk_rls_ok\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n\
+             [[rule]]\ntable = \"atk_rank\"\ncolumn = \"name\"\nrule = \"santext(eps => 2)\"\n\
+             [[rule]]\ntable = \"atk_ix\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n\
+             [[rule]]\ntable = \"atk_expr\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n\
+             [[rule]]\ntable = \"atk_incl\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n",
             upstream_toml(env, db())
         );
         spawn_proxy(&config).0
@@ -127,8 +134,8 @@ fn proxy_port(env: &Env) -> u16 {
 /// one partition of which is partitioned by an expression over `region`
 /// (protected on `atk_sub`); `atk_ih` whose inheritance child `atk_ic`
 /// has a CHECK on `region`; `atk_mod`, with a protected `note`,
-/// partitioned by an expression over `id`; `atk_up` whose partition `atk_up_a` alone
-/// has a rule for `note`; and a partial index of `atk_t` on `note`.
+/// partitioned by an expression over `id`; and `atk_up` whose partition `atk_up_a` alone
+/// has a rule for `note`.
 const HIERARCHIES_SQL: &str = "
     DROP TABLE IF EXISTS atk_parts, atk_sub, atk_ih, atk_mod, atk_up CASCADE;
     CREATE TABLE atk_parts (id int, region text) PARTITION BY LIST (region);
@@ -154,7 +161,6 @@ const HIERARCHIES_SQL: &str = "
     CREATE TABLE atk_up (id int, ward text, note text) PARTITION BY LIST (ward);
     CREATE TABLE atk_up_a PARTITION OF atk_up FOR VALUES IN ('a');
     INSERT INTO atk_up SELECT id, 'a', note FROM atk_t;
-    CREATE INDEX atk_t_seen ON atk_t (id) WHERE note LIKE 'Seen%';
     ANALYZE atk_t, atk_parts;
     GRANT SELECT ON atk_parts, atk_parts_n, atk_parts_s, atk_sub, atk_sub_a, atk_sub_a_n,
       atk_sub_a_s, atk_sub_b, atk_ih, atk_ic, atk_mod, atk_mod_0, atk_mod_1, atk_up, atk_up_a
@@ -188,6 +194,31 @@ const ROW_SECURITY_SQL: &str = "
     CREATE POLICY atk_north ON atk_rls_ok FOR SELECT TO atk_reader USING (ward = 'north');
     CREATE POLICY atk_others ON atk_rls_ok FOR SELECT TO atk_creator USING (note LIKE 'Seen%');
     GRANT SELECT ON atk_rls, atk_rls_fn, atk_rls_ok, atk_rls_sub TO atk_reader;";
+
+/// Tables with indexes, created by their owner (the superuser): `atk_rank`
+/// with an index on `(ward, name)`, `name` protected (ten rows a ward, so
+/// that the planner scans the index for one ward, which returns its rows
+/// in the order of the raw names); `atk_ix`, a copy of
+/// `atk_t`'s rows with a partial index whose predicate reads the
+/// protected `note`; `atk_expr` with an index on `lower(note)`; and
+/// `atk_incl`, whose index only carries `note` (`INCLUDE`), which is read.
+const INDEXES_SQL: &str = "
+    DROP TABLE IF EXISTS atk_rank, atk_ix, atk_expr, atk_incl CASCADE;
+    CREATE TABLE atk_rank (id int, ward text, name text);
+    INSERT INTO atk_rank SELECT i, 'w' || (i % 2000), md5(i::text)
+      FROM generate_series(1, 20000) i;
+    CREATE INDEX atk_rank_ward_name ON atk_rank (ward, name);
+    CREATE TABLE atk_ix (id int, note text);
+    INSERT INTO atk_ix SELECT id, note FROM atk_t;
+    CREATE INDEX atk_t_seen ON atk_ix (id) WHERE note LIKE 'Seen%';
+    CREATE TABLE atk_expr (id int, note text);
+    INSERT INTO atk_expr SELECT id, note FROM atk_t;
+    CREATE INDEX atk_expr_lower ON atk_expr (lower(note));
+    CREATE TABLE atk_incl (id int, ward text, note text);
+    INSERT INTO atk_incl SELECT id, ward, note FROM atk_t;
+    CREATE INDEX atk_incl_ward ON atk_incl (ward) INCLUDE (note);
+    ANALYZE atk_rank, atk_ix, atk_expr, atk_incl;
+    GRANT SELECT ON atk_rank, atk_ix, atk_expr, atk_incl TO atk_reader;";
 
 /// Drops `atk_creator`'s tables `atk_mine*`, whichever of a table or a
 /// view (what an attack turns them into) each is now.
@@ -632,4 +663,41 @@ fn relations_of_owners_the_proxy_does_not_trust_are_not_read() {
     );
     let out = atk(env, "SELECT x FROM atk_c");
     assert_eq!(out.trim(), "1", "{out}");
+}
+
+/// An index scan returns rows in the order of the index's keys: with an
+/// index on `(ward, name)` and `name` protected, `... WHERE ward = 'w1'
+/// ORDER BY ward LIMIT 1` returned the row whose raw name sorts first,
+/// and repeated with `id NOT IN (...)` the whole raw ranking. A partial
+/// index whose predicate reads a protected column holds the rows that
+/// pass it, and an expression index orders by a function of the values.
+/// Before the fix each of these was read.
+#[test]
+fn tables_with_an_index_on_a_protected_column_are_not_read() {
+    let Some(env) = env() else { return };
+    // Their operators are pg_catalog's only while no other test's are.
+    let _public = PUBLIC.lock().unwrap_or_else(|e| e.into_inner());
+    for sql in [
+        "SELECT id FROM atk_rank WHERE ward = 'w1' ORDER BY ward LIMIT 1",
+        "SELECT id FROM atk_rank WHERE ward = 'w1' AND id NOT IN (1, 5) ORDER BY ward LIMIT 1",
+        "SELECT id FROM atk_rank",
+        "SELECT id FROM atk_ix WHERE id > 0",
+        "SELECT id FROM atk_expr ORDER BY id",
+    ] {
+        refused_by(env, "protected_index", sql);
+    }
+    let out = atk(env, "SELECT id FROM atk_rank LIMIT 1");
+    assert!(
+        out.contains(
+            "relation public.atk_rank has index public.atk_rank_ward_name, whose key or \
+             predicate reads protected column name"
+        ),
+        "{out}"
+    );
+    // An index that only carries the column (INCLUDE) does not order by
+    // it: the table is read, its notes sanitized.
+    let sql = "SELECT id, note FROM atk_incl WHERE ward = 'north' ORDER BY id";
+    let out = atk(env, sql);
+    assert!(out.starts_with("1|") && !out.contains("ERROR"), "{out}");
+    assert_no_marker(sql, &out);
 }

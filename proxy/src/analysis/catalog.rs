@@ -65,6 +65,12 @@ pub struct RelationInfo {
     /// session's raw reads, so the relation is not read at all (see
     /// [`UntrustedOwner`]).
     pub untrusted_owner: Option<UntrustedOwner>,
+    /// Set when an index of the relation, or of a partition or child of
+    /// it, orders or chooses rows by a protected column: the planner may
+    /// scan it, and the order or the rows a read returns then follow the
+    /// raw values, so the relation is not read at all (see
+    /// [`ProtectedIndex`]).
+    pub protected_index: Option<ProtectedIndex>,
 }
 
 /// A relation, of the hierarchy of the one read (itself, an ancestor
@@ -77,6 +83,21 @@ pub struct UntrustedOwner {
     pub relation: QualName,
     /// The role (`pg_class.relowner`).
     pub owner: String,
+}
+
+/// An index whose key columns, key expressions or predicate read a
+/// protected column: an index scan returns rows in the order of the raw
+/// values (with or without `ORDER BY`), and a partial index holds the rows
+/// whose values pass its predicate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtectedIndex {
+    /// The index.
+    pub index: QualName,
+    /// The table it is on (the relation read, or a partition or child of
+    /// it).
+    pub table: QualName,
+    /// The protected column it reads.
+    pub column: String,
 }
 
 /// Why a relation's partitions or inheritance children hold rows chosen

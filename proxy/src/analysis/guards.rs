@@ -1,11 +1,13 @@
 //! Relations a masked session may not read at all, whatever the
 //! statement: one owned by a role the proxy does not trust, one whose
 //! hierarchy a protected column splits, one whose row-level security
-//! policy reads a protected column. The catalog marks them ([`RelationInfo`]); this
+//! policy reads a protected column, one with an index that orders or
+//! chooses rows by one. The catalog marks them ([`RelationInfo`]); this
 //! module refuses them, with a message that says why and what to do.
 
 use super::{
-    PolicyReads, QualName, Refusal, RelationInfo, RowSecurity, Rule, Split, SplitBy, UntrustedOwner,
+    PolicyReads, ProtectedIndex, QualName, Refusal, RelationInfo, RowSecurity, Rule, Split,
+    SplitBy, UntrustedOwner,
 };
 
 /// `Ok` when relation `qn` (described by `rel`) may be read at all.
@@ -18,6 +20,9 @@ pub(super) fn readable(qn: &QualName, rel: &RelationInfo) -> Result<(), Refusal>
     }
     if let Some(rs) = &rel.row_security {
         return Err(row_security_refusal(qn, rs));
+    }
+    if let Some(ix) = &rel.protected_index {
+        return Err(index_refusal(qn, ix));
     }
     Ok(())
 }
@@ -88,6 +93,27 @@ fn row_security_refusal(qn: &QualName, rs: &RowSecurity) -> Refusal {
              this session see (and their count) would disclose those values, so the relation \
              may not be read in a masked session",
             rs.policy
+        ),
+    )
+}
+
+/// The refusal of a relation with an index (its own, or a partition's or
+/// child's) that reads a protected column.
+fn index_refusal(qn: &QualName, ix: &ProtectedIndex) -> Refusal {
+    let on = if &ix.table == qn {
+        String::new()
+    } else {
+        format!(" (on {}, which a read of it includes)", ix.table)
+    };
+    Refusal::new(
+        Rule::ProtectedIndex,
+        format!(
+            "relation {qn} has index {}{on}, whose key or predicate reads protected column {}: \
+             an index scan, which the server may choose for any read, returns rows in the order \
+             of the raw values or only those its predicate passes, so the relation may not be \
+             read in a masked session. Drop the index (or make it one that does not read the \
+             column), or use database mode",
+            ix.index, ix.column
         ),
     )
 }

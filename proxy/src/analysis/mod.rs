@@ -18,7 +18,7 @@
 //! - `query`, `from`, `expr`, `scope`: select trees, `FROM` items,
 //!   expressions, and column resolution;
 //! - `guards`: relations that may not be read at all (their owner,
-//!   partitions or policies);
+//!   partitions, policies or indexes);
 //! - `functions`: functions, operators and types;
 //! - [`defaults`]: the default allow- and deny-lists.
 
@@ -43,8 +43,8 @@ use std::sync::Arc;
 
 pub use cache::ParseCache;
 pub use catalog::{
-    Catalog, FunctionInfo, FunctionKind, MemoryCatalog, OperatorInfo, PolicyReads, RelationInfo,
-    RelationKind, RowSecurity, Split, SplitBy, UntrustedOwner, Volatility,
+    Catalog, FunctionInfo, FunctionKind, MemoryCatalog, OperatorInfo, PolicyReads, ProtectedIndex,
+    RelationInfo, RelationKind, RowSecurity, Split, SplitBy, UntrustedOwner, Volatility,
 };
 pub use refusal::{Refusal, Rule};
 

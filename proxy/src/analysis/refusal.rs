@@ -35,6 +35,11 @@ pub enum Rule {
     /// hierarchy with a member that is): its owner could change it during
     /// the session so that a read runs the owner's code.
     UntrustedOwner,
+    /// A relation with an index (its own, or a partition's or child's)
+    /// whose key or predicate reads a protected column: an index scan
+    /// returns rows in the raw values' order, or only those passing the
+    /// predicate.
+    ProtectedIndex,
     /// A catalog column that counts a relation's rows or pages
     /// (`pg_class.reltuples`...), in a session with protected columns.
     RelationSize,
@@ -117,6 +122,7 @@ impl Rule {
             Rule::ProtectedPartition => "protected_partition",
             Rule::ProtectedPolicy => "protected_policy",
             Rule::UntrustedOwner => "untrusted_owner",
+            Rule::ProtectedIndex => "protected_index",
             Rule::RelationSize => "relation_size",
             Rule::PolicyMismatch => "policy_mismatch",
             Rule::ColumnUnresolved => "column_unresolved",

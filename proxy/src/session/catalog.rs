@@ -8,7 +8,8 @@
 //! partitions or inheritance children by a protected column (its members
 //! are then refused: `super::hierarchy`), and the row-level security
 //! policies that filter a relation's rows by one (it is then refused:
-//! `super::row_security`), and the owners of relations (a relation whose
+//! `super::row_security`), the indexes that order or choose rows by one
+//! (`super::indexes`), and the owners of relations (a relation whose
 //! owner the proxy does not trust is refused: `super::owners`).
 //!
 //! The reads run inside one transaction whose `search_path` is pinned to
@@ -34,6 +35,7 @@ use crate::mode::{self, ColumnRule};
 use crate::upstream::Upstream;
 
 use super::hierarchy::{Check, Columns, Hierarchy};
+use super::indexes::{self, Index};
 use super::owners::{self, Owner};
 use super::pinned;
 use super::queries::*;
@@ -62,6 +64,9 @@ pub struct SessionCatalog {
     /// member of their hierarchy that owner owns (for `dptext-proxy
     /// check`).
     pub untrusted: BTreeMap<QualName, UntrustedOwner>,
+    /// Relations refused for an index that reads a protected column, with
+    /// that index (for `dptext-proxy check`).
+    pub indexed: BTreeMap<QualName, QualName>,
 }
 
 /// Text types whose values (text and binary format alike) are UTF-8 text.
@@ -151,6 +156,38 @@ async fn policies(up: &mut Upstream) -> Result<Vec<PolicyQual>> {
         .collect()
 }
 
+/// The numbers of a list PostgreSQL prints: an array (`{1,3}`) or an
+/// `int2vector` (`1 3`).
+fn numbers(list: &str) -> Result<Vec<i16>> {
+    list.trim_matches(|c| c == '{' || c == '}')
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|n| !n.is_empty())
+        .map(|n| {
+            n.parse::<i16>()
+                .map_err(|_| ProxyError::Upstream(format!("a catalog query returned \"{list}\"")))
+        })
+        .collect()
+}
+
+/// The indexes of relations.
+async fn indexes(up: &mut Upstream) -> Result<Vec<Index>> {
+    rows(up, "indexes", INDEXES_SQL)
+        .await?
+        .iter()
+        .map(|r| {
+            let keys = usize::try_from(num::<i16>(r, 4)?).unwrap_or(0);
+            Ok(Index {
+                relation: num(r, 0)?,
+                name: QualName::new(cell(r, 1)?, cell(r, 2)?),
+                key: numbers(cell(r, 3)?)?.into_iter().take(keys).collect(),
+                expressions: r.get(5).and_then(|c| c.clone()),
+                predicate: r.get(6).and_then(|c| c.clone()),
+                depends: numbers(cell(r, 7)?)?.into_iter().collect(),
+            })
+        })
+        .collect()
+}
+
 /// The CHECK constraints of tables.
 async fn checks(up: &mut Upstream) -> Result<Vec<Check>> {
     rows(up, "check constraints", CHECKS_SQL)
@@ -159,17 +196,7 @@ async fn checks(up: &mut Upstream) -> Result<Vec<Check>> {
         .map(|r| {
             let columns = match r.get(1).and_then(|c| c.as_deref()) {
                 None => None,
-                Some(list) => Some(
-                    list.trim_matches(|c| c == '{' || c == '}')
-                        .split(',')
-                        .filter(|n| !n.is_empty())
-                        .map(|n| {
-                            n.parse::<i16>().map_err(|_| {
-                                ProxyError::Upstream(format!("a catalog query returned \"{list}\""))
-                            })
-                        })
-                        .collect::<Result<BTreeSet<i16>>>()?,
-                ),
+                Some(list) => Some(numbers(list)?.into_iter().collect()),
             };
             Ok(Check {
                 relation: num(r, 0)?,
@@ -336,6 +363,7 @@ async fn read(
         functions.insert(num(&r, 4)?, (QualName::new(schema, name), v));
     }
     let guarded = row_security::guards(&policies(up).await?, &hierarchy, &policy, &functions);
+    let indexed = indexes::ordering(&indexes(up).await?, &hierarchy, &policy, &functions);
     let untrusted = owners::untrusted(
         &hierarchy,
         &relation_owners,
@@ -386,6 +414,7 @@ async fn read(
             split: splits.get(oid).cloned(),
             row_security: guarded.get(oid).cloned(),
             untrusted_owner: untrusted.get(oid).cloned(),
+            protected_index: indexed.get(oid).cloned(),
         });
     }
     for r in rows(up, "operators", OPERATORS_SQL).await? {
@@ -407,6 +436,10 @@ async fn read(
         untrusted: untrusted
             .iter()
             .filter_map(|(oid, u)| Some((hierarchy.name(*oid)?.clone(), u.clone())))
+            .collect(),
+        indexed: indexed
+            .iter()
+            .filter_map(|(oid, ix)| Some((hierarchy.name(*oid)?.clone(), ix.index.clone())))
             .collect(),
     })
 }
@@ -433,7 +466,7 @@ pub async fn prepare_rules(
 /// `login`, reads the catalog as a session would, and counts the protected
 /// columns found (a configured column that does not exist, or a trusted
 /// owner that is not a role, is reported), and the relations refused for
-/// their owner.
+/// their owner or an index.
 pub async fn probe(
     cfg: &crate::config::Upstream,
     login: &crate::upstream::Login,
@@ -507,6 +540,24 @@ pub async fn probe(
             c.untrusted.len(),
             listed.join(", "),
             if c.untrusted.len() > LISTED {
+                ", ..."
+            } else {
+                ""
+            }
+        ));
+    }
+    if !c.indexed.is_empty() {
+        let listed: Vec<String> = c
+            .indexed
+            .iter()
+            .take(LISTED)
+            .map(|(r, ix)| format!("{r} (index {ix})"))
+            .collect();
+        summary.push_str(&format!(
+            "; {} relation(s) refused for an index on a protected column: {}{}",
+            c.indexed.len(),
+            listed.join(", "),
+            if c.indexed.len() > LISTED {
                 ", ..."
             } else {
                 ""

@@ -13,9 +13,9 @@
 //! 4. the relay ([`relay`]): bytes both ways, unchanged; or, for a masked
 //!    user in proxy mode, the catalog read over the session's connection
 //!    ([`catalog`], with the partitions and inheritance children of
-//!    `hierarchy`, the row-level security policies of `row_security` and
-//!    the owners of `owners`; its SQL in `queries`, run with the path
-//!    pinned to `pg_catalog` by `pinned`)
+//!    `hierarchy`, the row-level security policies of `row_security`, the
+//!    indexes of `indexes` and the owners of `owners`; its SQL in
+//!    `queries`, run with the path pinned to `pg_catalog` by `pinned`)
 //!    and the analyzing, sanitizing relay ([`filter`]), with
 //!    errors and notices scrubbed ([`scrub`]) and the search path
 //!    followed ([`path`]), and the catalog read again when a statement
@@ -26,6 +26,7 @@ pub mod cancel;
 pub mod catalog;
 pub mod filter;
 mod hierarchy;
+mod indexes;
 mod owners;
 pub mod path;
 mod pinned;

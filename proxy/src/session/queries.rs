@@ -101,6 +101,22 @@ pub(super) const DB_RULES_SQL: &str = "SELECT n.nspname::pg_catalog.text, c.reln
    AND l.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid \
    AND l.objsubid OPERATOR(pg_catalog.>) 0 \
    AND NOT a.attisdropped";
+/// Indexes of relations, with the columns PostgreSQL records their
+/// expressions and predicates depend on (`pg_depend`, every column one
+/// reads but through a whole-row reference; the key and `INCLUDE`
+/// columns too).
+pub(super) const INDEXES_SQL: &str = "SELECT i.indrelid, n.nspname, c.relname, \
+       i.indkey::pg_catalog.text, i.indnkeyatts, \
+       i.indexprs::pg_catalog.text, i.indpred::pg_catalog.text, \
+       ARRAY(SELECT d.refobjsubid FROM pg_catalog.pg_depend d \
+              WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid \
+                AND d.objid OPERATOR(pg_catalog.=) i.indexrelid \
+                AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid \
+                AND d.refobjid OPERATOR(pg_catalog.=) i.indrelid \
+                AND d.refobjsubid OPERATOR(pg_catalog.>) 0)::pg_catalog.text \
+  FROM pg_catalog.pg_index i \
+  JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) i.indexrelid \
+  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace";
 /// The names of every role (`dptext-proxy check` looks for the trusted
 /// owners among them).
 pub(super) const ROLES_SQL: &str = "SELECT rolname::pg_catalog.text FROM pg_catalog.pg_roles";
@@ -183,6 +199,7 @@ mod tests {
             SESSION_SQL,
             SCHEMAS_SQL,
             DB_RULES_SQL,
+            INDEXES_SQL,
             ROLES_SQL,
         ] {
             let found = unqualified(sql);

@@ -1,4 +1,5 @@
-//! Relations refused whatever the statement, for their owner.
+//! Relations refused whatever the statement, for their owner or for an
+//! index that reads a protected column.
 
 use super::*;
 
@@ -47,4 +48,32 @@ fn a_relation_of_an_untrusted_owner_is_not_read() {
             .contains("its member public.records_2024 is owned by role colluder"),
         "{e}"
     );
+}
+
+#[test]
+fn a_relation_with_an_index_on_a_protected_column_is_not_read() {
+    let index = |r: &mut RelationInfo| {
+        r.protected_index = Some(ProtectedIndex {
+            index: QualName::new("public", "records_ward_note"),
+            table: QualName::new("public", "records"),
+            column: "note".into(),
+        });
+    };
+    for sql in [
+        "SELECT id FROM records WHERE ward = 'w1' ORDER BY ward LIMIT 1",
+        "SELECT id FROM records",
+        "SELECT note FROM records",
+    ] {
+        let e = records_marked(index, sql);
+        assert_eq!(e.rule, Rule::ProtectedIndex, "{e}");
+        assert!(
+            e.message.contains(
+                "relation public.records has index public.records_ward_note, whose key or \
+                 predicate reads protected column note"
+            ),
+            "{e}"
+        );
+    }
+    // The catalog that describes it stays readable.
+    ok("SELECT indexrelid FROM pg_catalog.pg_index");
 }

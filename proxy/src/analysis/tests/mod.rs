@@ -33,6 +33,7 @@ pub fn rel(schema: &str, name: &str, kind: RelationKind, cols: &[&str]) -> Relat
         split: None,
         row_security: None,
         untrusted_owner: None,
+        protected_index: None,
     }
 }
 
