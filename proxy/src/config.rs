@@ -672,6 +672,25 @@ upstream_user = "reader"
         .unwrap();
         let e = c.validate().unwrap_err().to_string();
         assert!(e.contains("[[rule]] public.t.c"), "{e}");
+        // Trusted owners: proxy mode only, named, each once.
+        let c = Config::parse(&format!("{GOOD}[masking]\ntrusted_owners = [\"etl\"]\n")).unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("trusted_owners apply in proxy mode only"), "{e}");
+        let rule = "[[rule]]\ntable = \"t\"\ncolumn = \"c\"\nrule = \"santext(eps => 3)\"\n";
+        for (owners, says) in [("\"\"", "is empty"), ("\"etl\", \"etl\"", "given twice")] {
+            let c = Config::parse(&format!(
+                "{GOOD}[masking]\nmode = \"proxy\"\ntrusted_owners = [{owners}]\n{rule}"
+            ))
+            .unwrap();
+            let e = c.validate().unwrap_err().to_string();
+            assert!(e.contains(says), "{e}");
+        }
+        let c = Config::parse(&format!(
+            "{GOOD}[masking]\nmode = \"proxy\"\ntrusted_owners = [\"etl\", \"ops\"]\n{rule}"
+        ))
+        .unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.masking.trusted_owners, ["etl", "ops"]);
         let e = parse_err(&GOOD.replace("upstream_user = \"reader\"\n", ""));
         assert!(e.contains("missing field `upstream_user`"), "{e}");
         let c = Config::parse(&GOOD.replace("0123456789abcdef0123", "short")).unwrap();

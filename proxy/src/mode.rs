@@ -5,6 +5,7 @@
 //! mode = "proxy"              # or "database" (the default)
 //! workers = 0                 # sanitizing threads (0: one per core)
 //! batch_rows = 256            # rows of a result sanitized together
+//! trusted_owners = ["etl"]    # proxy mode: roles whose relations are read
 //!
 //! [engine]                    # proxy mode: the engine's settings (docs/proxy.md)
 //! assets_dir = "/var/lib/dptext/assets"
@@ -75,6 +76,12 @@ pub struct Masking {
     /// of the CLI's `--recognizers` (docs/detection.md); none by default.
     #[serde(default)]
     pub recognizers: Option<PathBuf>,
+    /// Proxy mode: upstream roles, beyond superusers and the owners of
+    /// protected and sanitized relations, whose relations masked sessions
+    /// may read (an owner may change its relation during a session so
+    /// that reading it runs its code); none by default.
+    #[serde(default)]
+    pub trusted_owners: Vec<String>,
     /// Proxy mode's engine settings: the `[engine]` table, with the old
     /// keys above applied ([`Masking::resolve_engine`], which
     /// [`crate::config::Config::parse`] calls).
@@ -91,6 +98,7 @@ impl Default for Masking {
             workers: 0,
             batch_rows: default_batch_rows(),
             recognizers: None,
+            trusted_owners: Vec::new(),
             engine: EngineConfig::default(),
         }
     }
@@ -259,14 +267,27 @@ pub fn validate(
         .validate()
         .map_err(|e| ProxyError::Config(format!("[engine] {e}")))?;
     if m.mode == Mode::Database {
-        if !rules.is_empty() || !sanitized.is_empty() {
+        if !rules.is_empty() || !sanitized.is_empty() || !m.trusted_owners.is_empty() {
             return Err(ProxyError::Config(
-                "[[rule]] and [[sanitized]] apply in proxy mode only: set [masking] mode = \"proxy\", \
-                 or declare rules in the database (SECURITY LABEL FOR dptext ...)"
+                "[[rule]], [[sanitized]] and [masking] trusted_owners apply in proxy mode only: \
+                 set [masking] mode = \"proxy\", or declare rules in the database (SECURITY \
+                 LABEL FOR dptext ...)"
                     .into(),
             ));
         }
         return Ok(());
+    }
+    for (i, role) in m.trusted_owners.iter().enumerate() {
+        if role.is_empty() {
+            return Err(ProxyError::Config(
+                "[masking] trusted_owners: a role name is empty".into(),
+            ));
+        }
+        if m.trusted_owners[..i].contains(role) {
+            return Err(ProxyError::Config(format!(
+                "[masking] trusted_owners: role \"{role}\" is given twice"
+            )));
+        }
     }
     if !has_key {
         return Err(ProxyError::Config(

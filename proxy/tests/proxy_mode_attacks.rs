@@ -7,11 +7,15 @@
 //! output; none may now return any. Then partitions and inheritance
 //! children that a protected column splits, the row counts of the
 //! catalog, a rule on a partition alone, and row-level security policies
-//! that read protected columns.
+//! that read protected columns. Then operators that hijack the proxy's
+//! own catalog reads, custom settings read with `SHOW`, relations whose
+//! owner changes them during a session, and indexes that order rows by a
+//! protected column.
 //!
 //! Runs in a database of its own (`<DPTEXT_TEST_DB>_atk`), with an upstream
-//! role `atk_reader` that reads raw data and a role `atk_creator` that
-//! may create objects in `public`: the colluding role of the attacks.
+//! role `atk_reader` that reads raw data, a role `atk_creator` that may
+//! create objects in `public` (the colluding role of the attacks), and a
+//! role `atk_owner` the proxy trusts (`masking.trusted_owners`).
 //! Needs what the other proxy tests need; skipped without the database
 //! unless `DPTEXT_REQUIRE_PG=1`.
 
@@ -50,8 +54,11 @@ fn proxy_port(env: &Env) -> u16 {
                 "DO $$BEGIN
                    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'atk_reader') THEN CREATE ROLE atk_reader LOGIN; END IF;
                    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'atk_creator') THEN CREATE ROLE atk_creator LOGIN; END IF;
+                   IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'atk_owner') THEN CREATE ROLE atk_owner LOGIN; END IF;
                  END$$;
-                 DROP TABLE IF EXISTS atk_t, atk_v, atk_c, atk_en CASCADE;
+                 {drop_mine}
+                 DROP TABLE IF EXISTS atk_t, atk_v, atk_c, atk_en, atk_par CASCADE;
+                 DROP TYPE IF EXISTS atk_e3 CASCADE;
                  DROP TYPE IF EXISTS atk_e CASCADE;
                  DROP DOMAIN IF EXISTS atk_d CASCADE;
                  DROP FUNCTION IF EXISTS leak_c(text) CASCADE;
@@ -65,31 +72,44 @@ fn proxy_port(env: &Env) -> u16 {
                  GRANT SELECT ON atk_t, atk_v TO atk_reader;
                  {hierarchies}
                  {row_security}
-                 GRANT CREATE ON SCHEMA public TO atk_creator;
-                 SET ROLE atk_creator;
+                 {indexes}
+                 GRANT CREATE ON SCHEMA public TO atk_creator, atk_owner;
+                 SET ROLE atk_owner;
                  CREATE TABLE atk_c (x int);
                  INSERT INTO atk_c VALUES (1);
+                 GRANT SELECT ON atk_c TO atk_reader;
+                 RESET ROLE;
+                 SET ROLE atk_creator;
                  CREATE TYPE atk_e AS ENUM ('a', 'b');
-                 CREATE TABLE atk_en (id int, e atk_e);
-                 INSERT INTO atk_en VALUES (1, 'a');
-                 GRANT SELECT ON atk_c, atk_en TO atk_reader;
                  CREATE FUNCTION leak_c(text) RETURNS bool LANGUAGE plpgsql AS $f$
                    BEGIN RAISE EXCEPTION USING ERRCODE = '42000',
                      MESSAGE = (SELECT string_agg(note, '|') FROM public.atk_t); END $f$;
                  CREATE DOMAIN atk_d AS text CHECK (public.leak_c(VALUE));
-                 RESET ROLE;",
+                 {mine}
+                 RESET ROLE;
+                 CREATE TABLE atk_en (id int, e atk_e);
+                 INSERT INTO atk_en VALUES (1, 'a');
+                 GRANT SELECT ON atk_en TO atk_reader;
+                 CREATE TABLE atk_par (id int);
+                 CREATE TABLE atk_kid () INHERITS (atk_par);
+                 INSERT INTO atk_par VALUES (1);
+                 ALTER TABLE atk_kid OWNER TO atk_creator;
+                 GRANT SELECT ON atk_par TO atk_reader;",
                 m0 = MARKERS[0],
                 m1 = MARKERS[1],
                 m2 = MARKERS[2],
                 hierarchies = HIERARCHIES_SQL,
                 row_security = ROW_SECURITY_SQL,
+                indexes = INDEXES_SQL,
+                drop_mine = DROP_MINE_SQL,
+                mine = MINE_SQL,
             ),
         );
         let config = format!(
             "listen = \"127.0.0.1:0\"\nkey = \"an attack test key, not secret\"\n{}\
              [[user]]\nname = \"atk\"\npassword = \"atk-pw\"\nmasked = true\n\
              upstream_user = \"atk_reader\"\n\
-             [masking]\nmode = \"proxy\"\n\
+             [masking]\nmode = \"proxy\"\ntrusted_owners = [\"atk_owner\"]\n\
              [[rule]]\ntable = \"atk_t\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n\
              [[rule]]\ntable = \"atk_parts\"\ncolumn = \"region\"\nrule = \"santext(eps => 2)\"\n\
              [[rule]]\ntable = \"atk_sub\"\ncolumn = \"region\"\nrule = \"santext(eps => 2)\"\n\
@@ -98,7 +118,11 @@ fn proxy_port(env: &Env) -> u16 {
              [[rule]]\ntable = \"atk_up_a\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n\
              [[rule]]\ntable = \"atk_rls\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n\
              [[rule]]\ntable = \"atk_rls_fn\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n\
-             [[rule]]\ntable = \"atk_rls_ok\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n",
+             [[rule]]\ntable = \"atk_rls_ok\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n\
+             [[rule]]\ntable = \"atk_rank\"\ncolumn = \"name\"\nrule = \"santext(eps => 2)\"\n\
+             [[rule]]\ntable = \"atk_ix\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n\
+             [[rule]]\ntable = \"atk_expr\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n\
+             [[rule]]\ntable = \"atk_incl\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n",
             upstream_toml(env, db())
         );
         spawn_proxy(&config).0
@@ -110,8 +134,8 @@ fn proxy_port(env: &Env) -> u16 {
 /// one partition of which is partitioned by an expression over `region`
 /// (protected on `atk_sub`); `atk_ih` whose inheritance child `atk_ic`
 /// has a CHECK on `region`; `atk_mod`, with a protected `note`,
-/// partitioned by an expression over `id`; `atk_up` whose partition `atk_up_a` alone
-/// has a rule for `note`; and a partial index of `atk_t` on `note`.
+/// partitioned by an expression over `id`; and `atk_up` whose partition `atk_up_a` alone
+/// has a rule for `note`.
 const HIERARCHIES_SQL: &str = "
     DROP TABLE IF EXISTS atk_parts, atk_sub, atk_ih, atk_mod, atk_up CASCADE;
     CREATE TABLE atk_parts (id int, region text) PARTITION BY LIST (region);
@@ -137,7 +161,6 @@ const HIERARCHIES_SQL: &str = "
     CREATE TABLE atk_up (id int, ward text, note text) PARTITION BY LIST (ward);
     CREATE TABLE atk_up_a PARTITION OF atk_up FOR VALUES IN ('a');
     INSERT INTO atk_up SELECT id, 'a', note FROM atk_t;
-    CREATE INDEX atk_t_seen ON atk_t (id) WHERE note LIKE 'Seen%';
     ANALYZE atk_t, atk_parts;
     GRANT SELECT ON atk_parts, atk_parts_n, atk_parts_s, atk_sub, atk_sub_a, atk_sub_a_n,
       atk_sub_a_s, atk_sub_b, atk_ih, atk_ic, atk_mod, atk_mod_0, atk_mod_1, atk_up, atk_up_a
@@ -171,6 +194,62 @@ const ROW_SECURITY_SQL: &str = "
     CREATE POLICY atk_north ON atk_rls_ok FOR SELECT TO atk_reader USING (ward = 'north');
     CREATE POLICY atk_others ON atk_rls_ok FOR SELECT TO atk_creator USING (note LIKE 'Seen%');
     GRANT SELECT ON atk_rls, atk_rls_fn, atk_rls_ok, atk_rls_sub TO atk_reader;";
+
+/// Tables with indexes, created by their owner (the superuser): `atk_rank`
+/// with an index on `(ward, name)`, `name` protected (ten rows a ward, so
+/// that the planner scans the index for one ward, which returns its rows
+/// in the order of the raw names); `atk_ix`, a copy of
+/// `atk_t`'s rows with a partial index whose predicate reads the
+/// protected `note`; `atk_expr` with an index on `lower(note)`; and
+/// `atk_incl`, whose index only carries `note` (`INCLUDE`), which is read.
+const INDEXES_SQL: &str = "
+    DROP TABLE IF EXISTS atk_rank, atk_ix, atk_expr, atk_incl CASCADE;
+    CREATE TABLE atk_rank (id int, ward text, name text);
+    INSERT INTO atk_rank SELECT i, 'w' || (i % 2000), md5(i::text)
+      FROM generate_series(1, 20000) i;
+    CREATE INDEX atk_rank_ward_name ON atk_rank (ward, name);
+    CREATE TABLE atk_ix (id int, note text);
+    INSERT INTO atk_ix SELECT id, note FROM atk_t;
+    CREATE INDEX atk_t_seen ON atk_ix (id) WHERE note LIKE 'Seen%';
+    CREATE TABLE atk_expr (id int, note text);
+    INSERT INTO atk_expr SELECT id, note FROM atk_t;
+    CREATE INDEX atk_expr_lower ON atk_expr (lower(note));
+    CREATE TABLE atk_incl (id int, ward text, note text);
+    INSERT INTO atk_incl SELECT id, ward, note FROM atk_t;
+    CREATE INDEX atk_incl_ward ON atk_incl (ward) INCLUDE (note);
+    ANALYZE atk_rank, atk_ix, atk_expr, atk_incl;
+    GRANT SELECT ON atk_rank, atk_ix, atk_expr, atk_incl TO atk_reader;";
+
+/// Drops `atk_creator`'s tables `atk_mine*`, whichever of a table or a
+/// view (what an attack turns them into) each is now.
+const DROP_MINE_SQL: &str = "
+    DO $$DECLARE r record; BEGIN
+      FOR r IN SELECT c.relname, c.relkind FROM pg_class c
+                WHERE c.relnamespace = 'public'::regnamespace AND c.relname LIKE 'atk_mine%'
+                  AND c.relkind IN ('r', 'v') LOOP
+        EXECUTE CASE r.relkind WHEN 'v' THEN 'DROP VIEW ' ELSE 'DROP TABLE ' END
+          || 'public.' || quote_ident(r.relname) || ' CASCADE';
+      END LOOP;
+    END$$;";
+
+/// `atk_creator`'s own tables, which `atk_reader` may read, and the
+/// functions its attacks on them use: `leak_txt()` returns the raw notes
+/// (`atk_reader` may read them, `atk_creator` may not), `leak_b(text)`
+/// raises them as an error.
+const MINE_SQL: &str = "
+    CREATE TABLE atk_mine (x text);
+    INSERT INTO atk_mine VALUES ('one');
+    CREATE TABLE atk_mine_rule (x text);
+    CREATE TABLE atk_mine_rls (x text);
+    INSERT INTO atk_mine_rls VALUES ('one');
+    CREATE TABLE atk_mine_ty (x int);
+    INSERT INTO atk_mine_ty VALUES (1);
+    GRANT SELECT ON atk_mine, atk_mine_rule, atk_mine_rls, atk_mine_ty TO atk_reader;
+    CREATE OR REPLACE FUNCTION leak_txt() RETURNS text LANGUAGE sql
+      AS $f$ SELECT string_agg(note, '|') FROM public.atk_t $f$;
+    CREATE OR REPLACE FUNCTION leak_b(text) RETURNS bool LANGUAGE plpgsql AS $f$
+      BEGIN RAISE EXCEPTION USING ERRCODE = '42000',
+        MESSAGE = (SELECT string_agg(note, '|') FROM public.atk_t); END $f$;";
 
 /// psql through the proxy: one session, `setup` run by `atk_creator`
 /// after its first statement, then `sql`; `cleanup` as the superuser.
@@ -260,7 +339,10 @@ fn parse_parameter_types_outside_pg_catalog_are_refused() {
 
 /// A value whose type another role owns (an enum column, the row type
 /// of that role's table) may carry a cast its owner creates, implicit or
-/// not: a cast or a function call on it runs the owner's function.
+/// not: a cast or a function call on it runs the owner's function. The
+/// enum is `atk_creator`'s, in a superuser's table; the row type that of
+/// a table of `atk_owner`, whose relations are read (it is trusted) but
+/// whose types are still not.
 #[test]
 fn values_of_types_other_roles_own_are_output_only() {
     let Some(env) = env() else { return };
@@ -271,9 +353,11 @@ fn values_of_types_other_roles_own_are_output_only() {
          DROP FUNCTION IF EXISTS public.leak_enum(public.atk_e);";
     let out = mid_session(
         env,
-        "CREATE FUNCTION public.leak_row(public.atk_c) RETURNS text LANGUAGE sql
+        "RESET ROLE; SET ROLE atk_owner;
+         CREATE FUNCTION public.leak_row(public.atk_c) RETURNS text LANGUAGE sql
            AS $f$ SELECT string_agg(note, '|') FROM public.atk_t $f$;
          CREATE CAST (public.atk_c AS text) WITH FUNCTION public.leak_row(public.atk_c) AS IMPLICIT;
+         RESET ROLE; SET ROLE atk_creator;
          CREATE FUNCTION public.leak_enum(public.atk_e) RETURNS text LANGUAGE sql
            AS $f$ SELECT string_agg(note, '|') FROM public.atk_t $f$;
          CREATE CAST (public.atk_e AS text) WITH FUNCTION public.leak_enum(public.atk_e) AS IMPLICIT;",
@@ -437,5 +521,183 @@ fn a_table_whose_policy_reads_a_protected_column_is_not_read() {
     let out = atk(env, sql);
     let ids: Vec<&str> = out.lines().filter_map(|l| l.split('|').next()).collect();
     assert_eq!(ids, ["1", "3"], "{out}");
+    assert_no_marker(sql, &out);
+}
+
+/// The proxy's own catalog reads, at a session's start, run as the
+/// session's upstream role: an operator they name without `pg_catalog`
+/// is looked up along the session's path, and `<>(oid, integer)` (`conrelid
+/// <> 0`) and `=(oid, regclass)` have no exact match in `pg_catalog`, so
+/// `atk_creator`'s in `public` won. Before the fix its function ran with
+/// the role's raw reads, and the session's start failed with the raw notes
+/// in its FATAL message.
+#[test]
+fn the_catalog_reads_run_no_operator_of_another_role() {
+    let Some(env) = env() else { return };
+    let _public = PUBLIC.lock().unwrap_or_else(|e| e.into_inner());
+    let port = proxy_port(env);
+    let cleanup = "DROP OPERATOR IF EXISTS public.<> (oid, integer);
+         DROP OPERATOR IF EXISTS public.= (oid, regclass);
+         DROP FUNCTION IF EXISTS public.hijack_ne(oid, integer);
+         DROP FUNCTION IF EXISTS public.hijack_eq(oid, regclass);";
+    direct(db(), cleanup);
+    direct(
+        db(),
+        "SET ROLE atk_creator;
+         CREATE FUNCTION public.hijack_ne(oid, integer) RETURNS boolean LANGUAGE plpgsql AS $f$
+           BEGIN RAISE EXCEPTION USING ERRCODE = '42000',
+             MESSAGE = (SELECT pg_catalog.string_agg(note, '|') FROM public.atk_t); END $f$;
+         CREATE OPERATOR public.<> (LEFTARG = oid, RIGHTARG = integer, FUNCTION = public.hijack_ne);
+         CREATE FUNCTION public.hijack_eq(oid, regclass) RETURNS boolean LANGUAGE plpgsql AS $f$
+           BEGIN RAISE EXCEPTION USING ERRCODE = '42000',
+             MESSAGE = (SELECT pg_catalog.string_agg(note, '|') FROM public.atk_t); END $f$;
+         CREATE OPERATOR public.= (LEFTARG = oid, RIGHTARG = regclass, FUNCTION = public.hijack_eq);",
+    );
+    let out = text(
+        &psql_cmd(port, db(), "atk", "atk-pw")
+            .args([
+                "-c",
+                "SELECT 'session started'",
+                "-c",
+                "SELECT note FROM atk_t",
+            ])
+            .output()
+            .expect("psql"),
+    );
+    direct(db(), cleanup);
+    assert_no_marker("an operator of another role's in the catalog reads", &out);
+    assert!(out.contains("session started"), "{out}");
+}
+
+/// `SHOW` reads only the settings drivers and tools ask for: a custom
+/// setting holds whatever text was put there (code of a colluding role
+/// that ran in the session could `set_config` the raw notes into one).
+/// Before the fix `SHOW atk.leak` returned it.
+#[test]
+fn show_reads_only_the_settings_tools_ask_for() {
+    let Some(env) = env() else { return };
+    let port = proxy_port(env);
+    let role = format!("ALTER ROLE atk_reader IN DATABASE {}", db());
+    direct(
+        db(),
+        &format!("{role} SET atk.leak = '{}'", MARKERS[0].replace(' ', "_")),
+    );
+    let out = text(
+        &psql_cmd(port, db(), "atk", "atk-pw")
+            .args(["-c", "SHOW atk.leak", "-c", "SHOW ALL"])
+            .output()
+            .expect("psql"),
+    );
+    direct(db(), &format!("{role} RESET atk.leak"));
+    assert_refused_by("setting_not_allowed", "SHOW atk.leak; SHOW ALL", &out);
+    assert_eq!(
+        out.matches("statement refused (setting_not_allowed)")
+            .count(),
+        2,
+        "{out}"
+    );
+    for sql in [
+        "SHOW server_version",
+        "SHOW TRANSACTION ISOLATION LEVEL",
+        "SHOW standard_conforming_strings",
+    ] {
+        let out = atk(env, sql);
+        assert!(!out.contains("ERROR") && !out.trim().is_empty(), "{out}");
+    }
+}
+
+/// A relation's owner may change it during a session that read the
+/// catalog before: make it a view of its own function (`DROP TABLE` and
+/// `CREATE VIEW`, or a `_RETURN` rule that keeps the OID), give it a
+/// row-level security policy that calls its function, or retype a column
+/// to an enum of its own with a cast to text. Each ran `atk_creator`'s
+/// function with the session's raw reads before the fix; now a relation
+/// whose owner is not trusted is not read at all.
+#[test]
+fn relations_of_owners_the_proxy_does_not_trust_are_not_read() {
+    let Some(env) = env() else { return };
+    let _public = PUBLIC.lock().unwrap_or_else(|e| e.into_inner());
+    let restore = format!(
+        "{DROP_MINE_SQL}
+         DROP TYPE IF EXISTS public.atk_e3 CASCADE;
+         SET ROLE atk_creator; {MINE_SQL} RESET ROLE;"
+    );
+    let out = mid_session(
+        env,
+        "DROP TABLE public.atk_mine;
+         CREATE VIEW public.atk_mine AS SELECT public.leak_txt() AS x;
+         GRANT SELECT ON public.atk_mine TO atk_reader;
+         CREATE RULE \"_RETURN\" AS ON SELECT TO public.atk_mine_rule
+           DO INSTEAD SELECT public.leak_txt() AS x;
+         ALTER TABLE public.atk_mine_rls ENABLE ROW LEVEL SECURITY;
+         CREATE POLICY atk_leak ON public.atk_mine_rls USING (public.leak_b(x));
+         CREATE TYPE public.atk_e3 AS ENUM ('a');
+         ALTER TABLE public.atk_mine_ty ALTER COLUMN x TYPE public.atk_e3 USING 'a';
+         CREATE FUNCTION public.leak_e3(public.atk_e3) RETURNS text LANGUAGE sql
+           AS $f$ SELECT string_agg(note, '|') FROM public.atk_t $f$;
+         CREATE CAST (public.atk_e3 AS text) WITH FUNCTION public.leak_e3(public.atk_e3);",
+        "SELECT x FROM atk_mine;\n\
+         SELECT x FROM atk_mine_rule;\n\
+         SELECT count(*) FROM atk_mine_rls;\n\
+         SELECT x::text FROM atk_mine_ty;",
+        &restore,
+    );
+    assert_no_marker("a relation its owner changed mid-session", &out);
+    assert_eq!(
+        out.matches("statement refused (untrusted_owner)").count(),
+        4,
+        "{out}"
+    );
+    assert!(
+        out.contains("relation public.atk_mine is owned by role atk_creator")
+            && out.contains("masking.trusted_owners"),
+        "{out}"
+    );
+    // A member of a hierarchy owned by it refuses the whole hierarchy;
+    // a trusted owner's relation is read.
+    let out = atk(env, "SELECT id FROM atk_par");
+    assert_refused_by("untrusted_owner", "SELECT id FROM atk_par", &out);
+    assert!(
+        out.contains("its member public.atk_kid is owned by role atk_creator"),
+        "{out}"
+    );
+    let out = atk(env, "SELECT x FROM atk_c");
+    assert_eq!(out.trim(), "1", "{out}");
+}
+
+/// An index scan returns rows in the order of the index's keys: with an
+/// index on `(ward, name)` and `name` protected, `... WHERE ward = 'w1'
+/// ORDER BY ward LIMIT 1` returned the row whose raw name sorts first,
+/// and repeated with `id NOT IN (...)` the whole raw ranking. A partial
+/// index whose predicate reads a protected column holds the rows that
+/// pass it, and an expression index orders by a function of the values.
+/// Before the fix each of these was read.
+#[test]
+fn tables_with_an_index_on_a_protected_column_are_not_read() {
+    let Some(env) = env() else { return };
+    // Their operators are pg_catalog's only while no other test's are.
+    let _public = PUBLIC.lock().unwrap_or_else(|e| e.into_inner());
+    for sql in [
+        "SELECT id FROM atk_rank WHERE ward = 'w1' ORDER BY ward LIMIT 1",
+        "SELECT id FROM atk_rank WHERE ward = 'w1' AND id NOT IN (1, 5) ORDER BY ward LIMIT 1",
+        "SELECT id FROM atk_rank",
+        "SELECT id FROM atk_ix WHERE id > 0",
+        "SELECT id FROM atk_expr ORDER BY id",
+    ] {
+        refused_by(env, "protected_index", sql);
+    }
+    let out = atk(env, "SELECT id FROM atk_rank LIMIT 1");
+    assert!(
+        out.contains(
+            "relation public.atk_rank has index public.atk_rank_ward_name, whose key or \
+             predicate reads protected column name"
+        ),
+        "{out}"
+    );
+    // An index that only carries the column (INCLUDE) does not order by
+    // it: the table is read, its notes sanitized.
+    let sql = "SELECT id, note FROM atk_incl WHERE ward = 'north' ORDER BY id";
+    let out = atk(env, sql);
+    assert!(out.starts_with("1|") && !out.contains("ERROR"), "{out}");
     assert_no_marker(sql, &out);
 }

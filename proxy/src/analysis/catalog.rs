@@ -58,6 +58,46 @@ pub struct RelationInfo {
     /// something of those values, so the relation is not read at all
     /// (see [`RowSecurity`]).
     pub row_security: Option<RowSecurity>,
+    /// Set when a role the proxy does not trust owns the relation or a
+    /// member of its hierarchy: the owner may change it during the
+    /// session (into a view, with a row-level security policy, a column
+    /// of its own type) so that a read runs the owner's code with the
+    /// session's raw reads, so the relation is not read at all (see
+    /// [`UntrustedOwner`]).
+    pub untrusted_owner: Option<UntrustedOwner>,
+    /// Set when an index of the relation, or of a partition or child of
+    /// it, orders or chooses rows by a protected column: the planner may
+    /// scan it, and the order or the rows a read returns then follow the
+    /// raw values, so the relation is not read at all (see
+    /// [`ProtectedIndex`]).
+    pub protected_index: Option<ProtectedIndex>,
+}
+
+/// A relation, of the hierarchy of the one read (itself, an ancestor
+/// or a descendant), whose owner the proxy does not trust: not a
+/// superuser, not the owner of a relation that carries rules or of a
+/// sanitized one, not in `masking.trusted_owners`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UntrustedOwner {
+    /// The relation that role owns.
+    pub relation: QualName,
+    /// The role (`pg_class.relowner`).
+    pub owner: String,
+}
+
+/// An index whose key columns, key expressions or predicate read a
+/// protected column: an index scan returns rows in the order of the raw
+/// values (with or without `ORDER BY`), and a partial index holds the rows
+/// whose values pass its predicate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtectedIndex {
+    /// The index.
+    pub index: QualName,
+    /// The table it is on (the relation read, or a partition or child of
+    /// it).
+    pub table: QualName,
+    /// The protected column it reads.
+    pub column: String,
 }
 
 /// Why a relation's partitions or inheritance children hold rows chosen

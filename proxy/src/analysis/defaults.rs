@@ -26,6 +26,25 @@ pub const ALLOWED_SETTINGS: &[&str] = &[
     "transaction_deferrable",
 ];
 
+/// Settings `SHOW` may read besides [`ALLOWED_SETTINGS`]: the read-only
+/// ones drivers and tools ask for (psql, psycopg, SQLAlchemy's
+/// `standard_conforming_strings` and `max_identifier_length`, pgjdbc, BI
+/// tools), the locale and the path. Any other, `SHOW ALL` and settings of
+/// extensions or made up (`SET my.x`, `set_config`) included, is refused:
+/// a custom setting holds whatever text was put there.
+pub const SHOWN_SETTINGS: &[&str] = &[
+    "server_version",
+    "server_version_num",
+    "server_encoding",
+    "standard_conforming_strings",
+    "integer_datetimes",
+    "search_path",
+    "max_identifier_length",
+    "lc_collate",
+    "lc_ctype",
+    "is_superuser",
+];
+
 /// `pg_catalog` functions refused whatever their volatility: they read
 /// files, large objects, settings or other sessions, run queries given as
 /// text, or have side effects. Most are VOLATILE or STABLE anyway; being

@@ -12,10 +12,7 @@ use super::expr::catalog_arguments;
 use super::nodes::{construct, names, node_name, protected, Clause, Origin, Outputs};
 use super::query::{rename, Walker};
 use super::scope::{Col, NsItem, Scope};
-use super::{
-    OutputColumn, PolicyReads, ProtectedColumn, QualName, Refusal, RelationKind, RowSecurity, Rule,
-    Split, SplitBy,
-};
+use super::{OutputColumn, ProtectedColumn, QualName, Refusal, RelationKind, Rule};
 
 impl Walker<'_> {
     /// The items of a `FROM` list; `level` is the query level they belong
@@ -243,12 +240,7 @@ impl Walker<'_> {
             }
         }
         let qn = QualName::new(rel.schema.clone(), rel.name.clone());
-        if let Some(split) = &rel.split {
-            return Err(split_refusal(&qn, split));
-        }
-        if let Some(rs) = &rel.row_security {
-            return Err(row_security_refusal(&qn, rs));
-        }
+        super::guards::readable(&qn, &rel)?;
         let policy = self.ctx.policy;
         let table = rel.kind == RelationKind::Table;
         let cols: Vec<Col> = if policy.sanitized.contains(&qn) {
@@ -454,51 +446,6 @@ fn alias(a: &Option<pg_query::protobuf::Alias>) -> Result<(Option<String>, Vec<&
 /// their output parameters, not by the function or its alias:
 /// `FROM pg_partition_ancestors(x) AS a` has a column `relid`.
 const NAMED_COLUMNS: &[(&str, &[&str])] = &[("pg_partition_ancestors", &["relid"])];
-
-/// The refusal of a relation whose hierarchy a protected column splits.
-fn split_refusal(qn: &QualName, split: &Split) -> Refusal {
-    let how = match split.by {
-        SplitBy::PartitionKey => "partitioned by",
-        SplitBy::Check => "split by a CHECK constraint on",
-    };
-    Refusal::new(
-        Rule::ProtectedPartition,
-        format!(
-            "relation {qn} belongs to a hierarchy of partitions or inheritance children, and {} \
-             is {how} protected column {}: which member a row is stored in (its tableoid, its \
-             ctid, the order rows are read in, a read or a count of one member) tells what its \
-             value is, so no member of the hierarchy may be read in a masked session",
-            split.relation, split.column
-        ),
-    )
-}
-
-/// The refusal of a relation whose row-level security policy reads a
-/// protected value, or what the proxy cannot follow.
-fn row_security_refusal(qn: &QualName, rs: &RowSecurity) -> Refusal {
-    let what = match &rs.reads {
-        PolicyReads::Column(c) => format!("reads protected column {qn}.{c}"),
-        PolicyReads::Subquery => {
-            "has a subquery, which may read protected columns of other tables".to_owned()
-        }
-        PolicyReads::Function(f) => format!(
-            "calls function {f}, which may read protected columns (only STABLE and IMMUTABLE \
-             pg_catalog functions off the deny-list are followed)"
-        ),
-        PolicyReads::Construct(c) => format!(
-            "has a construct the proxy does not follow ({c}), which may read protected columns"
-        ),
-    };
-    Refusal::new(
-        Rule::ProtectedPolicy,
-        format!(
-            "relation {qn} has a row-level security policy, {}, that {what}: the rows it lets \
-             this session see (and their count) would disclose those values, so the relation \
-             may not be read in a masked session",
-            rs.policy
-        ),
-    )
-}
 
 fn from_function(what: &str) -> Refusal {
     Refusal::new(

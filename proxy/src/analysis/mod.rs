@@ -17,6 +17,8 @@
 //!   prepared statements;
 //! - `query`, `from`, `expr`, `scope`: select trees, `FROM` items,
 //!   expressions, and column resolution;
+//! - `guards`: relations that may not be read at all (their owner,
+//!   partitions, policies or indexes);
 //! - `functions`: functions, operators and types;
 //! - [`defaults`]: the default allow- and deny-lists.
 
@@ -26,6 +28,7 @@ pub mod defaults;
 mod expr;
 mod from;
 mod functions;
+mod guards;
 mod nodes;
 mod qualify;
 mod query;
@@ -40,8 +43,8 @@ use std::sync::Arc;
 
 pub use cache::ParseCache;
 pub use catalog::{
-    Catalog, FunctionInfo, FunctionKind, MemoryCatalog, OperatorInfo, PolicyReads, RelationInfo,
-    RelationKind, RowSecurity, Split, SplitBy, Volatility,
+    Catalog, FunctionInfo, FunctionKind, MemoryCatalog, OperatorInfo, PolicyReads, ProtectedIndex,
+    RelationInfo, RelationKind, RowSecurity, Split, SplitBy, UntrustedOwner, Volatility,
 };
 pub use refusal::{Refusal, Rule};
 
@@ -84,6 +87,10 @@ pub struct Policy {
     /// Settings that `SET`/`RESET` may change (lower case). `dptext.*` is
     /// refused even when listed.
     pub allowed_settings: BTreeSet<String>,
+    /// Settings `SHOW` may read (lower case): the default
+    /// [`defaults::ALLOWED_SETTINGS`] and [`defaults::SHOWN_SETTINGS`].
+    /// `dptext.*` and `SHOW ALL` are refused even when listed.
+    pub shown_settings: BTreeSet<String>,
     /// `pg_catalog` functions refused even when IMMUTABLE (also checked
     /// against the functions behind operators).
     pub denied_functions: BTreeSet<String>,
@@ -117,6 +124,10 @@ impl Default for Policy {
             protected: HashMap::new(),
             sanitized: BTreeSet::new(),
             allowed_settings: defaults::set(defaults::ALLOWED_SETTINGS),
+            shown_settings: defaults::set(defaults::ALLOWED_SETTINGS)
+                .into_iter()
+                .chain(defaults::set(defaults::SHOWN_SETTINGS))
+                .collect(),
             denied_functions: defaults::set(defaults::DENIED_FUNCTIONS),
             stable_functions: defaults::set(defaults::STABLE_FUNCTIONS),
             catalog_functions: defaults::set(defaults::CATALOG_FUNCTIONS),

@@ -31,6 +31,15 @@ pub enum Rule {
     /// cannot follow): the rows it lets through would tell which values
     /// pass it.
     ProtectedPolicy,
+    /// A relation owned by a role the proxy does not trust (or of a
+    /// hierarchy with a member that is): its owner could change it during
+    /// the session so that a read runs the owner's code.
+    UntrustedOwner,
+    /// A relation with an index (its own, or a partition's or child's)
+    /// whose key or predicate reads a protected column: an index scan
+    /// returns rows in the raw values' order, or only those passing the
+    /// predicate.
+    ProtectedIndex,
     /// A catalog column that counts a relation's rows or pages
     /// (`pg_class.reltuples`...), in a session with protected columns.
     RelationSize,
@@ -116,6 +125,8 @@ impl Rule {
             Rule::CatalogRelation => "catalog_relation",
             Rule::ProtectedPartition => "protected_partition",
             Rule::ProtectedPolicy => "protected_policy",
+            Rule::UntrustedOwner => "untrusted_owner",
+            Rule::ProtectedIndex => "protected_index",
             Rule::RelationSize => "relation_size",
             Rule::RowLocation => "row_location",
             Rule::PolicyMismatch => "policy_mismatch",

@@ -108,19 +108,15 @@ fn analyze_with(
             }
         }
         NodeEnum::VariableShowStmt(s) => {
-            if is_dptext(&s.name) {
-                return Err(setting_refused(&s.name));
+            // Setting names are case-insensitive; SHOW TIME ZONE and
+            // SHOW TRANSACTION ISOLATION LEVEL arrive as their settings.
+            let name = s.name.to_ascii_lowercase();
+            if is_dptext(&name) || !ctx.policy.shown_settings.contains(&name) {
+                return Err(show_refused(&s.name));
             }
-            // SHOW ALL returns name, setting and description; SHOW of
-            // one setting, its value.
-            let width = if s.name.eq_ignore_ascii_case("all") {
-                3
-            } else {
-                1
-            };
             Ok(StatementAnalysis {
                 kind: StatementKind::Show,
-                output: vec![super::OutputColumn::Plain; width],
+                output: vec![super::OutputColumn::Plain],
                 effect: None,
                 search_path: None,
             })
@@ -280,6 +276,21 @@ fn setting_refused(name: &str) -> Refusal {
     Refusal::new(
         Rule::SettingNotAllowed,
         format!("setting {name} may not be set or shown in a masked session"),
+    )
+}
+
+fn show_refused(name: &str) -> Refusal {
+    let what = if name.eq_ignore_ascii_case("all") {
+        "SHOW ALL".to_owned()
+    } else {
+        format!("setting {name}")
+    };
+    Refusal::new(
+        Rule::SettingNotAllowed,
+        format!(
+            "{what} may not be shown in a masked session: SHOW reads only the display, \
+             transaction and server settings drivers ask for (a custom setting holds any text)"
+        ),
     )
 }
 

@@ -8,24 +8,37 @@
 //! partitions or inheritance children by a protected column (its members
 //! are then refused: `super::hierarchy`), and the row-level security
 //! policies that filter a relation's rows by one (it is then refused:
-//! `super::row_security`).
+//! `super::row_security`), the indexes that order or choose rows by one
+//! (`super::indexes`), and the owners of relations (a relation whose
+//! owner the proxy does not trust is refused: `super::owners`).
+//!
+//! The reads run inside one transaction whose `search_path` is pinned to
+//! `pg_catalog`, after the session's own path is read (`super::pinned`),
+//! and name every operator, function and type with `pg_catalog`
+//! (`super::queries`): no other role's operator or function runs in them.
 //!
 //! The policy is the configuration's `[[rule]]`s and `[[sanitized]]`
-//! relations, plus the rules of `dptext.rules` when the upstream has the
-//! extension. A protected column whose type is not `text`, `varchar` or
-//! `char` refuses the session: its values cannot be sanitized as text.
+//! relations, plus the rules of the dptext extension's column labels when
+//! the upstream has it. A protected column whose type is not `text`,
+//! `varchar` or `char` refuses the session: its values cannot be sanitized
+//! as text.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::analysis::{
-    FunctionKind, MemoryCatalog, Policy, QualName, RelationInfo, RelationKind, Volatility,
+    FunctionKind, MemoryCatalog, Policy, QualName, RelationInfo, RelationKind, UntrustedOwner,
+    Volatility,
 };
 use crate::error::{ProxyError, Result};
 use crate::mode::{self, ColumnRule};
 use crate::upstream::Upstream;
 
 use super::hierarchy::{Check, Columns, Hierarchy};
+use super::indexes::{self, Index};
+use super::owners::{self, Owner};
+use super::pinned;
+use super::queries::*;
 use super::row_security::{self, PolicyQual};
 
 /// What a proxy-mode session analyzes its statements against.
@@ -47,69 +60,14 @@ pub struct SessionCatalog {
     /// OIDs of the types only a superuser may attach a cast to: a `Parse`
     /// may name only these as its parameters' types.
     pub trusted_types: HashSet<u32>,
+    /// Relations refused for an owner the proxy does not trust, with the
+    /// member of their hierarchy that owner owns (for `dptext-proxy
+    /// check`).
+    pub untrusted: BTreeMap<QualName, UntrustedOwner>,
+    /// Relations refused for an index that reads a protected column, with
+    /// that index (for `dptext-proxy check`).
+    pub indexed: BTreeMap<QualName, QualName>,
 }
-
-const RELATIONS_SQL: &str = "SELECT c.oid, n.nspname, c.relname, c.relkind, c.reltype \
-  FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
- WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f')";
-const COLUMNS_SQL: &str = "SELECT a.attrelid, a.attnum, a.attname, a.atttypid \
-  FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid \
- WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') AND a.attnum > 0 AND NOT a.attisdropped \
- ORDER BY a.attrelid, a.attnum";
-const INHERITS_SQL: &str = "SELECT inhrelid, inhparent FROM pg_catalog.pg_inherits";
-/// The columns of every partition key: those it names (`partattrs`; 0
-/// for an expression, `e`) and those its expressions read, which
-/// PostgreSQL records as internal dependencies of the table's columns on
-/// the table itself (`d`).
-const PARTITION_KEYS_SQL: &str = "SELECT p.partrelid, a.attnum, 'e' \
-  FROM pg_catalog.pg_partitioned_table p, \
-       pg_catalog.unnest(p.partattrs::pg_catalog.int2[]) AS a(attnum) \
-UNION ALL \
-SELECT d.objid, d.objsubid, 'd' \
-  FROM pg_catalog.pg_depend d \
-  JOIN pg_catalog.pg_partitioned_table p ON p.partrelid = d.objid \
- WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass \
-   AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass \
-   AND d.refobjid = d.objid AND d.refobjsubid = 0 AND d.objsubid > 0 AND d.deptype = 'i'";
-/// CHECK constraints of tables, with the columns they read.
-const CHECKS_SQL: &str = "SELECT conrelid, conkey::pg_catalog.text, coninhcount > 0, connoinherit \
-  FROM pg_catalog.pg_constraint WHERE contype = 'c' AND conrelid <> 0";
-const FUNCTIONS_SQL: &str = "SELECT n.nspname, p.proname, p.provolatile, p.prokind, p.oid \
-  FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace";
-/// The `USING` expressions of the policies that filter the session's
-/// reads: `SELECT` and `ALL` policies for PUBLIC or a role whose
-/// privileges the session's role has, on relations whose row-level
-/// security is active for it (enabled, and the role neither owns the
-/// relation, unless it is forced, nor bypasses row-level security).
-const POLICIES_SQL: &str =
-    "SELECT p.polrelid, p.polname::pg_catalog.text, p.polqual::pg_catalog.text \
-  FROM pg_catalog.pg_policy p \
- WHERE p.polcmd IN ('r', '*') AND pg_catalog.row_security_active(p.polrelid) \
-   AND (0::pg_catalog.oid = ANY (p.polroles) \
-        OR EXISTS (SELECT FROM pg_catalog.unnest(p.polroles) AS r(oid) \
-                    WHERE pg_catalog.pg_has_role(r.oid, 'USAGE')))";
-const OPERATORS_SQL: &str = "SELECT n.nspname, o.oprname, fn.nspname, f.proname, f.provolatile \
-  FROM pg_catalog.pg_operator o \
-  JOIN pg_catalog.pg_namespace n ON n.oid = o.oprnamespace \
-  JOIN pg_catalog.pg_proc f ON f.oid = o.oprcode \
-  JOIN pg_catalog.pg_namespace fn ON fn.oid = f.pronamespace";
-/// Types, and whether only a superuser may attach a cast to them: those
-/// of `pg_catalog` and `information_schema`, and those a superuser owns.
-const TYPES_SQL: &str = "SELECT n.nspname, t.typname, t.oid, \
-       n.nspname IN ('pg_catalog', 'information_schema') OR COALESCE(r.rolsuper, false) \
-  FROM pg_catalog.pg_type t JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace \
-  LEFT JOIN pg_catalog.pg_roles r ON r.oid = t.typowner";
-const SESSION_SQL: &str = "SELECT CURRENT_USER::pg_catalog.text, \
-  pg_catalog.to_regclass('dptext.rules') IS NOT NULL";
-/// The schemas the server searches, as it resolved them: names folded or
-/// quoted as in the setting, `$user` replaced, schemas that do not exist
-/// or that the role may not use left out (the setting's text would need
-/// all of PostgreSQL's rules to read the same way).
-pub(super) const SCHEMAS_SQL: &str =
-    "SELECT s::pg_catalog.text FROM pg_catalog.unnest(pg_catalog.current_schemas(false)) AS s";
-const DB_RULES_SQL: &str =
-    "SELECT schema_name::pg_catalog.text, table_name::pg_catalog.text, column_name::pg_catalog.text, label \
-       FROM dptext.rules";
 
 /// Text types whose values (text and binary format alike) are UTF-8 text.
 const TEXT_TYPES: [u32; 3] = [25, 1043, 1042];
@@ -198,6 +156,38 @@ async fn policies(up: &mut Upstream) -> Result<Vec<PolicyQual>> {
         .collect()
 }
 
+/// The numbers of a list PostgreSQL prints: an array (`{1,3}`) or an
+/// `int2vector` (`1 3`).
+fn numbers(list: &str) -> Result<Vec<i16>> {
+    list.trim_matches(|c| c == '{' || c == '}')
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|n| !n.is_empty())
+        .map(|n| {
+            n.parse::<i16>()
+                .map_err(|_| ProxyError::Upstream(format!("a catalog query returned \"{list}\"")))
+        })
+        .collect()
+}
+
+/// The indexes of relations.
+async fn indexes(up: &mut Upstream) -> Result<Vec<Index>> {
+    rows(up, "indexes", INDEXES_SQL)
+        .await?
+        .iter()
+        .map(|r| {
+            let keys = usize::try_from(num::<i16>(r, 4)?).unwrap_or(0);
+            Ok(Index {
+                relation: num(r, 0)?,
+                name: QualName::new(cell(r, 1)?, cell(r, 2)?),
+                key: numbers(cell(r, 3)?)?.into_iter().take(keys).collect(),
+                expressions: r.get(5).and_then(|c| c.clone()),
+                predicate: r.get(6).and_then(|c| c.clone()),
+                depends: numbers(cell(r, 7)?)?.into_iter().collect(),
+            })
+        })
+        .collect()
+}
+
 /// The CHECK constraints of tables.
 async fn checks(up: &mut Upstream) -> Result<Vec<Check>> {
     rows(up, "check constraints", CHECKS_SQL)
@@ -206,17 +196,7 @@ async fn checks(up: &mut Upstream) -> Result<Vec<Check>> {
         .map(|r| {
             let columns = match r.get(1).and_then(|c| c.as_deref()) {
                 None => None,
-                Some(list) => Some(
-                    list.trim_matches(|c| c == '{' || c == '}')
-                        .split(',')
-                        .filter(|n| !n.is_empty())
-                        .map(|n| {
-                            n.parse::<i16>().map_err(|_| {
-                                ProxyError::Upstream(format!("a catalog query returned \"{list}\""))
-                            })
-                        })
-                        .collect::<Result<BTreeSet<i16>>>()?,
-                ),
+                Some(list) => Some(numbers(list)?.into_iter().collect()),
             };
             Ok(Check {
                 relation: num(r, 0)?,
@@ -228,24 +208,48 @@ async fn checks(up: &mut Upstream) -> Result<Vec<Check>> {
         .collect()
 }
 
+/// What the configuration declares: rules, sanitized relations, trusted
+/// owners.
+#[derive(Debug, Clone, Copy)]
+pub struct Declared<'a> {
+    /// The `[[rule]]`s, checked.
+    pub rules: &'a [ColumnRule],
+    /// The `[[sanitized]]` relations.
+    pub sanitized: &'a [mode::Sanitized],
+    /// `masking.trusted_owners`.
+    pub trusted_owners: &'a [String],
+}
+
 /// Reads everything a proxy-mode session needs, over its own connection
-/// (before any client message is relayed).
-pub async fn load(
+/// (before any client message is relayed), which must be idle outside a
+/// transaction block: the session's search path, then the rest in a
+/// transaction whose path is pinned to `pg_catalog`.
+pub async fn load(up: &mut Upstream, declared: Declared<'_>) -> Result<SessionCatalog> {
+    let search_path = rows(up, "the search path", SCHEMAS_SQL)
+        .await?
+        .iter()
+        .map(|r| cell(r, 0).map(str::to_owned))
+        .collect::<Result<Vec<String>>>()?;
+    pinned::begin(up).await?;
+    let read = read(up, declared, search_path).await;
+    let ended = pinned::end(up, read.is_ok()).await;
+    let catalog = read?;
+    ended?;
+    Ok(catalog)
+}
+
+/// The reads of [`load`] after the search path's, in the pinned
+/// transaction.
+async fn read(
     up: &mut Upstream,
-    config_rules: &[ColumnRule],
-    sanitized: &[mode::Sanitized],
+    declared: Declared<'_>,
+    search_path: Vec<String>,
 ) -> Result<SessionCatalog> {
     let session = rows(up, "the session", SESSION_SQL).await?;
     let first = session
         .first()
         .ok_or_else(|| ProxyError::Upstream("no session row".into()))?;
     let user = cell(first, 0)?.to_owned();
-    let has_db_rules = cell(first, 1)? == "t";
-    let search_path = rows(up, "the search path", SCHEMAS_SQL)
-        .await?
-        .iter()
-        .map(|r| cell(r, 0).map(str::to_owned))
-        .collect::<Result<Vec<String>>>()?;
 
     let mut catalog = MemoryCatalog::new();
     // Types first: columns and row types of another role's types are
@@ -263,6 +267,7 @@ pub async fn load(
     }
     let mut names: HashMap<u32, (String, String, RelationKind)> = HashMap::new();
     let mut row_types: HashMap<u32, u32> = HashMap::new();
+    let mut relation_owners: HashMap<u32, Owner> = HashMap::new();
     for r in rows(up, "relations", RELATIONS_SQL).await? {
         let kind = match cell(&r, 3)? {
             "r" | "p" => RelationKind::Table,
@@ -276,6 +281,13 @@ pub async fn load(
             (cell(&r, 1)?.to_owned(), cell(&r, 2)?.to_owned(), kind),
         );
         row_types.insert(oid, num(&r, 4)?);
+        relation_owners.insert(
+            oid,
+            Owner {
+                name: cell(&r, 5)?.to_owned(),
+                superuser: cell(&r, 6)? == "t",
+            },
+        );
     }
     let mut columns: HashMap<u32, Vec<(i16, String, u32)>> = HashMap::new();
     for r in rows(up, "columns", COLUMNS_SQL).await? {
@@ -313,28 +325,24 @@ pub async fn load(
         policy.protect(schema, table, column, &label);
         rules.insert(label, spec.clone());
     };
-    for r in config_rules {
+    for r in declared.rules {
         protect(&mut policy, &r.schema, &r.table, &r.column, &r.spec);
     }
-    if has_db_rules {
-        for r in rows(up, "dptext.rules", DB_RULES_SQL).await? {
-            let label = cell(&r, 3)?;
-            let parsed = dptext_core::rules::parse_column_label(label).map_err(|e| {
-                ProxyError::Upstream(format!(
-                    "a dptext.rules label could not be read ({e}): {label}"
-                ))
-            })?;
-            let (schema, table, column) = (cell(&r, 0)?, cell(&r, 1)?, cell(&r, 2)?);
-            let already = policy
-                .protected
-                .get(&QualName::new(schema, table))
-                .is_some_and(|cols| cols.contains_key(column));
-            if !already {
-                protect(&mut policy, schema, table, column, &parsed.spec);
-            }
+    for r in rows(up, "the dptext labels", DB_RULES_SQL).await? {
+        let label = cell(&r, 3)?;
+        let parsed = dptext_core::rules::parse_column_label(label).map_err(|e| {
+            ProxyError::Upstream(format!("a dptext label could not be read ({e}): {label}"))
+        })?;
+        let (schema, table, column) = (cell(&r, 0)?, cell(&r, 1)?, cell(&r, 2)?);
+        let already = policy
+            .protected
+            .get(&QualName::new(schema, table))
+            .is_some_and(|cols| cols.contains_key(column));
+        if !already {
+            protect(&mut policy, schema, table, column, &parsed.spec);
         }
     }
-    for s in sanitized {
+    for s in declared.sanitized {
         let (schema, name) = mode::qualified(&s.relation)?;
         policy.sanitize(&schema, &name);
     }
@@ -355,6 +363,13 @@ pub async fn load(
         functions.insert(num(&r, 4)?, (QualName::new(schema, name), v));
     }
     let guarded = row_security::guards(&policies(up).await?, &hierarchy, &policy, &functions);
+    let indexed = indexes::ordering(&indexes(up).await?, &hierarchy, &policy, &functions);
+    let untrusted = owners::untrusted(
+        &hierarchy,
+        &relation_owners,
+        &policy,
+        declared.trusted_owners,
+    );
 
     // Relations, and where protected columns are.
     let mut origins: HashMap<(u32, i16), String> = HashMap::new();
@@ -398,6 +413,8 @@ pub async fn load(
             opaque_row,
             split: splits.get(oid).cloned(),
             row_security: guarded.get(oid).cloned(),
+            untrusted_owner: untrusted.get(oid).cloned(),
+            protected_index: indexed.get(oid).cloned(),
         });
     }
     for r in rows(up, "operators", OPERATORS_SQL).await? {
@@ -416,6 +433,14 @@ pub async fn load(
         origins,
         rules,
         trusted_types,
+        untrusted: untrusted
+            .iter()
+            .filter_map(|(oid, u)| Some((hierarchy.name(*oid)?.clone(), u.clone())))
+            .collect(),
+        indexed: indexed
+            .iter()
+            .filter_map(|(oid, ix)| Some((hierarchy.name(*oid)?.clone(), ix.index.clone())))
+            .collect(),
     })
 }
 
@@ -439,7 +464,9 @@ pub async fn prepare_rules(
 
 /// What `dptext-proxy check` says of a proxy-mode user: connects as
 /// `login`, reads the catalog as a session would, and counts the protected
-/// columns found (a configured column that does not exist is reported).
+/// columns found (a configured column that does not exist, or a trusted
+/// owner that is not a role, is reported), and the relations refused for
+/// their owner or an index.
 pub async fn probe(
     cfg: &crate::config::Upstream,
     login: &crate::upstream::Login,
@@ -447,7 +474,29 @@ pub async fn probe(
 ) -> Result<String> {
     let rules = mode::column_rules(&config.rules)?;
     let mut up = crate::upstream::connect(cfg, login, &[]).await?;
-    let c = load(&mut up, &rules, &config.sanitized).await?;
+    let declared = Declared {
+        rules: &rules,
+        sanitized: &config.sanitized,
+        trusted_owners: &config.masking.trusted_owners,
+    };
+    let c = load(&mut up, declared).await?;
+    let roles: HashSet<String> = rows(&mut up, "the roles", ROLES_SQL)
+        .await?
+        .iter()
+        .map(|r| cell(r, 0).map(str::to_owned))
+        .collect::<Result<_>>()?;
+    let unknown: Vec<&str> = declared
+        .trusted_owners
+        .iter()
+        .filter(|r| !roles.contains(*r))
+        .map(String::as_str)
+        .collect();
+    if !unknown.is_empty() {
+        return Err(ProxyError::Config(format!(
+            "[masking] trusted_owners names roles that do not exist upstream: {}",
+            unknown.join(", ")
+        )));
+    }
     let mut missing = Vec::new();
     for (table, cols) in &c.policy.protected {
         let Some(rel) = crate::analysis::Catalog::relation(&c.catalog, &table.schema, &table.name)
@@ -467,10 +516,56 @@ pub async fn probe(
             missing.join(", ")
         )));
     }
-    Ok(format!(
+    let mut summary = format!(
         "{} protected column(s) found ({} rule(s)), search_path {}",
         c.origins.len(),
         c.rules.len(),
         c.search_path.join(", ")
-    ))
+    );
+    if !c.untrusted.is_empty() {
+        let listed: Vec<String> = c
+            .untrusted
+            .iter()
+            .take(LISTED)
+            .map(|(r, u)| {
+                if &u.relation == r {
+                    format!("{r} (of {})", u.owner)
+                } else {
+                    format!("{r} ({} of {})", u.relation, u.owner)
+                }
+            })
+            .collect();
+        summary.push_str(&format!(
+            "; {} relation(s) refused for an owner not trusted (masking.trusted_owners): {}{}",
+            c.untrusted.len(),
+            listed.join(", "),
+            if c.untrusted.len() > LISTED {
+                ", ..."
+            } else {
+                ""
+            }
+        ));
+    }
+    if !c.indexed.is_empty() {
+        let listed: Vec<String> = c
+            .indexed
+            .iter()
+            .take(LISTED)
+            .map(|(r, ix)| format!("{r} (index {ix})"))
+            .collect();
+        summary.push_str(&format!(
+            "; {} relation(s) refused for an index on a protected column: {}{}",
+            c.indexed.len(),
+            listed.join(", "),
+            if c.indexed.len() > LISTED {
+                ", ..."
+            } else {
+                ""
+            }
+        ));
+    }
+    Ok(summary)
 }
+
+/// How many refused relations `dptext-proxy check` names.
+const LISTED: usize = 5;

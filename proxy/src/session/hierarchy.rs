@@ -89,6 +89,11 @@ impl Hierarchy {
         self.names.get(&oid)
     }
 
+    /// The OID of a relation that was added, by its name.
+    pub fn oid(&self, name: &QualName) -> Option<u32> {
+        self.by_name.get(name).copied()
+    }
+
     fn has_column(&self, oid: u32, column: &str) -> bool {
         self.columns
             .get(&oid)

@@ -13,9 +13,11 @@
 //! 4. the relay ([`relay`]): bytes both ways, unchanged; or, for a masked
 //!    user in proxy mode, the catalog read over the session's connection
 //!    ([`catalog`], with the partitions and inheritance children of
-//!    `hierarchy` and the row-level security policies of
-//!    `row_security`) and the analyzing, sanitizing relay ([`filter`],
-//!    its rows held and limited by `batch`), with
+//!    `hierarchy`, the row-level security policies of `row_security`, the
+//!    indexes of `indexes` and the owners of `owners`; its SQL in
+//!    `queries`, run with the path pinned to `pg_catalog` by `pinned`)
+//!    and the analyzing, sanitizing relay ([`filter`], its rows held and
+//!    limited by `batch`), with
 //!    errors and notices scrubbed ([`scrub`]) and the search path
 //!    followed ([`path`]), and the catalog read again when a statement
 //!    names a relation created since ([`refresh`]).
@@ -26,7 +28,11 @@ pub mod cancel;
 pub mod catalog;
 pub mod filter;
 mod hierarchy;
+mod indexes;
+mod owners;
 pub mod path;
+mod pinned;
+mod queries;
 pub mod refresh;
 pub mod relay;
 mod row_security;
@@ -285,7 +291,12 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
             // Proxy mode: the upstream needs no extension; the session's
             // own connection reads the catalog before any client message.
             let mut up = upstream::connect(cfg, &login, &params).await?;
-            let catalog = catalog::load(&mut up, &pm.rules, &shared.config.sanitized).await?;
+            let declared = catalog::Declared {
+                rules: &pm.rules,
+                sanitized: &shared.config.sanitized,
+                trusted_owners: &shared.config.masking.trusted_owners,
+            };
+            let catalog = catalog::load(&mut up, declared).await?;
             catalog::prepare_rules(&pm.sanitizer, &catalog).await?;
             // What the relay needs to read the catalog again.
             let refresh = refresh::Refresh {
@@ -294,6 +305,7 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
                 params: params.clone(),
                 rules: pm.rules.clone(),
                 sanitized: shared.config.sanitized.clone(),
+                trusted_owners: shared.config.masking.trusted_owners.clone(),
                 sanitizer: pm.sanitizer.clone(),
             };
             return Ok((user, up, Some((catalog, refresh))));

@@ -27,7 +27,7 @@ use crate::error::{ProxyError, Result};
 /// The query the proxy appends to a `SET search_path`: one row per
 /// schema the server now searches, in order; the one the session's path
 /// was first read with.
-use super::catalog::SCHEMAS_SQL as PROBE_SQL;
+use super::queries::SCHEMAS_SQL as PROBE_SQL;
 
 /// The search path of one session, as the server has committed it.
 #[derive(Debug)]

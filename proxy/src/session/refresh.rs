@@ -43,6 +43,8 @@ pub struct Refresh {
     pub rules: Vec<ColumnRule>,
     /// The configuration's sanitized relations.
     pub sanitized: Vec<mode::Sanitized>,
+    /// The configuration's trusted owners (`masking.trusted_owners`).
+    pub trusted_owners: Vec<String>,
     /// The sanitizing pool, which must know every rule before it is used.
     pub sanitizer: Arc<Sanitizer>,
 }
@@ -60,7 +62,12 @@ impl Refresh {
         let limit = Duration::from_secs(self.cfg.connect_timeout_secs.saturating_mul(2));
         let read = async {
             let mut up = upstream::connect(&self.cfg, &self.login, &self.params).await?;
-            catalog::load(&mut up, &self.rules, &self.sanitized).await
+            let declared = catalog::Declared {
+                rules: &self.rules,
+                sanitized: &self.sanitized,
+                trusted_owners: &self.trusted_owners,
+            };
+            catalog::load(&mut up, declared).await
         };
         let loaded = tokio::time::timeout(limit, read).await.map_err(|_| {
             ProxyError::Upstream(format!(

@@ -116,7 +116,14 @@ fn sanitized_relations_are_relayed_as_they_are() {
 fn session_statements() {
     for sql in [
         "SHOW search_path",
-        "SHOW ALL",
+        "SHOW server_version",
+        "SHOW \"DateStyle\"",
+        "SHOW TIME ZONE",
+        "SHOW TRANSACTION ISOLATION LEVEL",
+        "show standard_conforming_strings",
+        "SHOW max_identifier_length",
+        "SHOW client_encoding",
+        "SHOW transaction_read_only",
         "SET application_name = 'x'",
         "SET TIME ZONE 'UTC'",
         "SET LOCAL statement_timeout = 1000",

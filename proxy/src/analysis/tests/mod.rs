@@ -9,6 +9,7 @@
 
 mod allowed;
 mod attacks;
+mod guards;
 mod hierarchies;
 mod introspection;
 mod names;
@@ -31,6 +32,8 @@ pub fn rel(schema: &str, name: &str, kind: RelationKind, cols: &[&str]) -> Relat
         opaque_row: None,
         split: None,
         row_security: None,
+        untrusted_owner: None,
+        protected_index: None,
     }
 }
 

@@ -166,15 +166,7 @@ fn group_by_prefers_local_inputs_then_output_names_then_outer_columns() {
 }
 
 #[test]
-fn show_all_returns_three_columns() {
-    assert_eq!(
-        ok("SHOW ALL").statements[0].output,
-        [
-            OutputColumn::Plain,
-            OutputColumn::Plain,
-            OutputColumn::Plain
-        ]
-    );
+fn show_returns_one_column() {
     assert_eq!(
         ok("SHOW search_path").statements[0].output,
         [OutputColumn::Plain]

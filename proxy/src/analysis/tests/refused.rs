@@ -283,6 +283,21 @@ fn settings() {
     refused("SET dptext.key_file = '/x'", Rule::SettingNotAllowed);
     refused("SET DPTEXT.key = 'k'", Rule::SettingNotAllowed);
     refused("SHOW dptext.key", Rule::SettingNotAllowed);
+    // SHOW reads an allow-list: not a custom setting (colluding code can
+    // set_config one to any text), not SHOW ALL, not other settings.
+    for sql in [
+        "SHOW atkp.leak",
+        "SHOW \"atkp.leak\"",
+        "SHOW ALL",
+        "SHOW work_mem",
+        "SHOW SESSION AUTHORIZATION",
+        "SHOW data_directory",
+    ] {
+        refused(sql, Rule::SettingNotAllowed);
+    }
+    assert!(refused("SHOW ALL", Rule::SettingNotAllowed)
+        .message
+        .starts_with("SHOW ALL may not be shown"));
     refused(
         "SET LOCAL search_path = evil, public",
         Rule::SettingNotAllowed,

@@ -1,0 +1,209 @@
+//! The SQL of proxy mode's catalog reads (`super::catalog`).
+//!
+//! They run as the masked user's upstream role, with its privileges, and
+//! must run none of another role's code: every operator is named
+//! `OPERATOR(pg_catalog.x)`, every function, type and relation with
+//! `pg_catalog`, and a list compared with `= ANY` of a `pg_catalog` array
+//! rather than `IN` (whose `=` is looked up by name). The reads also run
+//! with the path pinned to `pg_catalog` (`super::pinned`); the test below
+//! checks that no query relies on it.
+
+/// Relations, with their owner (`pg_class.relowner`: its name, and
+/// whether it is a superuser).
+pub(super) const RELATIONS_SQL: &str = "SELECT c.oid, n.nspname, c.relname, c.relkind, c.reltype, \
+       pg_catalog.pg_get_userbyid(c.relowner)::pg_catalog.text, COALESCE(r.rolsuper, false) \
+  FROM pg_catalog.pg_class c \
+  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace \
+  LEFT JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) c.relowner \
+ WHERE c.relkind OPERATOR(pg_catalog.=) ANY ('{r,p,v,m,f}'::pg_catalog.\"char\"[])";
+pub(super) const COLUMNS_SQL: &str = "SELECT a.attrelid, a.attnum, a.attname, a.atttypid \
+  FROM pg_catalog.pg_attribute a \
+  JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) a.attrelid \
+ WHERE c.relkind OPERATOR(pg_catalog.=) ANY ('{r,p,v,m,f}'::pg_catalog.\"char\"[]) \
+   AND a.attnum OPERATOR(pg_catalog.>) 0::pg_catalog.int2 AND NOT a.attisdropped \
+ ORDER BY a.attrelid, a.attnum";
+pub(super) const INHERITS_SQL: &str = "SELECT inhrelid, inhparent FROM pg_catalog.pg_inherits";
+/// The columns of every partition key: those it names (`partattrs`; 0
+/// for an expression, `e`) and those its expressions read, which
+/// PostgreSQL records as internal dependencies of the table's columns on
+/// the table itself (`d`).
+pub(super) const PARTITION_KEYS_SQL: &str = "SELECT p.partrelid, a.attnum, 'e' \
+  FROM pg_catalog.pg_partitioned_table p, \
+       pg_catalog.unnest(p.partattrs::pg_catalog.int2[]) AS a(attnum) \
+UNION ALL \
+SELECT d.objid, d.objsubid, 'd' \
+  FROM pg_catalog.pg_depend d \
+  JOIN pg_catalog.pg_partitioned_table p ON p.partrelid OPERATOR(pg_catalog.=) d.objid \
+ WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid \
+   AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid \
+   AND d.refobjid OPERATOR(pg_catalog.=) d.objid \
+   AND d.refobjsubid OPERATOR(pg_catalog.=) 0 \
+   AND d.objsubid OPERATOR(pg_catalog.>) 0 \
+   AND d.deptype OPERATOR(pg_catalog.=) 'i'::pg_catalog.\"char\"";
+/// CHECK constraints of tables, with the columns they read.
+pub(super) const CHECKS_SQL: &str = "SELECT conrelid, conkey::pg_catalog.text, \
+       coninhcount OPERATOR(pg_catalog.>) 0, connoinherit \
+  FROM pg_catalog.pg_constraint \
+ WHERE contype OPERATOR(pg_catalog.=) 'c'::pg_catalog.\"char\" \
+   AND conrelid OPERATOR(pg_catalog.<>) 0::pg_catalog.oid";
+pub(super) const FUNCTIONS_SQL: &str =
+    "SELECT n.nspname, p.proname, p.provolatile, p.prokind, p.oid \
+  FROM pg_catalog.pg_proc p \
+  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace";
+/// The `USING` expressions of the policies that filter the session's
+/// reads: `SELECT` and `ALL` policies for PUBLIC or a role whose
+/// privileges the session's role has, on relations whose row-level
+/// security is active for it (enabled, and the role neither owns the
+/// relation, unless it is forced, nor bypasses row-level security).
+pub(super) const POLICIES_SQL: &str =
+    "SELECT p.polrelid, p.polname::pg_catalog.text, p.polqual::pg_catalog.text \
+  FROM pg_catalog.pg_policy p \
+ WHERE p.polcmd OPERATOR(pg_catalog.=) ANY ('{r,*}'::pg_catalog.\"char\"[]) \
+   AND pg_catalog.row_security_active(p.polrelid) \
+   AND (0::pg_catalog.oid OPERATOR(pg_catalog.=) ANY (p.polroles) \
+        OR EXISTS (SELECT FROM pg_catalog.unnest(p.polroles) AS r(oid) \
+                    WHERE pg_catalog.pg_has_role(r.oid, 'USAGE')))";
+pub(super) const OPERATORS_SQL: &str =
+    "SELECT n.nspname, o.oprname, fn.nspname, f.proname, f.provolatile \
+  FROM pg_catalog.pg_operator o \
+  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) o.oprnamespace \
+  JOIN pg_catalog.pg_proc f ON f.oid OPERATOR(pg_catalog.=) o.oprcode \
+  JOIN pg_catalog.pg_namespace fn ON fn.oid OPERATOR(pg_catalog.=) f.pronamespace";
+/// Types, and whether only a superuser may attach a cast to them: those
+/// of `pg_catalog` and `information_schema`, and those a superuser owns.
+pub(super) const TYPES_SQL: &str = "SELECT n.nspname, t.typname, t.oid, \
+       n.nspname OPERATOR(pg_catalog.=) ANY ('{pg_catalog,information_schema}'::pg_catalog.name[]) \
+       OR COALESCE(r.rolsuper, false) \
+  FROM pg_catalog.pg_type t \
+  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) t.typnamespace \
+  LEFT JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) t.typowner";
+pub(super) const SESSION_SQL: &str = "SELECT CURRENT_USER::pg_catalog.text";
+/// The schemas the server searches, as it resolved them: names folded or
+/// quoted as in the setting, `$user` replaced, schemas that do not exist
+/// or that the role may not use left out (the setting's text would need
+/// all of PostgreSQL's rules to read the same way).
+pub(super) const SCHEMAS_SQL: &str =
+    "SELECT s::pg_catalog.text FROM pg_catalog.unnest(pg_catalog.current_schemas(false)) AS s";
+/// The dptext extension's column labels, the rules of `dptext.rules`,
+/// read where the extension stores them (`dptext.rules` is a view, and a
+/// role that may create a schema `dptext` where the extension is not
+/// installed could make one that runs its own functions). Labels of
+/// provider `dptext` exist only where the extension's label provider is
+/// loaded, which validates them.
+pub(super) const DB_RULES_SQL: &str = "SELECT n.nspname::pg_catalog.text, c.relname::pg_catalog.text, \
+       a.attname::pg_catalog.text, l.label \
+  FROM pg_catalog.pg_seclabel l \
+  JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) l.objoid \
+  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace \
+  JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) c.oid \
+   AND a.attnum OPERATOR(pg_catalog.=) l.objsubid \
+ WHERE l.provider OPERATOR(pg_catalog.=) 'dptext'::pg_catalog.text \
+   AND l.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid \
+   AND l.objsubid OPERATOR(pg_catalog.>) 0 \
+   AND NOT a.attisdropped";
+/// Indexes of relations, with the columns PostgreSQL records their
+/// expressions and predicates depend on (`pg_depend`, every column one
+/// reads but through a whole-row reference; the key and `INCLUDE`
+/// columns too).
+pub(super) const INDEXES_SQL: &str = "SELECT i.indrelid, n.nspname, c.relname, \
+       i.indkey::pg_catalog.text, i.indnkeyatts, \
+       i.indexprs::pg_catalog.text, i.indpred::pg_catalog.text, \
+       ARRAY(SELECT d.refobjsubid FROM pg_catalog.pg_depend d \
+              WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid \
+                AND d.objid OPERATOR(pg_catalog.=) i.indexrelid \
+                AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid \
+                AND d.refobjid OPERATOR(pg_catalog.=) i.indrelid \
+                AND d.refobjsubid OPERATOR(pg_catalog.>) 0)::pg_catalog.text \
+  FROM pg_catalog.pg_index i \
+  JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) i.indexrelid \
+  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace";
+/// The names of every role (`dptext-proxy check` looks for the trusted
+/// owners among them).
+pub(super) const ROLES_SQL: &str = "SELECT rolname::pg_catalog.text FROM pg_catalog.pg_roles";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Characters that make up PostgreSQL operators.
+    const OPERATOR_CHARS: &str = "+-*/<>=~!@#%^&|`?";
+
+    /// Key words that compare with an `=` (or another operator) looked up by
+    /// name: `IN`, `LIKE`, `BETWEEN`, `IS DISTINCT FROM`, `NULLIF`...
+    const OPERATOR_WORDS: &[&str] = &[
+        "IN", "LIKE", "ILIKE", "SIMILAR", "BETWEEN", "DISTINCT", "NULLIF", "OVERLAPS",
+    ];
+
+    /// What in `sql` names an operator without `OPERATOR(pg_catalog.x)`:
+    /// operator characters outside string literals, casts (`::`) and
+    /// qualified operators, and key words that compare with one. Empty when
+    /// every operator is pinned to `pg_catalog`.
+    fn unqualified(sql: &str) -> Vec<String> {
+        // String literals first: their text is data.
+        let mut bare = String::with_capacity(sql.len());
+        let mut in_literal = false;
+        for c in sql.chars() {
+            if c == '\'' {
+                in_literal = !in_literal;
+                bare.push(' ');
+            } else if !in_literal {
+                bare.push(c);
+            }
+        }
+        let mut found = Vec::new();
+        let mut rest = bare.replace("::", " ");
+        while let Some(at) = rest.find("OPERATOR(pg_catalog.") {
+            let tail = &rest[at..];
+            let end = tail.find(')').map_or(tail.len(), |e| e + 1);
+            rest.replace_range(at..at + end, " ");
+        }
+        found.extend(
+            rest.split(|c: char| !OPERATOR_CHARS.contains(c))
+                .filter(|op| !op.is_empty())
+                .map(str::to_owned),
+        );
+        found.extend(
+            rest.split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+                .filter(|w| OPERATOR_WORDS.iter().any(|k| w.eq_ignore_ascii_case(k)))
+                .map(str::to_owned),
+        );
+        found
+    }
+
+    #[test]
+    fn unqualified_operators_are_found() {
+        assert_eq!(unqualified("SELECT a FROM t WHERE x <> 0"), ["<>"]);
+        assert_eq!(unqualified("SELECT a FROM t WHERE k IN ('r', 'p')"), ["IN"]);
+        assert_eq!(unqualified("SELECT a FROM t WHERE x = ANY (y)"), ["="]);
+        assert!(unqualified(
+            "SELECT a::pg_catalog.text FROM t \
+             WHERE x OPERATOR(pg_catalog.<>) 0 AND k OPERATOR(pg_catalog.=) ANY ('{r,*}')"
+        )
+        .is_empty());
+        // Words that only contain a key word are not one.
+        assert!(unqualified("SELECT indkey, inhrelid FROM pg_index").is_empty());
+    }
+
+    #[test]
+    fn no_catalog_read_names_an_operator_without_pg_catalog() {
+        for sql in [
+            RELATIONS_SQL,
+            COLUMNS_SQL,
+            INHERITS_SQL,
+            PARTITION_KEYS_SQL,
+            CHECKS_SQL,
+            FUNCTIONS_SQL,
+            POLICIES_SQL,
+            OPERATORS_SQL,
+            TYPES_SQL,
+            SESSION_SQL,
+            SCHEMAS_SQL,
+            DB_RULES_SQL,
+            INDEXES_SQL,
+            ROLES_SQL,
+        ] {
+            let found = unqualified(sql);
+            assert!(found.is_empty(), "{found:?} in {sql}");
+        }
+    }
+}
