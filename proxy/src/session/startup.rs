@@ -48,6 +48,14 @@ pub fn upstream_params(client: &[(String, String)], masked: bool) -> Result<Vec<
         }
         kept.push((k.clone(), v.clone()));
     }
+    if masked {
+        // A synchronized scan starts where another session's scan of the
+        // same large table is, at a page boundary: the first rows of an
+        // unordered read would tell where pages begin, which follows from
+        // the stored values' lengths. Masked sessions cannot set it back
+        // (not an allowed setting).
+        kept.push(("synchronize_seqscans".into(), "off".into()));
+    }
     Ok(kept)
 }
 
@@ -86,7 +94,14 @@ mod tests {
                 ("TimeZone", "UTC"),
                 ("client_encoding", "utf8"),
                 ("search_path", "public"),
+                ("synchronize_seqscans", "off"),
             ])
+        );
+        // A client cannot turn synchronized scans back on.
+        let on = params(&[("synchronize_seqscans", "on")]);
+        assert_eq!(
+            upstream_params(&on, true).unwrap(),
+            params(&[("synchronize_seqscans", "off")])
         );
     }
 
