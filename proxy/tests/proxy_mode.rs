@@ -500,6 +500,8 @@ fn psql_describes_tables_as_a_direct_connection_does() {
         "\\dv",
         "\\df",
         "\\dX",
+        "\\du",
+        "\\db",
     ] {
         let (proxied, direct) = describe(env, meta);
         assert!(!proxied.contains("ERROR"), "{meta}:\n{proxied}");

@@ -156,6 +156,11 @@ pub const CATALOG_FUNCTIONS: &[&str] = &[
     "pg_opclass_is_visible",
     "pg_opfamily_is_visible",
     "pg_collation_is_visible",
+    // takes a regclass: a table's text value cast to one would name a
+    // relation (and its error quote the text)
+    "pg_partition_root",
+    // \db
+    "pg_tablespace_location",
     // \l, \dO: encoding names and numbers
     "pg_encoding_to_char",
     "pg_char_to_encoding",
@@ -248,6 +253,7 @@ pub const PG_CATALOG_RELATIONS: &[&str] = &[
     "pg_am",
     "pg_attrdef",
     "pg_attribute",
+    "pg_auth_members",
     "pg_class",
     "pg_collation",
     "pg_constraint",

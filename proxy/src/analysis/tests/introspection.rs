@@ -301,6 +301,10 @@ fn catalog_functions_take_only_values_of_the_catalog() {
         "SELECT pg_catalog.pg_get_expr(d.adbin, r.id) FROM pg_catalog.pg_attrdef d, records r",
         "SELECT pg_catalog.pg_get_userbyid(r.xmin) FROM records r",
         "SELECT pg_catalog.pg_get_userbyid(s.id) FROM analytics.records_safe s",
+        // pg_partition_root takes a regclass: a table's text cast to one
+        // names a relation, and its error quotes the text.
+        "SELECT pg_catalog.pg_partition_root(ward) FROM records",
+        "SELECT pg_catalog.pg_tablespace_location(r.id) FROM records r",
     ] {
         refused(sql, Rule::CatalogFunctionArgument);
     }

@@ -326,6 +326,8 @@ pub fn catalog() -> MemoryCatalog {
         ("current_schema", V::Stable, F),
         ("pg_stat_get_numscans", V::Stable, F),
         ("pg_partition_ancestors", V::Volatile, F),
+        ("pg_partition_root", V::Immutable, F),
+        ("pg_tablespace_location", V::Stable, F),
         ("pg_statistics_obj_is_visible", V::Stable, F),
         ("pg_describe_object", V::Stable, F),
         ("pg_get_triggerdef", V::Stable, F),
