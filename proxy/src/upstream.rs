@@ -249,6 +249,15 @@ async fn start(
 }
 
 impl Upstream {
+    /// The value of run-time parameter `name` as the server reported it at
+    /// start-up (ParameterStatus), if it did.
+    pub fn parameter(&self, name: &str) -> Option<String> {
+        self.parameters.iter().find_map(|f| {
+            let mut r = wire::Reader::new(&f.body);
+            (r.cstr().ok()? == name).then(|| r.cstr().ok().map(str::to_owned))?
+        })
+    }
+
     /// Runs one simple query before relaying starts; the rows in text
     /// format, or the server's error message.
     pub async fn query(

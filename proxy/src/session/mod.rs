@@ -291,6 +291,17 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
             // Proxy mode: the upstream needs no extension; the session's
             // own connection reads the catalog before any client message.
             let mut up = upstream::connect(cfg, &login, &params).await?;
+            // Values that are not UTF-8 (a SQL_ASCII database) could not be
+            // sanitized, and ending the session on one would tell which.
+            match up.parameter("server_encoding") {
+                Some(enc) if startup::is_utf8(&enc) => {}
+                enc => {
+                    return Err(ProxyError::MaskingUnavailable(format!(
+                        "proxy mode needs a UTF8 database; the upstream's server_encoding is {}",
+                        enc.as_deref().unwrap_or("not reported")
+                    )))
+                }
+            }
             let declared = catalog::Declared {
                 rules: &pm.rules,
                 sanitized: &shared.config.sanitized,

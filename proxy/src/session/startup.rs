@@ -22,7 +22,7 @@ pub const MASKED_ALLOWED: [&str; 7] = [
 ];
 
 /// Spellings of UTF8 that PostgreSQL accepts as a client encoding.
-fn is_utf8(v: &str) -> bool {
+pub(crate) fn is_utf8(v: &str) -> bool {
     ["UTF8", "UTF-8", "UNICODE"]
         .iter()
         .any(|u| v.trim().eq_ignore_ascii_case(u))
