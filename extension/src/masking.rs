@@ -424,43 +424,20 @@ fn sanitized_policy(relid: Oid, mut rules: Vec<ColumnRule>, build: (Oid, i64)) -
     let copies =
         copies.unwrap_or_else(|e| refuse(format!("could not read dptext.provenance: {e}")));
     let mut taint: Option<String> = None;
-    let source_policy = relation_policy(source);
     for (attnum, src_att) in copies {
         if rules.iter().any(|r| r.attnum == attnum) {
             continue;
         }
-        let copied = format!(
-            "column {src_att} of {}",
-            crate::ffi::catalog::relation_name(source)
-        );
-        if let Some(r) = source_policy.rule(src_att) {
-            if rule_fixes_shift(r) {
-                taint.get_or_insert_with(|| format!("it copied {copied} before that column was labelled with a rule that fixes deidentify's date shift per group, which stored rows cannot be served by"));
-                continue;
-            }
-            rules.push(ColumnRule {
-                attnum,
-                mechanism: r.mechanism.clone(),
-                params: r.params.clone(),
-                group: None,
-            });
-        } else if source_policy.refuses_column(src_att).is_some() {
-            taint.get_or_insert_with(|| {
-                format!("it copied {copied}, which masked sessions may not read")
-            });
+        if let Some(why) = serve_copy(&mut rules, attnum, source, src_att) {
+            taint.get_or_insert(why);
         }
     }
-    match taint {
-        None if rules.is_empty() => RelationPolicy::Plain,
-        None => RelationPolicy::Masked(rules),
-        Some(why) => RelationPolicy::Derived {
-            rules,
-            why: format!(
-                "masked sessions may read only the masked columns of {}: {why}; rebuild it with dptext.create_sanitized_view",
-                crate::ffi::catalog::relation_name(relid)
-            ),
-        },
-    }
+    conclude(rules, taint, |why| {
+        format!(
+            "masked sessions may read only the masked columns of {}: {why}; rebuild it with dptext.create_sanitized_view",
+            crate::ffi::catalog::relation_name(relid)
+        )
+    })
 }
 
 /// A materialized view stores what its query computed when it was last
@@ -470,9 +447,9 @@ fn sanitized_policy(relid: Oid, mut rules: Vec<ColumnRule>, build: (Oid, i64)) -
 /// only from unlabelled columns as it is. When the query reads a labelled
 /// column anywhere else (a filter, an expression) or cannot be followed
 /// (see [`crate::ffi::lineage`]), every column without a rule is refused:
-/// it may hold what the raw values decided. A view built by
-/// `dptext.create_sanitized_view` applied the rules itself and is served as
-/// it is.
+/// it may hold what the raw values decided. (A view built by
+/// `dptext.create_sanitized_view` applied the rules itself and never comes
+/// here: [`sanitized_policy`].)
 fn matview_policy(relid: Oid, mut rules: Vec<ColumnRule>) -> RelationPolicy {
     let lineage = crate::ffi::lineage::matview_lineage(relid);
     let mut taint = lineage
@@ -514,41 +491,64 @@ fn matview_policy(relid: Oid, mut rules: Vec<ColumnRule>) -> RelationPolicy {
         if rules.iter().any(|r| r.attnum == attnum) || own_fixed == Some(attnum) {
             continue;
         }
-        let p = relation_policy(src);
-        if let Some(r) = p.rule(att) {
-            if rule_fixes_shift(r) {
-                taint.get_or_insert_with(|| {
-                    format!(
-                        "it copies {}, whose rule fixes deidentify's date shift per group, which stored rows cannot be served by",
-                        column(src, att)
-                    )
-                });
-                continue;
-            }
-            rules.push(ColumnRule {
-                attnum,
-                mechanism: r.mechanism.clone(),
-                params: r.params.clone(),
-                group: None,
-            });
-        } else if p.refuses_column(att).is_some() {
-            taint.get_or_insert_with(|| {
-                format!(
-                    "it copies {}, which masked sessions may not read",
-                    column(src, att)
-                )
-            });
+        if let Some(why) = serve_copy(&mut rules, attnum, src, att) {
+            taint.get_or_insert(why);
         }
     }
+    conclude(rules, taint, |why| {
+        format!(
+            "masked sessions may read only the masked columns of materialized view {}: {why}, so its other columns may hold what raw values decided; label them, or build the view with dptext.create_sanitized_view",
+            crate::ffi::catalog::relation_name(relid)
+        )
+    })
+}
+
+/// Serves column `attnum` of a stored copy, a plain copy of column `att`
+/// of `src`, as the source is read: through its rule, pushed on `rules`.
+/// Returns why the copy's unlabelled columns must be refused instead,
+/// when the source column may not be served from stored rows (its rule
+/// fixes deidentify's date shift per group) or may not be read at all.
+fn serve_copy(rules: &mut Vec<ColumnRule>, attnum: i16, src: Oid, att: i16) -> Option<String> {
+    let column = || {
+        format!(
+            "column {att} of {}",
+            crate::ffi::catalog::relation_name(src)
+        )
+    };
+    let p = relation_policy(src);
+    if let Some(r) = p.rule(att) {
+        if rule_fixes_shift(r) {
+            return Some(format!(
+                "it copies {}, whose rule fixes deidentify's date shift per group, which stored rows cannot be served by",
+                column()
+            ));
+        }
+        rules.push(ColumnRule {
+            attnum,
+            mechanism: r.mechanism.clone(),
+            params: r.params.clone(),
+            group: None,
+        });
+        None
+    } else {
+        p.refuses_column(att)
+            .map(|_| format!("it copies {}, which masked sessions may not read", column()))
+    }
+}
+
+/// The policy of a stored copy: `rules`, and when `taint` says why, every
+/// other column refused with the text `message` makes of it.
+fn conclude(
+    rules: Vec<ColumnRule>,
+    taint: Option<String>,
+    message: impl FnOnce(String) -> String,
+) -> RelationPolicy {
     match taint {
         None if rules.is_empty() => RelationPolicy::Plain,
         None => RelationPolicy::Masked(rules),
         Some(why) => RelationPolicy::Derived {
             rules,
-            why: format!(
-                "masked sessions may read only the masked columns of materialized view {}: {why}, so its other columns may hold what raw values decided; label them, or build the view with dptext.create_sanitized_view",
-                crate::ffi::catalog::relation_name(relid)
-            ),
+            why: message(why),
         },
     }
 }
