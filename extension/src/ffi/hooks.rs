@@ -178,7 +178,13 @@ unsafe extern "C-unwind" fn utility(
     qc: *mut pg_sys::QueryCompletion,
 ) {
     let mut pstmt = pstmt;
-    if !masking::in_lookup() && masking::session_is_masked() {
+    // Transaction control is not checked: nothing in it depends on
+    // masking, and ROLLBACK runs in an aborted transaction, where the
+    // catalog (the role labels, when an invalidation dropped their cache)
+    // cannot be read.
+    // SAFETY: `pstmt` is the valid statement PostgreSQL passed.
+    let transaction_control = unsafe { is_a((*pstmt).utilityStmt, NodeTag::T_TransactionStmt) };
+    if !masking::in_lookup() && !transaction_control && masking::session_is_masked() {
         // SAFETY: `pstmt` is a valid utility statement; when the tree is
         // read-only it is copied before `check_utility` changes it.
         unsafe {
