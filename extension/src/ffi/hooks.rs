@@ -1,9 +1,12 @@
 //! PostgreSQL hooks of masking at the source: the planner hook (the query
-//! rewrite of [`super::rewrite`]), the utility hook (`COPY`, `TRUNCATE`,
-//! settings), the statistics hook (planner estimates) and the cache
-//! invalidation callback. Each chains to the hook that was installed
-//! before it.
+//! rewrite of [`super::rewrite`]), the executor-start hook (cached plans),
+//! the utility hook (`COPY`, `TRUNCATE`, settings), the statistics hook
+//! (planner estimates) and the cache invalidation callback. Each chains
+//! to the hook that was installed before it. Every hook takes the locks
+//! of [`super::locks`] before it reads the masking decision.
 
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::ffi::{c_char, c_int, CStr};
 
 use pgrx::pg_sys::{self, NodeTag, Oid};
@@ -15,6 +18,26 @@ static mut PREV_PLANNER: pg_sys::planner_hook_type = None;
 static mut PREV_UTILITY: pg_sys::ProcessUtility_hook_type = None;
 static mut PREV_STATS: pg_sys::get_relation_stats_hook_type = None;
 static mut PREV_NEEDS_FMGR: pg_sys::needs_fmgr_hook_type = None;
+static mut PREV_EXECUTOR_START: pg_sys::ExecutorStart_hook_type = None;
+
+thread_local! {
+    /// How many invalidations of every relation this backend has accepted:
+    /// label changes send those (and so does a reset of the backend's
+    /// caches), so a change of this count while a lock is taken means the
+    /// masking decision may have changed under a plan already chosen.
+    static WIDE_INVALIDATIONS: Cell<u64> = const { Cell::new(0) };
+    /// The masking decision of the latest statement planned for each pair
+    /// of session roles (login, current). A cached plan that is still
+    /// valid was planned under the labels in force now (a label change
+    /// invalidates every plan), hence under this decision.
+    static PLANNED_MASKED: RefCell<HashMap<(u32, u32), bool>> = RefCell::new(HashMap::new());
+}
+
+/// The session's (login role, current role), as a key of `PLANNED_MASKED`.
+fn roles_key() -> (u32, u32) {
+    let (login, current) = super::catalog::session_roles();
+    (login.to_u32(), current.to_u32())
+}
 
 /// Installs the hooks; called once from `_PG_init`.
 pub fn install() {
@@ -31,14 +54,19 @@ pub fn install() {
         pg_sys::get_relation_stats_hook = Some(relation_stats);
         PREV_NEEDS_FMGR = pg_sys::needs_fmgr_hook;
         pg_sys::needs_fmgr_hook = Some(needs_fmgr);
+        PREV_EXECUTOR_START = pg_sys::ExecutorStart_hook;
+        pg_sys::ExecutorStart_hook = Some(executor_start);
         pg_sys::CacheRegisterRelcacheCallback(Some(relcache_changed), pg_sys::Datum::from(0));
     }
 }
 
 #[pg_guard]
-unsafe extern "C-unwind" fn relcache_changed(_arg: pg_sys::Datum, _relid: Oid) {
+unsafe extern "C-unwind" fn relcache_changed(_arg: pg_sys::Datum, relid: Oid) {
     // Labels change rarely and a relation's rules depend on its ancestors
     // and descendants, so any invalidation drops every cached decision.
+    if relid == Oid::INVALID {
+        WIDE_INVALIDATIONS.with(|n| n.set(n.get().wrapping_add(1)));
+    }
     masking::invalidate();
     crate::recognizers::invalidate();
     crate::vocabularies::invalidate();
@@ -52,7 +80,11 @@ unsafe extern "C-unwind" fn planner(
     bound_params: pg_sys::ParamListInfo,
 ) -> *mut pg_sys::PlannedStmt {
     if !masking::in_lookup() {
+        // A role label cannot change until this transaction ends, and one
+        // that committed while the lock was awaited is read now.
+        super::locks::lock_session_roles();
         let session_masked = masking::session_is_masked();
+        PLANNED_MASKED.with(|p| p.borrow_mut().insert(roles_key(), session_masked));
         // SAFETY: `parse` is the rewritten query the planner was called
         // with; the planner may modify it.
         unsafe {
@@ -95,6 +127,40 @@ unsafe extern "C-unwind" fn planner(
     // SAFETY: the planner returns a valid PlannedStmt.
     unsafe { (*stmt).dependsOnRole = true };
     stmt
+}
+
+/// The executor-start hook: a plan cached earlier (a prepared statement,
+/// PL/pgSQL, SQL functions) starts without the planner hook, so its
+/// transaction takes the role locks here (see [`super::locks`]). Taking
+/// them accepts pending invalidations; if that brings an invalidation of
+/// every relation (what a label change sends) and the session is masked
+/// now but the plan was not planned masked, the plan was chosen under the
+/// old labels: the statement is refused, and runs again re-planned. (The
+/// transaction held no lock on its roles yet, as it had planned nothing,
+/// but it had locked the plan's relations some other way, so validating
+/// the plan accepted no invalidation.)
+#[pg_guard]
+unsafe extern "C-unwind" fn executor_start(query_desc: *mut pg_sys::QueryDesc, eflags: c_int) {
+    if !masking::in_lookup() {
+        let seen = WIDE_INVALIDATIONS.with(Cell::get);
+        super::locks::lock_session_roles();
+        if WIDE_INVALIDATIONS.with(Cell::get) != seen
+            && PLANNED_MASKED.with(|p| p.borrow().get(&roles_key()).copied()) != Some(true)
+            && masking::session_is_masked()
+        {
+            masking::refuse(
+                "this session became masked after the statement was planned (a dptext label changed): run it again".into(),
+            );
+        }
+    }
+    // SAFETY: the previous hook, or the standard one, with the arguments
+    // PostgreSQL passed.
+    unsafe {
+        match PREV_EXECUTOR_START {
+            Some(prev) => prev(query_desc, eflags),
+            None => pg_sys::standard_ExecutorStart(query_desc, eflags),
+        }
+    }
 }
 
 /// True inside PostgreSQL's foreign-key checks, the only code that runs
@@ -178,12 +244,15 @@ unsafe extern "C-unwind" fn utility(
     qc: *mut pg_sys::QueryCompletion,
 ) {
     let mut pstmt = pstmt;
-    // Transaction control is not checked: nothing in it depends on
-    // masking, and ROLLBACK runs in an aborted transaction, where the
-    // catalog (the role labels, when an invalidation dropped their cache)
-    // cannot be read.
+    // Transaction control is neither checked nor locked: nothing in it
+    // depends on masking, and ROLLBACK runs in an aborted transaction,
+    // where the catalog (the role labels, when an invalidation dropped
+    // their cache) cannot be read.
     // SAFETY: `pstmt` is the valid statement PostgreSQL passed.
     let transaction_control = unsafe { is_a((*pstmt).utilityStmt, NodeTag::T_TransactionStmt) };
+    if !masking::in_lookup() && !transaction_control {
+        super::locks::lock_session_roles();
+    }
     if !masking::in_lookup() && !transaction_control && masking::session_is_masked() {
         // SAFETY: `pstmt` is a valid utility statement; when the tree is
         // read-only it is copied before `check_utility` changes it.

@@ -9,9 +9,11 @@
 //! - The security label provider `dptext` is a C hook ([`labels`]); it
 //!   reads the labelled object's kind and column type from the catalog
 //!   caches and hands them to the safe check in [`crate::rules`].
-//! - Masking at the source hooks the planner, utility commands and the
-//!   planner's statistics ([`hooks`]) and rewrites query trees
-//!   ([`rewrite`]); the decisions are safe code in [`crate::masking`].
+//! - Masking at the source hooks the planner, the executor's start,
+//!   utility commands and the planner's statistics ([`hooks`]) and
+//!   rewrites query trees ([`rewrite`]); the decisions are safe code in
+//!   [`crate::masking`]. Label changes and masking decisions are ordered
+//!   by locks ([`locks`]).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -25,6 +27,7 @@ pub mod hooks;
 pub mod interrupts;
 pub mod labels;
 pub mod lineage;
+pub mod locks;
 pub mod rewrite;
 pub mod settings;
 
