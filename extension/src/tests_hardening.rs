@@ -1,7 +1,8 @@
 //! `#[pg_test]`s of masking's hardening: label changes wait for the
 //! transactions that planned under the old labels (the locks, seen in
 //! `pg_locks`; the waiting itself needs two sessions and is tested in
-//! `tests/tests/hardening.rs`).
+//! `tests/tests/hardening.rs`), and masked sessions leave no code behind
+//! for other sessions.
 
 use pgrx::prelude::*;
 
@@ -11,8 +12,54 @@ use pgrx::prelude::*;
 mod tests {
     use pgrx::prelude::*;
 
+    /// The SQLSTATE and message of the ERROR that running `sql` raises.
+    fn failure_of(sql: &str) -> Option<(PgSqlErrorCode, String)> {
+        PgTryBuilder::new(|| {
+            Spi::run(sql).ok();
+            None
+        })
+        .catch_others(|e| match e {
+            pg_sys::panic::CaughtError::PostgresError(r)
+            | pg_sys::panic::CaughtError::ErrorReport(r) => {
+                Some((r.sql_error_code(), r.message().to_string()))
+            }
+            _ => None,
+        })
+        .execute()
+    }
+
+    /// Runs `sql`, which must be refused with 42501; returns the message.
+    fn refused(sql: &str) -> String {
+        let (code, message) = failure_of(sql).unwrap_or_else(|| panic!("accepted: {sql}"));
+        assert_eq!(
+            code,
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            "{sql}: {message}"
+        );
+        message
+    }
+
+    /// Runs `sql`, which must succeed.
+    fn allowed(sql: &str) {
+        if let Some((code, message)) = failure_of(sql) {
+            panic!("refused ({code:?}): {sql}: {message}");
+        }
+    }
+
     fn count(sql: &str) -> i64 {
         Spi::get_one::<i64>(sql).expect("query runs").unwrap_or(-1)
+    }
+
+    /// Creates role `name`, labelled `MASKED`, that may create objects in
+    /// `public`; the caller switches to it with `SET ROLE`.
+    fn masked_role(name: &str) {
+        Spi::run(&format!(
+            "SET search_path = public;
+             CREATE ROLE {name};
+             SECURITY LABEL FOR dptext ON ROLE {name} IS 'MASKED';
+             GRANT CREATE, USAGE ON SCHEMA public TO {name}"
+        ))
+        .unwrap();
     }
 
     /// How many locks of `mode` this backend holds on role `role`.
@@ -97,5 +144,96 @@ mod tests {
         );
         assert_eq!(names("h_c"), ["h_c", "h_c2", "h_p1", "h_p2"]);
         assert_eq!(names("h_other"), ["h_mv_other", "h_other"]);
+    }
+
+    /// A masked session may not leave expressions on relations other
+    /// sessions use: views, materialized views, defaults, generated
+    /// columns, check and exclusion constraints, expression or partial
+    /// indexes, expression statistics, expression partition keys. Plain
+    /// tables, literal defaults, keys, plain indexes, CREATE TABLE AS and
+    /// everything on its own temporary relations stay allowed.
+    #[pg_test]
+    fn masked_sessions_leave_no_expressions_behind() {
+        masked_role("dptext_h_ddl");
+        Spi::run(
+            "CREATE TABLE h_secrets (id int PRIMARY KEY, note text);
+             GRANT SELECT, REFERENCES ON h_secrets TO dptext_h_ddl;
+             DO $$ BEGIN EXECUTE format('GRANT CREATE ON DATABASE %I TO dptext_h_ddl', current_database()); END $$",
+        )
+        .unwrap();
+        Spi::run("SET ROLE dptext_h_ddl").unwrap();
+        let trap = "query_to_xml('SELECT string_agg(note, ''|'') FROM public.h_secrets', false, false, '')::text";
+        allowed(
+            "CREATE TABLE h_plain (id int PRIMARY KEY, code int NOT NULL UNIQUE, label text DEFAULT 'none',
+                                   n bigint DEFAULT -1, day date DEFAULT '2024-01-01'::date, s serial,
+                                   i int GENERATED ALWAYS AS IDENTITY, ref int REFERENCES h_secrets (id))",
+        );
+        allowed("CREATE TEMP TABLE h_temp (id int, note text DEFAULT now()::text CHECK (length(note) > 0))");
+        for sql in [
+            "CREATE VIEW h_trap AS SELECT 1 AS ok, (SELECT 1 FROM pg_notify('c', TRAP)) AS n"
+                .to_string(),
+            "CREATE VIEW h_plain_view AS SELECT id FROM h_plain".into(),
+            "CREATE OR REPLACE VIEW public.h_trap AS SELECT 1 AS ok".into(),
+            "CREATE MATERIALIZED VIEW h_mat AS SELECT id FROM h_plain".into(),
+            "CREATE TABLE h_trap_tab (id int, stolen text DEFAULT TRAP)".into(),
+            "CREATE TABLE h_gen (id int, g text GENERATED ALWAYS AS (md5(id::text)) STORED)".into(),
+            "CREATE TABLE h_chk (id int CHECK (id > 0))".into(),
+            "CREATE TABLE h_chk2 (id int, CONSTRAINT c CHECK (TRAP IS NOT NULL))".into(),
+            "CREATE TABLE h_excl (id int, EXCLUDE USING btree (id WITH =))".into(),
+            "CREATE TABLE h_like (LIKE h_temp INCLUDING DEFAULTS)".into(),
+            "CREATE TABLE h_like_all (LIKE h_temp INCLUDING ALL)".into(),
+            "CREATE TABLE h_like_chk (LIKE h_temp INCLUDING CONSTRAINTS)".into(),
+            "CREATE TABLE h_parts (id int, note text) PARTITION BY LIST ((id % 2))".into(),
+            "CREATE UNLOGGED TABLE h_unlogged (x text DEFAULT TRAP)".into(),
+            "ALTER TABLE h_plain ALTER COLUMN label SET DEFAULT TRAP".into(),
+            "ALTER TABLE h_plain ADD COLUMN stolen text DEFAULT TRAP".into(),
+            "ALTER TABLE h_plain ADD COLUMN g2 text GENERATED ALWAYS AS (md5(label)) STORED".into(),
+            "ALTER TABLE h_plain ADD CONSTRAINT c CHECK (TRAP IS NOT NULL)".into(),
+            "ALTER TABLE h_plain ADD CONSTRAINT e EXCLUDE USING btree (code WITH =)".into(),
+            "ALTER TABLE IF EXISTS public.h_plain ALTER COLUMN n SET DEFAULT random()::bigint"
+                .into(),
+            "CREATE INDEX ON h_plain ((md5(label)))".into(),
+            "CREATE INDEX ON h_plain (code) WHERE label <> 'x'".into(),
+            "CREATE STATISTICS h_st ON (code + 1), n FROM h_plain".into(),
+            "CREATE SCHEMA h_schema CREATE VIEW h_inner AS SELECT 1 AS one".into(),
+            "CREATE TYPE h_range AS RANGE (subtype = int4)".into(),
+        ] {
+            let sql = sql.replace("TRAP", trap);
+            let message = refused(&sql);
+            assert!(
+                message.contains("masked sessions cannot create or change"),
+                "{sql}: {message}"
+            );
+        }
+        for sql in [
+            "CREATE INDEX ON h_plain (code, label)",
+            "CREATE TABLE h_ctas AS SELECT id, note FROM h_secrets",
+            "CREATE STATISTICS h_st_plain ON code, n FROM h_plain",
+            "ALTER TABLE h_plain ADD COLUMN extra text DEFAULT 'x' NOT NULL",
+            "ALTER TABLE h_plain ALTER COLUMN label DROP DEFAULT",
+            "ALTER TABLE h_plain ALTER COLUMN n TYPE numeric USING n * 2",
+            "ALTER TABLE h_plain ADD CONSTRAINT u UNIQUE (code, label)",
+            "CREATE TABLE h_like_plain (LIKE h_temp INCLUDING COMMENTS)",
+            "CREATE TABLE h_list (id int, note text) PARTITION BY LIST (id)",
+            "CREATE TEMP VIEW h_temp_view AS SELECT 1 AS ok, (SELECT 1 FROM pg_notify('c', 'x')) AS n",
+            "CREATE VIEW pg_temp.h_temp_view2 AS SELECT 1 AS ok",
+            "ALTER TABLE h_temp ALTER COLUMN id SET DEFAULT length(now()::text)",
+            "ALTER TABLE h_temp ADD CONSTRAINT c CHECK (id IS NOT NULL)",
+            "CREATE INDEX ON h_temp ((md5(note))) WHERE id > 0",
+            "CREATE TABLE pg_temp.h_temp2 (id int DEFAULT random()::int)",
+            "DROP TABLE h_ctas, h_like_plain",
+        ] {
+            allowed(sql);
+        }
+        // A name that is not this session's temporary relation is not
+        // taken for one: the statement is pinned to pg_temp.
+        let (code, message) =
+            failure_of("ALTER TABLE h_nowhere ADD CONSTRAINT c CHECK (true)").unwrap();
+        assert_eq!(code, PgSqlErrorCode::ERRCODE_UNDEFINED_TABLE, "{message}");
+        Spi::run("RESET ROLE").unwrap();
+        // Unmasked sessions are not concerned.
+        allowed(&format!(
+            "CREATE VIEW h_admin_view AS SELECT 1 AS ok, (SELECT {trap}) AS n"
+        ));
     }
 }

@@ -1,9 +1,10 @@
 //! PostgreSQL hooks of masking at the source: the planner hook (the query
 //! rewrite of [`super::rewrite`]), the executor-start hook (cached plans),
-//! the utility hook (`COPY`, `TRUNCATE`, settings), the statistics hook
-//! (planner estimates) and the cache invalidation callback. Each chains
-//! to the hook that was installed before it. Every hook takes the locks
-//! of [`super::locks`] before it reads the masking decision.
+//! the utility hook (`COPY`, `TRUNCATE`, settings, code left behind), the
+//! statistics hook (planner estimates) and the cache invalidation
+//! callback. Each chains to the hook that was installed before it. Every
+//! hook takes the locks of [`super::locks`] before it reads the masking
+//! decision.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -318,27 +319,10 @@ unsafe fn lock_and_pin(rv: *mut pg_sys::RangeVar, lockmode: u32) -> Option<Oid> 
     }
 }
 
-/// True when `rv` names a temporary relation of this session (or nothing).
-unsafe fn is_temporary(rv: *mut pg_sys::RangeVar) -> bool {
-    // SAFETY: `rv` is a valid RangeVar; missing_ok, no lock (only the
-    // persistence is read, and a temporary relation is this session's).
-    unsafe {
-        let relid = pg_sys::RangeVarGetRelidExtended(
-            rv,
-            pg_sys::NoLock as _,
-            pg_sys::RVROption::RVR_MISSING_OK,
-            None,
-            std::ptr::null_mut(),
-        );
-        relid == Oid::INVALID
-            || pg_sys::get_rel_persistence(relid) as u8 == pg_sys::RELPERSISTENCE_TEMP
-    }
-}
-
 /// Refuses a statement that would leave code of the masked session behind
-/// for other sessions to run (a trigger, rule, policy or function runs as
-/// the role that calls it, unmasked for an unmasked caller); on this
-/// session's temporary objects it is allowed.
+/// for other sessions to run (a trigger, rule, policy, function, view or
+/// column default runs as the role that calls it, unmasked for an
+/// unmasked caller); on this session's temporary objects it is allowed.
 fn refuse_planted(what: &str) -> ! {
     masking::refuse(format!(
         "masked sessions cannot create or change {what} outside their temporary schema: other sessions would run it unmasked"
@@ -396,55 +380,8 @@ unsafe fn check_utility(stmt: *mut pg_sys::Node) {
             if !s.is_null() {
                 refuse_dptext_setting((*s).name);
             }
-        } else if let Some(what) = leaves_code(stmt) {
+        } else if let Some(what) = super::ddl::leaves_code(stmt) {
             refuse_planted(what);
-        }
-    }
-}
-
-/// What kind of code a statement would leave behind for other sessions to
-/// run, if it would: functions outside `pg_temp`; triggers, rules and
-/// policies on tables other than this session's temporary ones; domains,
-/// casts, operators, aggregates, types.
-unsafe fn leaves_code(stmt: *mut pg_sys::Node) -> Option<&'static str> {
-    // SAFETY: `stmt` is a valid parse node; casts follow tag checks.
-    unsafe {
-        let on_table = |rv: *mut pg_sys::RangeVar, what| (!is_temporary(rv)).then_some(what);
-        if is_a(stmt, NodeTag::T_CreateFunctionStmt) {
-            let name = PgList::<pg_sys::String>::from_pg(
-                (*stmt.cast::<pg_sys::CreateFunctionStmt>()).funcname,
-            );
-            let temporary = name.len() > 1
-                && name
-                    .get_ptr(0)
-                    .is_some_and(|s| CStr::from_ptr((*s).sval).to_bytes() == b"pg_temp");
-            (!temporary).then_some("functions or procedures")
-        } else if is_a(stmt, NodeTag::T_CreateTrigStmt) {
-            on_table(
-                (*stmt.cast::<pg_sys::CreateTrigStmt>()).relation,
-                "triggers",
-            )
-        } else if is_a(stmt, NodeTag::T_RuleStmt) {
-            on_table((*stmt.cast::<pg_sys::RuleStmt>()).relation, "rules")
-        } else if is_a(stmt, NodeTag::T_CreatePolicyStmt) {
-            on_table(
-                (*stmt.cast::<pg_sys::CreatePolicyStmt>()).table,
-                "row-level security policies",
-            )
-        } else if is_a(stmt, NodeTag::T_AlterPolicyStmt) {
-            on_table(
-                (*stmt.cast::<pg_sys::AlterPolicyStmt>()).table,
-                "row-level security policies",
-            )
-        } else if is_a(stmt, NodeTag::T_CreateDomainStmt)
-            || is_a(stmt, NodeTag::T_AlterDomainStmt)
-            || is_a(stmt, NodeTag::T_AlterFunctionStmt)
-            || is_a(stmt, NodeTag::T_CreateCastStmt)
-            || is_a(stmt, NodeTag::T_DefineStmt)
-        {
-            Some("domains, functions, casts, operators, aggregates or types")
-        } else {
-            None
         }
     }
 }

@@ -13,7 +13,8 @@
 //!   utility commands and the planner's statistics ([`hooks`]) and
 //!   rewrites query trees ([`rewrite`]); the decisions are safe code in
 //!   [`crate::masking`]. Label changes and masking decisions are ordered
-//!   by locks ([`locks`]).
+//!   by locks ([`locks`]); masked sessions' DDL is read from parse trees
+//!   ([`ddl`]).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use dptext_core::embeddings::SharedBytes;
 use pgrx::pg_sys;
 
 pub mod catalog;
+pub mod ddl;
 pub mod hooks;
 pub mod interrupts;
 pub mod labels;
