@@ -391,7 +391,9 @@ REFUSED = [
 ]
 
 # What the server refuses a masked session (docs/masking.md), run on direct
-# connections: code other sessions would run (a view, a default).
+# connections: code other sessions would run (a view, a default), and the
+# figures that depend on the sizes of raw values (EXPLAIN ANALYZE, the
+# temporary-file and block counters).
 REFUSED_DIRECT = [
     ("a view other sessions would read",
      "CREATE VIEW public.leak_planted_view AS SELECT 1 AS ok, (SELECT 1 FROM pg_notify('leakchan', "
@@ -399,6 +401,8 @@ REFUSED_DIRECT = [
     ("a column default other sessions would run",
      "CREATE TABLE public.leak_planted_tab (id int, stolen text DEFAULT "
      "query_to_xml('SELECT string_agg(note, ''|'') FROM public.leak_t', false, false, '')::text)"),
+    ("EXPLAIN ANALYZE (memory figures of raw values)", "EXPLAIN ANALYZE SELECT note FROM leak_t ORDER BY id"),
+    ("temporary-file counters (sizes of raw values)", "SELECT temp_bytes FROM pg_stat_database"),
 ]
 
 

@@ -1,8 +1,8 @@
 //! `#[pg_test]`s of masking's hardening: label changes wait for the
 //! transactions that planned under the old labels (the locks, seen in
 //! `pg_locks`; the waiting itself needs two sessions and is tested in
-//! `tests/tests/hardening.rs`), and masked sessions leave no code behind
-//! for other sessions.
+//! `tests/tests/hardening.rs`), masked sessions see no figure that depends
+//! on the sizes of raw values, and leave no code behind for other sessions.
 
 use pgrx::prelude::*;
 
@@ -144,6 +144,83 @@ mod tests {
         );
         assert_eq!(names("h_c"), ["h_c", "h_c2", "h_p1", "h_p2"]);
         assert_eq!(names("h_other"), ["h_mv_other", "h_other"]);
+    }
+
+    /// EXPLAIN ANALYZE reports memory, disk and buffer figures of plan
+    /// nodes below the masking: refused in a masked session; EXPLAIN alone
+    /// is not, and unmasked sessions are not.
+    #[pg_test]
+    fn masked_sessions_cannot_explain_analyze() {
+        masked_role("dptext_h_explain");
+        Spi::run("CREATE TABLE h_sorted AS SELECT g AS id, repeat('x', g) AS note FROM generate_series(1, 50) g;
+                  GRANT SELECT ON h_sorted TO dptext_h_explain")
+            .unwrap();
+        let query = "SELECT note FROM h_sorted ORDER BY id DESC";
+        Spi::run("SET ROLE dptext_h_explain").unwrap();
+        for explain in [
+            "EXPLAIN ANALYZE",
+            "EXPLAIN (ANALYZE)",
+            "EXPLAIN (ANALYZE on, COSTS off)",
+            "EXPLAIN (ANALYZE, BUFFERS, TIMING off)",
+            "explain (analyse true)",
+        ] {
+            let message = refused(&format!("{explain} {query}"));
+            assert!(message.contains("EXPLAIN ANALYZE"), "{message}");
+        }
+        for explain in ["EXPLAIN", "EXPLAIN (COSTS off)", "EXPLAIN (ANALYZE false)"] {
+            allowed(&format!("{explain} {query}"));
+        }
+        // Inside PL/pgSQL too (a utility statement run through SPI).
+        refused(&format!(
+            "DO $$ DECLARE l text; BEGIN FOR l IN EXECUTE 'EXPLAIN ANALYZE {query}' LOOP END LOOP; END $$"
+        ));
+        Spi::run("RESET ROLE").unwrap();
+        allowed(&format!("EXPLAIN ANALYZE {query}"));
+    }
+
+    /// The statistics functions that count temporary files, blocks,
+    /// buffers, WAL or sizes are refused to masked sessions however they
+    /// are reached: a view, a direct call, a call the planner never sees
+    /// (a CALL argument, an EXECUTE parameter). Other statistics stay.
+    #[pg_test]
+    fn masked_sessions_cannot_read_size_counters() {
+        masked_role("dptext_h_counters");
+        Spi::run("CREATE TABLE h_counted (id int, note text); GRANT SELECT ON h_counted TO dptext_h_counters")
+            .unwrap();
+        let reads = [
+            "SELECT temp_bytes FROM pg_stat_database WHERE datname = current_database()",
+            "SELECT temp_files, blks_read, blks_hit FROM pg_stat_database",
+            "SELECT pg_stat_get_db_temp_bytes(0)",
+            "SELECT heap_blks_read, toast_blks_hit FROM pg_statio_user_tables",
+            "SELECT pg_stat_get_xact_blocks_fetched('h_counted'::regclass)",
+            "SELECT pg_stat_get_blocks_hit('h_counted'::regclass)",
+            "SELECT buffers_alloc FROM pg_stat_bgwriter",
+            "SELECT wal_bytes FROM pg_stat_wal",
+            "SELECT pg_current_wal_lsn()",
+            "SELECT pg_total_relation_size('h_counted')",
+            "SELECT pg_table_size('h_counted')",
+            "SELECT pg_relation_size('h_counted', 'main')",
+            "SELECT pg_database_size(current_database())",
+        ];
+        Spi::run("SET ROLE dptext_h_counters").unwrap();
+        for sql in reads {
+            let message = refused(sql);
+            assert!(message.contains("masked sessions cannot call"), "{message}");
+        }
+        // Evaluated without the planner: a CALL argument, an EXECUTE
+        // parameter, a temporary table's column default in COPY FROM.
+        allowed("CREATE PROCEDURE pg_temp.h_proc(x bigint) LANGUAGE sql AS 'SELECT 1'");
+        refused("CALL pg_temp.h_proc(pg_stat_get_db_temp_bytes(0))");
+        allowed("PREPARE h_param(bigint) AS SELECT $1");
+        refused("EXECUTE h_param(pg_stat_get_db_temp_bytes(0))");
+        allowed("DEALLOCATE h_param");
+        // What counts rows, not bytes, stays readable.
+        allowed("SELECT n_live_tup, seq_scan FROM pg_stat_user_tables");
+        allowed("SELECT count(*) FROM h_counted");
+        Spi::run("RESET ROLE").unwrap();
+        for sql in reads {
+            allowed(sql);
+        }
     }
 
     /// A masked session may not leave expressions on relations other

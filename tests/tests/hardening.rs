@@ -2,7 +2,8 @@
 //! command starts: a label change waits for the transactions that planned
 //! under the old labels (a prepared statement, a PL/pgSQL loop, a
 //! partition read directly, a role labelled while its transaction is
-//! open).
+//! open), and a masked session gets no server log message (whose figures,
+//! such as `trace_sort`'s memory, depend on raw values).
 //!
 //! Each test drives interactive psql processes (one per session) over
 //! pipes. Needs `DPTEXT_TEST_DB` (with the extension), `PGHOST`, `PGPORT`
@@ -403,4 +404,40 @@ fn a_label_change_obeys_lock_timeout() {
     );
     drop(s);
     psql(&db, "DROP TABLE hd_timeout; DROP ROLE hd_masked_e", true);
+}
+
+/// Server log messages report figures of raw values (`trace_sort`: the
+/// memory a sort used, the sort holding the raw column): a masked session
+/// never gets them, whatever its `client_min_messages`; an unmasked one
+/// does.
+#[test]
+fn masked_sessions_get_no_server_log_messages() {
+    let Some((db, key)) = setup() else { return };
+    login_role(&db, &key, "hd_masked_f", true);
+    login_role(&db, &key, "hd_plain_f", false);
+    psql(
+        &db,
+        "DROP TABLE IF EXISTS hd_sorted;
+         CREATE TABLE hd_sorted AS SELECT g AS id, repeat('word ', g) AS note FROM generate_series(1, 100) g;
+         SECURITY LABEL FOR dptext ON COLUMN hd_sorted.note IS 'MASKED WITH santext(eps => 3)';
+         GRANT SELECT ON hd_sorted TO hd_masked_f, hd_plain_f;",
+        true,
+    );
+    let sort = "SET client_min_messages = log; SET trace_sort = on;
+                SELECT length(note) FROM (SELECT note FROM hd_sorted ORDER BY id DESC LIMIT 50) s LIMIT 1;";
+    let unmasked = Session::new(&db, "hd_plain_f", "hd_plain_f").run(sort);
+    assert!(
+        unmasked.contains("LOG:"),
+        "no log message to compare with: {unmasked}"
+    );
+    let masked = Session::new(&db, "hd_masked_f", "hd_masked_f").run(sort);
+    assert!(
+        !masked.contains("LOG:"),
+        "a masked session got server log messages: {masked}"
+    );
+    psql(
+        &db,
+        "DROP TABLE hd_sorted; DROP ROLE hd_masked_f; DROP ROLE hd_plain_f",
+        true,
+    );
 }

@@ -1,10 +1,11 @@
 //! PostgreSQL hooks of masking at the source: the planner hook (the query
 //! rewrite of [`super::rewrite`]), the executor-start hook (cached plans),
-//! the utility hook (`COPY`, `TRUNCATE`, settings, code left behind), the
-//! statistics hook (planner estimates) and the cache invalidation
-//! callback. Each chains to the hook that was installed before it. Every
-//! hook takes the locks of [`super::locks`] before it reads the masking
-//! decision.
+//! the utility hook (`COPY`, `TRUNCATE`, `EXPLAIN ANALYZE`, settings, code
+//! left behind), the statistics hook (planner estimates), the
+//! object-access and log hooks of [`super::side_channels`] and the cache
+//! invalidation callback. Each chains to the hook that was installed
+//! before it. Every hook takes the locks of [`super::locks`] before it
+//! reads the masking decision.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -59,6 +60,7 @@ pub fn install() {
         pg_sys::ExecutorStart_hook = Some(executor_start);
         pg_sys::CacheRegisterRelcacheCallback(Some(relcache_changed), pg_sys::Datum::from(0));
     }
+    super::side_channels::install();
 }
 
 #[pg_guard]
@@ -331,7 +333,7 @@ fn refuse_planted(what: &str) -> ! {
 
 /// A masked session's utility statements: no writes to labelled tables,
 /// `COPY t TO` read through the rules, no change to `dptext.*` settings,
-/// no code left behind for other sessions.
+/// no `EXPLAIN ANALYZE`, no code left behind for other sessions.
 unsafe fn check_utility(stmt: *mut pg_sys::Node) {
     // SAFETY: `stmt` is a valid parse node; casts follow tag checks.
     unsafe {
@@ -379,6 +381,12 @@ unsafe fn check_utility(stmt: *mut pg_sys::Node) {
             let s = (*stmt.cast::<pg_sys::AlterDatabaseSetStmt>()).setstmt;
             if !s.is_null() {
                 refuse_dptext_setting((*s).name);
+            }
+        } else if is_a(stmt, NodeTag::T_ExplainStmt) {
+            if super::side_channels::explain_analyzes(stmt.cast()) {
+                masking::refuse(
+                    "masked sessions cannot run EXPLAIN ANALYZE: the memory, disk and buffer figures it reports depend on the raw values that sorts, hashes and reads handle below the masking (EXPLAIN without ANALYZE is allowed)".into(),
+                );
             }
         } else if let Some(what) = super::ddl::leaves_code(stmt) {
             refuse_planted(what);

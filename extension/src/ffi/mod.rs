@@ -14,7 +14,8 @@
 //!   rewrites query trees ([`rewrite`]); the decisions are safe code in
 //!   [`crate::masking`]. Label changes and masking decisions are ordered
 //!   by locks ([`locks`]); masked sessions' DDL is read from parse trees
-//!   ([`ddl`]).
+//!   ([`ddl`]); figures that depend on raw sizes are kept from masked
+//!   sessions by object-access and log hooks ([`side_channels`]).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -32,6 +33,7 @@ pub mod lineage;
 pub mod locks;
 pub mod rewrite;
 pub mod settings;
+pub mod side_channels;
 
 /// True while the library is being loaded by `shared_preload_libraries`.
 pub fn loading_at_server_start() -> bool {
