@@ -185,8 +185,13 @@ mod tests {
     #[pg_test]
     fn masked_sessions_cannot_read_size_counters() {
         masked_role("dptext_h_counters");
-        Spi::run("CREATE TABLE h_counted (id int, note text); GRANT SELECT ON h_counted TO dptext_h_counters")
-            .unwrap();
+        // pg_monitor may list the temporary files: the refusal is dptext's.
+        Spi::run(
+            "CREATE TABLE h_counted (id int, note text);
+             GRANT SELECT ON h_counted TO dptext_h_counters;
+             GRANT pg_monitor TO dptext_h_counters",
+        )
+        .unwrap();
         let reads = [
             "SELECT temp_bytes FROM pg_stat_database WHERE datname = current_database()",
             "SELECT temp_files, blks_read, blks_hit FROM pg_stat_database",
@@ -201,6 +206,7 @@ mod tests {
             "SELECT pg_table_size('h_counted')",
             "SELECT pg_relation_size('h_counted', 'main')",
             "SELECT pg_database_size(current_database())",
+            "SELECT count(*) FROM pg_ls_tmpdir()",
         ];
         Spi::run("SET ROLE dptext_h_counters").unwrap();
         for sql in reads {

@@ -65,10 +65,11 @@ pub unsafe fn explain_analyzes(stmt: *mut pg_sys::ExplainStmt) -> bool {
 }
 
 /// Built-in functions whose results count memory, disk or buffers that
-/// statements used, or the sizes of relations: temporary files, block
-/// reads and hits (a detoasted value's length, in blocks), buffers
-/// allocated and written, WAL written (full-page images of pages a read
-/// set hint bits on), memory contexts, relation and database sizes.
+/// statements used, or the sizes of relations: temporary files (counted,
+/// or listed with their sizes while a sort writes them), block reads and
+/// hits (a detoasted value's length, in blocks), buffers allocated and
+/// written, WAL written (full-page images of pages a read set hint bits
+/// on), memory contexts, relation and database sizes.
 const BUILTIN_COUNTERS: &[(u32, &str)] = &[
     (
         pg_sys::F_PG_STAT_GET_DB_TEMP_FILES,
@@ -142,6 +143,9 @@ const BUILTIN_COUNTERS: &[(u32, &str)] = &[
         pg_sys::F_PG_GET_BACKEND_MEMORY_CONTEXTS,
         "pg_get_backend_memory_contexts",
     ),
+    (pg_sys::F_PG_LS_TMPDIR_, "pg_ls_tmpdir"),
+    (pg_sys::F_PG_LS_TMPDIR_OID.to_u32(), "pg_ls_tmpdir"),
+    (pg_sys::F_PG_LS_WALDIR, "pg_ls_waldir"),
     (pg_sys::F_PG_RELATION_SIZE_REGCLASS, "pg_relation_size"),
     (pg_sys::F_PG_RELATION_SIZE_REGCLASS_TEXT, "pg_relation_size"),
     (pg_sys::F_PG_TABLE_SIZE, "pg_table_size"),
