@@ -390,6 +390,21 @@ REFUSED = [
     ("SET dptext.key_file", "SET dptext.key_file = ''"),
 ]
 
+# What the server refuses a masked session (docs/masking.md), run on direct
+# connections: code other sessions would run (a view, a default), and the
+# figures that depend on the sizes of raw values (EXPLAIN ANALYZE, the
+# temporary-file and block counters).
+REFUSED_DIRECT = [
+    ("a view other sessions would read",
+     "CREATE VIEW public.leak_planted_view AS SELECT 1 AS ok, (SELECT 1 FROM pg_notify('leakchan', "
+     "query_to_xml('SELECT string_agg(note, ''|'') FROM public.leak_t', false, false, '')::text)) AS n"),
+    ("a column default other sessions would run",
+     "CREATE TABLE public.leak_planted_tab (id int, stolen text DEFAULT "
+     "query_to_xml('SELECT string_agg(note, ''|'') FROM public.leak_t', false, false, '')::text)"),
+    ("EXPLAIN ANALYZE (memory figures of raw values)", "EXPLAIN ANALYZE SELECT note FROM leak_t ORDER BY id"),
+    ("temporary-file counters (sizes of raw values)", "SELECT temp_bytes FROM pg_stat_database"),
+]
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -433,6 +448,10 @@ def main():
         b.no_leak(f"{name} (binary, prepared)", b.run(stmts, binary=True, prepare=True))
     for name, stmt in REFUSED:
         b.no_leak(name, b.run([stmt]), expect_error="42501")
+    if args.masked_dsn is None:
+        # Refused by the server itself: checked on direct connections.
+        for name, stmt in REFUSED_DIRECT:
+            b.no_leak(name, b.run([stmt]), expect_error="42501")
 
     # Repeated asks give nothing new: the same value always masks alike,
     # within a query, across queries and across sessions.
@@ -478,9 +497,12 @@ def main():
         a.execute("ROLLBACK")
 
     # A view owned by a masked role reads as that role: masked, even for an
-    # unmasked reader (here the superuser).
-    with b.connect() as c:
-        c.execute("CREATE VIEW leak_masked_view AS SELECT id, note, code FROM leak_t")
+    # unmasked reader (here the superuser). A masked session may not create
+    # views (other sessions would run its expressions), so the view is given
+    # to the masked role, as one it made before it was labelled would be.
+    with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+        owner.execute("CREATE VIEW leak_masked_view AS SELECT id, note, code FROM leak_t")
+        owner.execute("ALTER VIEW leak_masked_view OWNER TO leak_masked")
     b.no_leak("a masked role's view read by an unmasked role",
               b.run(["SELECT * FROM leak_masked_view"], conn=psycopg.connect(b.owner_dsn, autocommit=True)))
 

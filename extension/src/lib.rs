@@ -455,6 +455,8 @@ fn dptext_info() -> JsonB {
 
 #[cfg(any(test, feature = "pg_test"))]
 mod tests;
+#[cfg(any(test, feature = "pg_test"))]
+mod tests_hardening;
 
 /// Required by `cargo pgrx test`.
 #[cfg(test)]

@@ -1,9 +1,14 @@
 //! PostgreSQL hooks of masking at the source: the planner hook (the query
-//! rewrite of [`super::rewrite`]), the utility hook (`COPY`, `TRUNCATE`,
-//! settings), the statistics hook (planner estimates) and the cache
+//! rewrite of [`super::rewrite`]), the executor-start hook (cached plans),
+//! the utility hook (`COPY`, `TRUNCATE`, `EXPLAIN ANALYZE`, settings, code
+//! left behind), the statistics hook (planner estimates), the
+//! object-access and log hooks of [`super::side_channels`] and the cache
 //! invalidation callback. Each chains to the hook that was installed
-//! before it.
+//! before it. Every hook takes the locks of [`super::locks`] before it
+//! reads the masking decision.
 
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::ffi::{c_char, c_int, CStr};
 
 use pgrx::pg_sys::{self, NodeTag, Oid};
@@ -15,6 +20,26 @@ static mut PREV_PLANNER: pg_sys::planner_hook_type = None;
 static mut PREV_UTILITY: pg_sys::ProcessUtility_hook_type = None;
 static mut PREV_STATS: pg_sys::get_relation_stats_hook_type = None;
 static mut PREV_NEEDS_FMGR: pg_sys::needs_fmgr_hook_type = None;
+static mut PREV_EXECUTOR_START: pg_sys::ExecutorStart_hook_type = None;
+
+thread_local! {
+    /// How many invalidations of every relation this backend has accepted:
+    /// label changes send those (and so does a reset of the backend's
+    /// caches), so a change of this count while a lock is taken means the
+    /// masking decision may have changed under a plan already chosen.
+    static WIDE_INVALIDATIONS: Cell<u64> = const { Cell::new(0) };
+    /// The masking decision of the latest statement planned for each pair
+    /// of session roles (login, current). A cached plan that is still
+    /// valid was planned under the labels in force now (a label change
+    /// invalidates every plan), hence under this decision.
+    static PLANNED_MASKED: RefCell<HashMap<(u32, u32), bool>> = RefCell::new(HashMap::new());
+}
+
+/// The session's (login role, current role), as a key of `PLANNED_MASKED`.
+fn roles_key() -> (u32, u32) {
+    let (login, current) = super::catalog::session_roles();
+    (login.to_u32(), current.to_u32())
+}
 
 /// Installs the hooks; called once from `_PG_init`.
 pub fn install() {
@@ -31,14 +56,20 @@ pub fn install() {
         pg_sys::get_relation_stats_hook = Some(relation_stats);
         PREV_NEEDS_FMGR = pg_sys::needs_fmgr_hook;
         pg_sys::needs_fmgr_hook = Some(needs_fmgr);
+        PREV_EXECUTOR_START = pg_sys::ExecutorStart_hook;
+        pg_sys::ExecutorStart_hook = Some(executor_start);
         pg_sys::CacheRegisterRelcacheCallback(Some(relcache_changed), pg_sys::Datum::from(0));
     }
+    super::side_channels::install();
 }
 
 #[pg_guard]
-unsafe extern "C-unwind" fn relcache_changed(_arg: pg_sys::Datum, _relid: Oid) {
+unsafe extern "C-unwind" fn relcache_changed(_arg: pg_sys::Datum, relid: Oid) {
     // Labels change rarely and a relation's rules depend on its ancestors
     // and descendants, so any invalidation drops every cached decision.
+    if relid == Oid::INVALID {
+        WIDE_INVALIDATIONS.with(|n| n.set(n.get().wrapping_add(1)));
+    }
     masking::invalidate();
     crate::recognizers::invalidate();
     crate::vocabularies::invalidate();
@@ -52,7 +83,11 @@ unsafe extern "C-unwind" fn planner(
     bound_params: pg_sys::ParamListInfo,
 ) -> *mut pg_sys::PlannedStmt {
     if !masking::in_lookup() {
+        // A role label cannot change until this transaction ends, and one
+        // that committed while the lock was awaited is read now.
+        super::locks::lock_session_roles();
         let session_masked = masking::session_is_masked();
+        PLANNED_MASKED.with(|p| p.borrow_mut().insert(roles_key(), session_masked));
         // SAFETY: `parse` is the rewritten query the planner was called
         // with; the planner may modify it.
         unsafe {
@@ -95,6 +130,40 @@ unsafe extern "C-unwind" fn planner(
     // SAFETY: the planner returns a valid PlannedStmt.
     unsafe { (*stmt).dependsOnRole = true };
     stmt
+}
+
+/// The executor-start hook: a plan cached earlier (a prepared statement,
+/// PL/pgSQL, SQL functions) starts without the planner hook, so its
+/// transaction takes the role locks here (see [`super::locks`]). Taking
+/// them accepts pending invalidations; if that brings an invalidation of
+/// every relation (what a label change sends) and the session is masked
+/// now but the plan was not planned masked, the plan was chosen under the
+/// old labels: the statement is refused, and runs again re-planned. (The
+/// transaction held no lock on its roles yet, as it had planned nothing,
+/// but it had locked the plan's relations some other way, so validating
+/// the plan accepted no invalidation.)
+#[pg_guard]
+unsafe extern "C-unwind" fn executor_start(query_desc: *mut pg_sys::QueryDesc, eflags: c_int) {
+    if !masking::in_lookup() {
+        let seen = WIDE_INVALIDATIONS.with(Cell::get);
+        super::locks::lock_session_roles();
+        if WIDE_INVALIDATIONS.with(Cell::get) != seen
+            && PLANNED_MASKED.with(|p| p.borrow().get(&roles_key()).copied()) != Some(true)
+            && masking::session_is_masked()
+        {
+            masking::refuse(
+                "this session became masked after the statement was planned (a dptext label changed): run it again".into(),
+            );
+        }
+    }
+    // SAFETY: the previous hook, or the standard one, with the arguments
+    // PostgreSQL passed.
+    unsafe {
+        match PREV_EXECUTOR_START {
+            Some(prev) => prev(query_desc, eflags),
+            None => pg_sys::standard_ExecutorStart(query_desc, eflags),
+        }
+    }
 }
 
 /// True inside PostgreSQL's foreign-key checks, the only code that runs
@@ -178,7 +247,16 @@ unsafe extern "C-unwind" fn utility(
     qc: *mut pg_sys::QueryCompletion,
 ) {
     let mut pstmt = pstmt;
-    if !masking::in_lookup() && masking::session_is_masked() {
+    // Transaction control is neither checked nor locked: nothing in it
+    // depends on masking, and ROLLBACK runs in an aborted transaction,
+    // where the catalog (the role labels, when an invalidation dropped
+    // their cache) cannot be read.
+    // SAFETY: `pstmt` is the valid statement PostgreSQL passed.
+    let transaction_control = unsafe { is_a((*pstmt).utilityStmt, NodeTag::T_TransactionStmt) };
+    if !masking::in_lookup() && !transaction_control {
+        super::locks::lock_session_roles();
+    }
+    if !masking::in_lookup() && !transaction_control && masking::session_is_masked() {
         // SAFETY: `pstmt` is a valid utility statement; when the tree is
         // read-only it is copied before `check_utility` changes it.
         unsafe {
@@ -243,27 +321,10 @@ unsafe fn lock_and_pin(rv: *mut pg_sys::RangeVar, lockmode: u32) -> Option<Oid> 
     }
 }
 
-/// True when `rv` names a temporary relation of this session (or nothing).
-unsafe fn is_temporary(rv: *mut pg_sys::RangeVar) -> bool {
-    // SAFETY: `rv` is a valid RangeVar; missing_ok, no lock (only the
-    // persistence is read, and a temporary relation is this session's).
-    unsafe {
-        let relid = pg_sys::RangeVarGetRelidExtended(
-            rv,
-            pg_sys::NoLock as _,
-            pg_sys::RVROption::RVR_MISSING_OK,
-            None,
-            std::ptr::null_mut(),
-        );
-        relid == Oid::INVALID
-            || pg_sys::get_rel_persistence(relid) as u8 == pg_sys::RELPERSISTENCE_TEMP
-    }
-}
-
 /// Refuses a statement that would leave code of the masked session behind
-/// for other sessions to run (a trigger, rule, policy or function runs as
-/// the role that calls it, unmasked for an unmasked caller); on this
-/// session's temporary objects it is allowed.
+/// for other sessions to run (a trigger, rule, policy, function, view or
+/// column default runs as the role that calls it, unmasked for an
+/// unmasked caller); on this session's temporary objects it is allowed.
 fn refuse_planted(what: &str) -> ! {
     masking::refuse(format!(
         "masked sessions cannot create or change {what} outside their temporary schema: other sessions would run it unmasked"
@@ -272,7 +333,7 @@ fn refuse_planted(what: &str) -> ! {
 
 /// A masked session's utility statements: no writes to labelled tables,
 /// `COPY t TO` read through the rules, no change to `dptext.*` settings,
-/// no code left behind for other sessions.
+/// no `EXPLAIN ANALYZE`, no code left behind for other sessions.
 unsafe fn check_utility(stmt: *mut pg_sys::Node) {
     // SAFETY: `stmt` is a valid parse node; casts follow tag checks.
     unsafe {
@@ -321,55 +382,14 @@ unsafe fn check_utility(stmt: *mut pg_sys::Node) {
             if !s.is_null() {
                 refuse_dptext_setting((*s).name);
             }
-        } else if let Some(what) = leaves_code(stmt) {
+        } else if is_a(stmt, NodeTag::T_ExplainStmt) {
+            if super::side_channels::explain_analyzes(stmt.cast()) {
+                masking::refuse(
+                    "masked sessions cannot run EXPLAIN ANALYZE: the memory, disk and buffer figures it reports depend on the raw values that sorts, hashes and reads handle below the masking (EXPLAIN without ANALYZE is allowed)".into(),
+                );
+            }
+        } else if let Some(what) = super::ddl::leaves_code(stmt) {
             refuse_planted(what);
-        }
-    }
-}
-
-/// What kind of code a statement would leave behind for other sessions to
-/// run, if it would: functions outside `pg_temp`; triggers, rules and
-/// policies on tables other than this session's temporary ones; domains,
-/// casts, operators, aggregates, types.
-unsafe fn leaves_code(stmt: *mut pg_sys::Node) -> Option<&'static str> {
-    // SAFETY: `stmt` is a valid parse node; casts follow tag checks.
-    unsafe {
-        let on_table = |rv: *mut pg_sys::RangeVar, what| (!is_temporary(rv)).then_some(what);
-        if is_a(stmt, NodeTag::T_CreateFunctionStmt) {
-            let name = PgList::<pg_sys::String>::from_pg(
-                (*stmt.cast::<pg_sys::CreateFunctionStmt>()).funcname,
-            );
-            let temporary = name.len() > 1
-                && name
-                    .get_ptr(0)
-                    .is_some_and(|s| CStr::from_ptr((*s).sval).to_bytes() == b"pg_temp");
-            (!temporary).then_some("functions or procedures")
-        } else if is_a(stmt, NodeTag::T_CreateTrigStmt) {
-            on_table(
-                (*stmt.cast::<pg_sys::CreateTrigStmt>()).relation,
-                "triggers",
-            )
-        } else if is_a(stmt, NodeTag::T_RuleStmt) {
-            on_table((*stmt.cast::<pg_sys::RuleStmt>()).relation, "rules")
-        } else if is_a(stmt, NodeTag::T_CreatePolicyStmt) {
-            on_table(
-                (*stmt.cast::<pg_sys::CreatePolicyStmt>()).table,
-                "row-level security policies",
-            )
-        } else if is_a(stmt, NodeTag::T_AlterPolicyStmt) {
-            on_table(
-                (*stmt.cast::<pg_sys::AlterPolicyStmt>()).table,
-                "row-level security policies",
-            )
-        } else if is_a(stmt, NodeTag::T_CreateDomainStmt)
-            || is_a(stmt, NodeTag::T_AlterDomainStmt)
-            || is_a(stmt, NodeTag::T_AlterFunctionStmt)
-            || is_a(stmt, NodeTag::T_CreateCastStmt)
-            || is_a(stmt, NodeTag::T_DefineStmt)
-        {
-            Some("domains, functions, casts, operators, aggregates or types")
-        } else {
-            None
         }
     }
 }

@@ -60,7 +60,16 @@ unsafe extern "C-unwind" fn check_relabel(
     if crate::masking::session_is_masked() {
         crate::masking::refuse("masked sessions cannot change dptext labels".into());
     }
+    let wait_for: fn(pg_sys::Oid) = match target {
+        crate::rules::LabelTarget::Role => super::locks::lock_role_for_relabel,
+        crate::rules::LabelTarget::Column { .. } => super::locks::lock_relations_for_relabel,
+        _ => |_| {},
+    };
     crate::rules::check_label(target, label.as_deref());
+    // Transactions that planned under the old labels keep their plans
+    // until they end: wait for them, as ALTER TABLE does (see
+    // `super::locks`). A valid label only: a refused one changes nothing.
+    wait_for(object.objectId);
     // Other backends cache masking decisions and plans: a label change
     // reaches them as a relation-cache invalidation at commit (labels
     // themselves send none). Role labels and rules inherited through

@@ -9,9 +9,13 @@
 //! - The security label provider `dptext` is a C hook ([`labels`]); it
 //!   reads the labelled object's kind and column type from the catalog
 //!   caches and hands them to the safe check in [`crate::rules`].
-//! - Masking at the source hooks the planner, utility commands and the
-//!   planner's statistics ([`hooks`]) and rewrites query trees
-//!   ([`rewrite`]); the decisions are safe code in [`crate::masking`].
+//! - Masking at the source hooks the planner, the executor's start,
+//!   utility commands and the planner's statistics ([`hooks`]) and
+//!   rewrites query trees ([`rewrite`]); the decisions are safe code in
+//!   [`crate::masking`]. Label changes and masking decisions are ordered
+//!   by locks ([`locks`]); masked sessions' DDL is read from parse trees
+//!   ([`ddl`]); figures that depend on raw sizes are kept from masked
+//!   sessions by object-access and log hooks ([`side_channels`]).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -21,12 +25,15 @@ use dptext_core::embeddings::SharedBytes;
 use pgrx::pg_sys;
 
 pub mod catalog;
+pub mod ddl;
 pub mod hooks;
 pub mod interrupts;
 pub mod labels;
 pub mod lineage;
+pub mod locks;
 pub mod rewrite;
 pub mod settings;
+pub mod side_channels;
 
 /// True while the library is being loaded by `shared_preload_libraries`.
 pub fn loading_at_server_start() -> bool {

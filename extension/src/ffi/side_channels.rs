@@ -1,0 +1,267 @@
+//! Figures that depend on the sizes of raw values, kept from masked
+//! sessions.
+//!
+//! `dptext.mask` runs where a labelled column is read, but a plan moves
+//! and stores rows below the expressions that read them: a sort or a hash
+//! holds the raw value (its input row carries the column), a read
+//! detoasts it, a sort that does not fit in `work_mem` writes it to a
+//! temporary file. So every figure of memory, disk or buffers a statement
+//! used is a function of the raw values' sizes (a sort of one row, the
+//! row's length within a few bytes). A masked session may not see them:
+//!
+//! - `EXPLAIN ANALYZE` reports them per plan node: refused (the utility
+//!   hook, with [`explain_analyzes`]);
+//! - the cumulative statistics count them (`pg_stat_database.temp_bytes`,
+//!   block counters, `pg_stat_statements`, ...): calling the functions that
+//!   read those counters is refused ([`install`]'s object-access hook,
+//!   when the executor sets a call up, so views and every path that
+//!   evaluates an expression are covered, planned or not);
+//! - server log messages (`trace_sort`'s memory figures, `auto_explain`,
+//!   `log_temp_files`) reach a client whose `client_min_messages` is `log`
+//!   or lower: in a masked session they go to the server log only
+//!   ([`install`]'s log hook).
+
+use std::ffi::{c_int, c_void, CStr};
+
+use pgrx::pg_guard;
+use pgrx::pg_sys::{self, Oid};
+
+use crate::masking;
+
+static mut PREV_OBJECT_ACCESS: pg_sys::object_access_hook_type = None;
+static mut PREV_EMIT_LOG: pg_sys::emit_log_hook_type = None;
+
+/// Installs the object-access and log hooks; called once from `_PG_init`
+/// (through [`super::hooks::install`]).
+pub fn install() {
+    // SAFETY: `_PG_init` runs once per process in its main thread, before
+    // any query; the previous hooks are saved and called in turn.
+    unsafe {
+        PREV_OBJECT_ACCESS = pg_sys::object_access_hook;
+        pg_sys::object_access_hook = Some(object_access);
+        PREV_EMIT_LOG = pg_sys::emit_log_hook;
+        pg_sys::emit_log_hook = Some(emit_log);
+    }
+}
+
+/// True when an `EXPLAIN` statement asks for `ANALYZE` (`EXPLAIN ANALYZE`,
+/// `EXPLAIN (ANALYZE)`, `EXPLAIN (ANALYZE on)`; not `ANALYZE false`).
+///
+/// # Safety
+/// `stmt` is a valid `ExplainStmt` of the utility hook.
+pub unsafe fn explain_analyzes(stmt: *mut pg_sys::ExplainStmt) -> bool {
+    // SAFETY: the options list holds DefElem nodes with NUL-terminated
+    // names; defGetBoolean reads the option's value as EXPLAIN will (an
+    // ERROR for a value that is not a boolean, as EXPLAIN would raise).
+    unsafe {
+        pgrx::PgList::<pg_sys::DefElem>::from_pg((*stmt).options)
+            .iter_ptr()
+            .any(|opt| {
+                !(*opt).defname.is_null()
+                    && CStr::from_ptr((*opt).defname).to_bytes() == b"analyze"
+                    && pg_sys::defGetBoolean(opt)
+            })
+    }
+}
+
+/// Built-in functions whose results count memory, disk or buffers that
+/// statements used, or the sizes of relations: temporary files (counted,
+/// or listed with their sizes while a sort writes them), block reads and
+/// hits (a detoasted value's length, in blocks), buffers allocated and
+/// written, WAL written (full-page images of pages a read set hint bits
+/// on), memory contexts, relation and database sizes.
+const BUILTIN_COUNTERS: &[(u32, &str)] = &[
+    (
+        pg_sys::F_PG_STAT_GET_DB_TEMP_FILES,
+        "pg_stat_get_db_temp_files",
+    ),
+    (
+        pg_sys::F_PG_STAT_GET_DB_TEMP_BYTES,
+        "pg_stat_get_db_temp_bytes",
+    ),
+    (
+        pg_sys::F_PG_STAT_GET_DB_BLOCKS_FETCHED,
+        "pg_stat_get_db_blocks_fetched",
+    ),
+    (
+        pg_sys::F_PG_STAT_GET_DB_BLOCKS_HIT,
+        "pg_stat_get_db_blocks_hit",
+    ),
+    (
+        pg_sys::F_PG_STAT_GET_DB_BLK_READ_TIME,
+        "pg_stat_get_db_blk_read_time",
+    ),
+    (
+        pg_sys::F_PG_STAT_GET_DB_BLK_WRITE_TIME,
+        "pg_stat_get_db_blk_write_time",
+    ),
+    (
+        pg_sys::F_PG_STAT_GET_BLOCKS_FETCHED,
+        "pg_stat_get_blocks_fetched",
+    ),
+    (pg_sys::F_PG_STAT_GET_BLOCKS_HIT, "pg_stat_get_blocks_hit"),
+    (
+        pg_sys::F_PG_STAT_GET_XACT_BLOCKS_FETCHED,
+        "pg_stat_get_xact_blocks_fetched",
+    ),
+    (
+        pg_sys::F_PG_STAT_GET_XACT_BLOCKS_HIT,
+        "pg_stat_get_xact_blocks_hit",
+    ),
+    (pg_sys::F_PG_STAT_GET_BUF_ALLOC, "pg_stat_get_buf_alloc"),
+    (
+        pg_sys::F_PG_STAT_GET_BUF_WRITTEN_BACKEND,
+        "pg_stat_get_buf_written_backend",
+    ),
+    (
+        pg_sys::F_PG_STAT_GET_BUF_FSYNC_BACKEND,
+        "pg_stat_get_buf_fsync_backend",
+    ),
+    (
+        pg_sys::F_PG_STAT_GET_BGWRITER_BUF_WRITTEN_CHECKPOINTS,
+        "pg_stat_get_bgwriter_buf_written_checkpoints",
+    ),
+    (
+        pg_sys::F_PG_STAT_GET_BGWRITER_BUF_WRITTEN_CLEAN,
+        "pg_stat_get_bgwriter_buf_written_clean",
+    ),
+    (
+        pg_sys::F_PG_STAT_GET_BGWRITER_MAXWRITTEN_CLEAN,
+        "pg_stat_get_bgwriter_maxwritten_clean",
+    ),
+    (pg_sys::F_PG_STAT_GET_WAL, "pg_stat_get_wal"),
+    (pg_sys::F_PG_CURRENT_WAL_LSN, "pg_current_wal_lsn"),
+    (
+        pg_sys::F_PG_CURRENT_WAL_INSERT_LSN,
+        "pg_current_wal_insert_lsn",
+    ),
+    (
+        pg_sys::F_PG_CURRENT_WAL_FLUSH_LSN,
+        "pg_current_wal_flush_lsn",
+    ),
+    (
+        pg_sys::F_PG_GET_BACKEND_MEMORY_CONTEXTS,
+        "pg_get_backend_memory_contexts",
+    ),
+    (pg_sys::F_PG_LS_TMPDIR_, "pg_ls_tmpdir"),
+    (pg_sys::F_PG_LS_TMPDIR_OID.to_u32(), "pg_ls_tmpdir"),
+    (pg_sys::F_PG_LS_WALDIR, "pg_ls_waldir"),
+    (pg_sys::F_PG_RELATION_SIZE_REGCLASS, "pg_relation_size"),
+    (pg_sys::F_PG_RELATION_SIZE_REGCLASS_TEXT, "pg_relation_size"),
+    (pg_sys::F_PG_TABLE_SIZE, "pg_table_size"),
+    (pg_sys::F_PG_INDEXES_SIZE, "pg_indexes_size"),
+    (pg_sys::F_PG_TOTAL_RELATION_SIZE, "pg_total_relation_size"),
+    (pg_sys::F_PG_DATABASE_SIZE_NAME, "pg_database_size"),
+    (pg_sys::F_PG_DATABASE_SIZE_OID.to_u32(), "pg_database_size"),
+    (pg_sys::F_PG_TABLESPACE_SIZE_NAME, "pg_tablespace_size"),
+    (
+        pg_sys::F_PG_TABLESPACE_SIZE_OID.to_u32(),
+        "pg_tablespace_size",
+    ),
+];
+
+/// Functions of contrib extensions (any schema) that read the same
+/// figures: `pg_stat_statements`' block, temporary-file and WAL counters,
+/// `pgstattuple`'s tuple lengths, `pg_buffercache`'s buffers per relation.
+const EXTENSION_COUNTERS: &[&str] = &[
+    "pg_stat_statements",
+    "pgstattuple",
+    "pgstattuple_approx",
+    "pgstatindex",
+    "pg_relpages",
+    "pg_buffercache_pages",
+];
+
+/// The name of function `oid` when it reads a counter a masked session
+/// may not see ([`BUILTIN_COUNTERS`], [`EXTENSION_COUNTERS`]).
+fn counter_function(oid: Oid) -> Option<String> {
+    let id = oid.to_u32();
+    if id < pg_sys::FirstNormalObjectId {
+        return BUILTIN_COUNTERS
+            .iter()
+            .find(|(f, _)| *f == id)
+            .map(|(_, name)| (*name).to_string());
+    }
+    // SAFETY: a syscache read that returns NULL for a missing function,
+    // else a palloc'd NUL-terminated name.
+    let name = unsafe { pg_sys::get_func_name(oid) };
+    if name.is_null() {
+        return None;
+    }
+    // SAFETY: non-NULL, NUL-terminated (above).
+    let name = unsafe { CStr::from_ptr(name) }.to_string_lossy();
+    EXTENSION_COUNTERS
+        .contains(&name.as_ref())
+        .then(|| name.into_owned())
+}
+
+/// The object-access hook: PostgreSQL calls it with
+/// `OAT_FUNCTION_EXECUTE` whenever the executor sets up a call of a
+/// function (after the `EXECUTE` privilege check), in every expression it
+/// evaluates, planned or not (`CALL` and `EXECUTE` arguments, defaults of
+/// `COPY FROM`, check constraints). A masked session's call of a counter
+/// function is refused there.
+#[pg_guard]
+unsafe extern "C-unwind" fn object_access(
+    access: pg_sys::ObjectAccessType::Type,
+    class_id: Oid,
+    object_id: Oid,
+    sub_id: c_int,
+    arg: *mut c_void,
+) {
+    // SAFETY: the previous hook, with the arguments PostgreSQL passed.
+    if let Some(prev) = unsafe { PREV_OBJECT_ACCESS } {
+        unsafe { prev(access, class_id, object_id, sub_id, arg) };
+    }
+    if access != pg_sys::ObjectAccessType::OAT_FUNCTION_EXECUTE
+        || class_id != pg_sys::ProcedureRelationId
+        || masking::in_lookup()
+    {
+        return;
+    }
+    // Built-in functions are matched by oid first: nothing is read for
+    // any other call of a built-in function.
+    let builtin = object_id.to_u32() < pg_sys::FirstNormalObjectId;
+    if builtin
+        && !BUILTIN_COUNTERS
+            .iter()
+            .any(|(f, _)| *f == object_id.to_u32())
+    {
+        return;
+    }
+    if !builtin && masking::session_is_masked_cached() == Some(false) {
+        return;
+    }
+    let Some(name) = counter_function(object_id) else {
+        return;
+    };
+    if masking::session_is_masked() {
+        masking::refuse(format!(
+            "masked sessions cannot call {name}: it reports memory, disk, buffer or size figures that depend on the raw values statements read"
+        ));
+    }
+}
+
+/// The log hook: in a masked session (or one whose masking is not known
+/// yet), messages below `NOTICE` (`LOG` and `DEBUG`, which only reach a
+/// client whose `client_min_messages` asks for them) are kept from the
+/// client; the server log still gets them. PostgreSQL calls the hook only
+/// for messages the server log takes (`log_min_messages`).
+#[pg_guard]
+unsafe extern "C-unwind" fn emit_log(edata: *mut pg_sys::ErrorData) {
+    // SAFETY: PostgreSQL passes the report being emitted, which the hook
+    // may change; the masking cache is read without any catalog access
+    // (this may run outside a transaction, or in an aborted one).
+    unsafe {
+        if !edata.is_null()
+            && (*edata).output_to_client
+            && (*edata).elevel < pg_sys::NOTICE as c_int
+            && masking::session_is_masked_cached() != Some(false)
+        {
+            (*edata).output_to_client = false;
+        }
+        if let Some(prev) = PREV_EMIT_LOG {
+            prev(edata);
+        }
+    }
+}
