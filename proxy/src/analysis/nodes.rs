@@ -7,7 +7,6 @@ use std::collections::BTreeMap;
 
 use pg_query::{Node, NodeEnum};
 
-use super::scope::Field;
 use super::{OutputColumn, Refusal, Rule};
 
 /// What a select's protected output columns may do.
@@ -94,6 +93,15 @@ impl Clause {
             Clause::Values => "in VALUES or a function in FROM",
         }
     }
+}
+
+/// One field of a column reference.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Field<'a> {
+    /// A name.
+    Name(&'a str),
+    /// `*`.
+    Star,
 }
 
 /// Where a value comes from, for the catalog functions

@@ -14,10 +14,11 @@ use pg_query::protobuf::{
 };
 use pg_query::{Node, NodeEnum};
 
+use super::nodes::Field;
 use super::nodes::{
     construct, fields, names, protected, whole_row, Clause, Origin, Outputs, Relations,
 };
-use super::scope::{Col, Cte, Field, NsItem, Resolved, Scope};
+use super::scope::{Col, Cte, NsItem, Resolved, Scope};
 use super::{Context, OutputColumn, Refusal, Rule};
 
 /// Deepest nesting of selects and expressions the analyzer follows.

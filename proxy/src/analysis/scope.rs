@@ -12,7 +12,7 @@
 //! one might bind there on the server, so it is allowed only when every
 //! column it could bind to is unprotected.
 
-use super::nodes::Origin;
+use super::nodes::{Field, Origin};
 use super::{OutputColumn, Refusal, Rule};
 
 /// System columns of a table: never protected (they describe the row's
@@ -317,15 +317,6 @@ fn not_withheld(cols: &[Col]) -> Result<(), Refusal> {
         )),
         None => Ok(()),
     }
-}
-
-/// One field of a column reference.
-#[derive(Debug, Clone, Copy)]
-pub(super) enum Field<'a> {
-    /// A name.
-    Name(&'a str),
-    /// `*`.
-    Star,
 }
 
 /// The columns of `item` certainly named `name` (system columns of a
