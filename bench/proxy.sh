@@ -61,7 +61,7 @@ N=$(nproc)
 if [ "$K" -gt 0 ]; then
   [ "$N" -gt "$K" ] || { echo "DPTEXT_BENCH_RELAY_CORES=$K needs more than $K cores (have $N)" >&2; exit 2; }
   relay="$((N - K))-$((N - 1))"; rest="0-$((N - K - 1))"
-  taskset -a -cp "$relay" "$(pgrep -x dptext-proxy | head -1)" >/dev/null
+  taskset -a -cp "$relay" "$(cat "$STATE/proxy/proxy.pid")" >/dev/null
   [ -n "$PGB" ] && taskset -a -cp "$relay" "$(cat "$STATE/pgbouncer/pgbouncer.pid")" >/dev/null
   # New backends inherit the postmaster's cores.
   taskset -a -cp "$rest" "$(head -1 "$PGDEMO/data/postmaster.pid")" >/dev/null
@@ -91,7 +91,7 @@ median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 # transaction, a figure that load from elsewhere disturbs far less than TPS.
 if [ -n "$PGB" ]; then
   ROUNDS="${DPTEXT_BENCH_ROUNDS:-5}"
-  PROXY_PID=$(pgrep -x dptext-proxy | head -1)
+  PROXY_PID=$(cat "$STATE/proxy/proxy.pid")
   PGB_PID=$(cat "$STATE/pgbouncer/pgbouncer.pid")
   TICK=$(getconf CLK_TCK)
   cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
