@@ -283,3 +283,55 @@ fn a_database_that_is_not_utf8_is_refused_at_the_start() {
     assert!(out.contains("needs a UTF8 database"), "{out}");
     assert!(!out.contains("plain"), "{out}");
 }
+
+/// Rows are sanitized in batches counted by rows, never by bytes: a batch
+/// sent once its raw rows reached `max_message_bytes` would get rows out
+/// before a value the sanitizer refuses (over the engine's input limit)
+/// ends the session, by the raw length of the rows before it. Here the
+/// rows before the refused value number the same, and get out or not the
+/// same, whatever the padding beside a protected value (before the fix
+/// they got out exactly when the padding and the raw note passed the
+/// limit together).
+#[test]
+fn rows_before_a_refused_value_get_out_by_count_not_by_raw_length() {
+    let Some(env) = env() else { return };
+    proxy_port(env);
+    direct(
+        db(),
+        "DROP TABLE IF EXISTS chan_big;
+         CREATE TABLE chan_big (id int, note text);
+         INSERT INTO chan_big VALUES (4, repeat('Long letter. ', 250000));
+         GRANT SELECT ON chan_big TO chan_reader;",
+    );
+    let config = format!(
+        "listen = \"127.0.0.1:0\"\nkey = \"a channel test key, not secret\"\n{}\
+         [[user]]\nname = \"chan\"\npassword = \"chan-pw\"\nmasked = true\n\
+         upstream_user = \"chan_reader\"\n\
+         [masking]\nmode = \"proxy\"\n\
+         [engine]\nmax_input_bytes = 1000000\n\
+         [limits]\nmax_message_bytes = {MAX_MESSAGE}\n\
+         [[rule]]\ntable = \"chan_t\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n\
+         [[rule]]\ntable = \"chan_big\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n",
+        upstream_toml(env, db())
+    );
+    let port = spawn_proxy(&config).0;
+    let conninfo = format!(
+        "host=127.0.0.1 port={port} dbname={} user=chan password=chan-pw",
+        db()
+    );
+    let rows_out = |pad: usize| {
+        let sql = format!(
+            "SELECT g.g, a.note, b.note, CASE WHEN g.g = 2 THEN pg_catalog.repeat('x', {pad}) ELSE '' END \
+             FROM pg_catalog.generate_series(1, 3) g \
+             LEFT JOIN chan_t a ON a.id = 2 AND g.g = 1 \
+             LEFT JOIN chan_big b ON b.id = 4 AND g.g = 3"
+        );
+        python_client("proxy_mode_rows_out.py", &[&conninfo, &sql])
+            .map(|v| v["rows"].as_u64().expect("a count"))
+    };
+    // Row 1 (the note) and row 2 (the padding) together pass the limit
+    // with the larger padding, alone neither does.
+    let small = rows_out(10);
+    let large = rows_out(MAX_MESSAGE - 60);
+    assert_eq!(small, large, "rows out before the refused value");
+}

@@ -12,10 +12,12 @@
 //! the row cannot be sent whatever its protected values become, and the
 //! session ends without reading the rest; otherwise it is read whole, up
 //! to what PostgreSQL itself can send ([`SERVER_MAX_ROW`]). Rows are
-//! sanitized in batches of `batch_rows` rows, sent earlier when the rows
-//! held reach `max_message_bytes` (so that memory stays bounded); that
-//! changes when rows arrive, as the time sanitizing takes does, and
-//! nothing else.
+//! sanitized in batches of `batch_rows` rows, counted, never weighed: a
+//! batch sent once the raw rows held reached a size would arrive earlier
+//! or later, and a value the sanitizer cannot take (over the engine's
+//! limits) would lose a different set of rows, by the raw lengths of the
+//! rows before it. So a session may hold `batch_rows` rows of up to what
+//! PostgreSQL sends each; lower `batch_rows` to bound that.
 //!
 //! The server has a bound of its own: PostgreSQL fails a statement
 //! whose row would pass 1 GiB, raw values and padding together (54000
@@ -109,36 +111,31 @@ pub fn row_build_failure(body: &[u8]) -> Result<bool> {
         .any(|(code, v)| *code == b'C' && matches!(v.as_str(), "54000" | "53200")))
 }
 
-/// Rows held for sanitizing together.
+/// Rows held for sanitizing together, counted (never weighed: see the
+/// module's text).
 #[derive(Debug)]
 pub struct Batch {
     rows: Vec<Frame>,
-    bytes: usize,
     max_rows: usize,
-    max_bytes: usize,
 }
 
 impl Batch {
-    /// An empty batch that is full at `max_rows` rows or `max_bytes`
-    /// bytes of raw rows.
-    pub fn new(max_rows: usize, max_bytes: usize) -> Self {
+    /// An empty batch that is full at `max_rows` rows.
+    pub fn new(max_rows: usize) -> Self {
         Batch {
             rows: Vec::new(),
-            bytes: 0,
             max_rows: max_rows.max(1),
-            max_bytes,
         }
     }
 
     /// Holds `row`.
     pub fn push(&mut self, row: Frame) {
-        self.bytes = self.bytes.saturating_add(row.body.len());
         self.rows.push(row);
     }
 
     /// Whether it is time to sanitize and send the rows held.
     pub fn full(&self) -> bool {
-        self.rows.len() >= self.max_rows || self.bytes >= self.max_bytes
+        self.rows.len() >= self.max_rows
     }
 
     /// Whether no row is held.
@@ -148,7 +145,6 @@ impl Batch {
 
     /// The rows held, leaving the batch empty.
     pub fn take(&mut self) -> Vec<Frame> {
-        self.bytes = 0;
         std::mem::take(&mut self.rows)
     }
 }
@@ -225,16 +221,14 @@ mod tests {
     }
 
     #[test]
-    fn a_batch_is_full_by_rows_or_by_bytes() {
-        let mut b = Batch::new(3, 100);
+    fn a_batch_is_full_by_its_rows_whatever_their_size() {
+        let mut b = Batch::new(3);
         b.push(Frame::new(b'D', vec![0; 10]));
-        b.push(Frame::new(b'D', vec![0; 10]));
+        b.push(Frame::new(b'D', vec![0; 1 << 20]));
         assert!(!b.full());
         b.push(Frame::new(b'D', vec![0; 10]));
         assert!(b.full());
         assert_eq!(b.take().len(), 3);
         assert!(b.is_empty() && !b.full());
-        b.push(Frame::new(b'D', vec![0; 100]));
-        assert!(b.full());
     }
 }

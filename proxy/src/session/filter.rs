@@ -426,7 +426,7 @@ impl ProxyMode {
             }
         };
         let to_client = async {
-            let mut rows = Batch::new(self.batch_rows, max);
+            let mut rows = Batch::new(self.batch_rows);
             let mut current: Protected = Vec::new();
             let mut width: Option<usize> = None;
             loop {
