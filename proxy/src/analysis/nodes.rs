@@ -12,7 +12,12 @@ use super::{OutputColumn, Refusal, Rule};
 /// What a select's protected output columns may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Outputs {
-    /// Be output bare (top level, derived tables, CTEs, `EXISTS`).
+    /// Be output bare: the statement's top-level select, if the server
+    /// holds no row of it (see `query::unbuffered`).
+    Top,
+    /// Carry their protection to the query that reads them (derived
+    /// tables, CTEs, `EXISTS`); such a protected output refuses the
+    /// statement once the rest of it is analysed (see `Walker::nested`).
     Bare,
     /// Nothing: the output is consumed; a protected one is refused by
     /// this rule.

@@ -2,10 +2,14 @@
 //! the clauses around it, and which output columns carry protected
 //! values.
 //!
-//! A protected column may be output bare by a select list (the top level,
-//! a derived table, a CTE, an `EXISTS` subquery) and nowhere else: the
-//! columns of a derived table or CTE carry their protection to the query
-//! that reads them, where the same rule applies again.
+//! A protected column may be output bare by the statement's top-level
+//! select list, and only when the server holds none of its rows: a select
+//! over one table, without `ORDER BY`, grouping, `DISTINCT`, window
+//! functions, subqueries or `WITH` ([`Walk::unbuffered`]). Anywhere else
+//! (a derived table, a CTE, a subquery, a sort) the server would sort, hash
+//! or store raw values, and how much memory they take would decide what it
+//! returns: a sort that spills to disk reorders ties, a row it cannot
+//! build fails, a hash that outgrows memory splits into batches.
 
 use std::cell::Cell;
 
@@ -36,6 +40,12 @@ pub(super) struct Walker<'a> {
     pub relations: std::cell::RefCell<Relations>,
     /// Set when one position resolved to two schemas.
     pub conflict: Cell<bool>,
+    /// The first protected column a derived table, CTE or `EXISTS`
+    /// subquery output: the server would hold its raw values (a CTE, a
+    /// sort, a hash of the query around it). Refuses the statement once
+    /// the rest is analysed, so that a clause that uses the column is
+    /// refused by its own rule first ([`Walker::nested`]).
+    nested: std::cell::RefCell<Option<Refusal>>,
 }
 
 /// Leaves one level of nesting when dropped.
@@ -56,6 +66,7 @@ impl<'a> Walker<'a> {
             depth: Cell::new(0),
             relations: Default::default(),
             conflict: Cell::new(false),
+            nested: Default::default(),
         }
     }
 
@@ -261,14 +272,27 @@ impl<'a> Walker<'a> {
             };
             self.target(t, &level, &mut cols)?;
         }
-        if let Outputs::Refuse(rule) = outputs {
-            if let Some(c) = cols.iter().find(|c| c.out.is_restricted()) {
-                return Err(protected(
-                    rule,
-                    &c.out,
-                    "as the output of a subquery or set operation",
-                ));
+        match outputs {
+            Outputs::Refuse(rule) => {
+                if let Some(c) = cols.iter().find(|c| c.out.is_restricted()) {
+                    return Err(protected(
+                        rule,
+                        &c.out,
+                        "as the output of a subquery or set operation",
+                    ));
+                }
             }
+            Outputs::Bare => {
+                if let Some(c) = cols
+                    .iter()
+                    .find(|c| matches!(c.out, OutputColumn::Protected(_)))
+                {
+                    self.nested.borrow_mut().get_or_insert_with(|| {
+                        protected_buffered(&c.out, "from a derived table, CTE or subquery")
+                    });
+                }
+            }
+            Outputs::Top => {}
         }
         if let Some(w) = &stmt.where_clause {
             self.expr(w, &level, Clause::Where.cx())?;
@@ -303,7 +327,27 @@ impl<'a> Walker<'a> {
             }
         }
         self.tail(stmt, &cols, &level)?;
+        // Last, so that a protected column used in a clause is refused by
+        // that clause's own rule.
+        if outputs == Outputs::Top {
+            if let Some(c) = cols
+                .iter()
+                .find(|c| matches!(c.out, OutputColumn::Protected(_)))
+            {
+                unbuffered(stmt, &c.out)?;
+            }
+        }
         Ok(cols)
+    }
+
+    /// Refuses the statement when a derived table, CTE or subquery of it
+    /// output a protected column; called once the top-level select is
+    /// analysed.
+    pub fn nested(&self) -> Result<(), Refusal> {
+        match self.nested.borrow_mut().take() {
+            Some(r) => Err(r),
+            None => Ok(()),
+        }
     }
 
     /// ORDER BY, LIMIT and OFFSET.
@@ -506,4 +550,74 @@ pub(super) fn rename(mut cols: Vec<Col>, aliases: &[&str]) -> Vec<Col> {
         c.certain = true;
     }
     cols
+}
+
+/// Refuses a select that outputs protected column `out` unless the server
+/// streams its rows from one table as it reads them, holding none: a sort
+/// (`ORDER BY`, `DISTINCT`, grouping, a merge join), a hash (joins,
+/// grouping, hashed subqueries), a window's buffer or a materialized CTE
+/// would hold raw values, and what fits in `work_mem` or in a row decides
+/// the order of ties, the batches of a hash, or an error, each a function
+/// of the raw lengths. `LIMIT`, `OFFSET`, `WHERE` without subqueries and
+/// any select-list expression of the other columns stay allowed.
+fn unbuffered(stmt: &SelectStmt, out: &OutputColumn) -> Result<(), Refusal> {
+    let what = if stmt.with_clause.is_some() {
+        Some("with WITH")
+    } else if stmt.from_clause.len() != 1
+        || !matches!(
+            stmt.from_clause.first().and_then(|n| n.node.as_ref()),
+            Some(NodeEnum::RangeVar(_))
+        )
+    {
+        Some("beside a join, a function or a subquery in FROM")
+    } else if !stmt.sort_clause.is_empty() {
+        Some("with ORDER BY")
+    } else if !stmt.group_clause.is_empty() || stmt.having_clause.is_some() {
+        Some("with GROUP BY or HAVING")
+    } else if !stmt.distinct_clause.is_empty() {
+        Some("with DISTINCT")
+    } else if !stmt.window_clause.is_empty() {
+        Some("with a WINDOW")
+    } else {
+        // Every node of the select list and WHERE, at any depth.
+        let nodes: Vec<pg_query::NodeRef<'_>> = stmt
+            .target_list
+            .iter()
+            .chain(stmt.where_clause.as_deref())
+            .filter_map(|n| n.node.as_ref())
+            .flat_map(|n| std::iter::once(n.to_ref()).chain(n.nodes().into_iter().map(|(r, ..)| r)))
+            .collect();
+        if nodes
+            .iter()
+            .any(|n| matches!(n, pg_query::NodeRef::SubLink(_)))
+        {
+            Some("beside a subquery")
+        } else if nodes
+            .iter()
+            .any(|n| matches!(n, pg_query::NodeRef::FuncCall(f) if f.over.is_some()))
+        {
+            Some("beside a window function")
+        } else {
+            None
+        }
+    };
+    match what {
+        Some(how) => Err(protected_buffered(out, how)),
+        None => Ok(()),
+    }
+}
+
+/// The refusal of a protected column output by a select the server would
+/// hold rows of.
+fn protected_buffered(out: &OutputColumn, how: &str) -> Refusal {
+    let name = match out {
+        OutputColumn::Protected(p) => format!("{}.{}", p.table, p.column),
+        _ => "?".to_owned(),
+    };
+    Refusal::new(
+        Rule::ProtectedWithBuffering,
+        format!(
+            "column {name} is protected and may only be output by a select over one table without ORDER BY, grouping, DISTINCT, window functions, subqueries or WITH, not {how}: there the server would sort, hash or hold raw values, and how much memory they take would show in what it returns; sort the sanitized rows in the client, or select the other columns alone"
+        ),
+    )
 }

@@ -83,6 +83,10 @@ pub enum Rule {
     ProtectedInSubquery,
     /// A protected column in a branch of `UNION`/`INTERSECT`/`EXCEPT`.
     ProtectedInSetOperation,
+    /// A protected column output by a select the server would sort, hash
+    /// or hold rows of: not one table alone, or with `ORDER BY`, grouping,
+    /// `DISTINCT`, window functions, subqueries or `WITH`.
+    ProtectedWithBuffering,
     /// A protected column in `VALUES` or a function in `FROM`.
     ProtectedInValues,
     /// A whole-row reference to a relation with protected columns.
@@ -145,6 +149,7 @@ impl Rule {
             Rule::ProtectedInLimit => "protected_in_limit",
             Rule::ProtectedInSubquery => "protected_in_subquery",
             Rule::ProtectedInSetOperation => "protected_in_set_operation",
+            Rule::ProtectedWithBuffering => "protected_with_buffering",
             Rule::ProtectedInValues => "protected_in_values",
             Rule::WholeRowReference => "whole_row_reference",
             Rule::FunctionNotAllowed => "function_not_allowed",

@@ -183,10 +183,9 @@ fn top_select(
     w: &Walker<'_>,
     s: &pg_query::protobuf::SelectStmt,
 ) -> Result<Vec<super::OutputColumn>, Refusal> {
-    Ok(w.select(s, None, Outputs::Bare)?
-        .into_iter()
-        .map(|c| c.out)
-        .collect())
+    let cols = w.select(s, None, Outputs::Top)?;
+    w.nested()?;
+    Ok(cols.into_iter().map(|c| c.out).collect())
 }
 
 /// The query of `DECLARE` or `PREPARE`: a select, analyzed as top level.

@@ -39,9 +39,11 @@ fn a_recursive_with_refuses_references_to_later_ctes() {
 
 #[test]
 fn a_recursive_with_still_reads_earlier_ctes_and_itself() {
-    assert_eq!(
-        plan("WITH RECURSIVE a AS (SELECT id, note FROM records), b AS (SELECT note FROM a) SELECT note FROM b"),
-        [note()]
+    // b reads a's protected note (refused in an expression by its own rule).
+    refused(
+        "WITH RECURSIVE a AS (SELECT id, note FROM records), b AS (SELECT note FROM a) \
+         SELECT note || '' FROM b",
+        Rule::ProtectedInExpression,
     );
     assert_eq!(
         plan(
@@ -62,13 +64,14 @@ fn a_recursive_with_still_reads_earlier_ctes_and_itself() {
 #[test]
 fn a_plain_with_hides_later_ctes_from_earlier_ones() {
     // Without RECURSIVE, pg_class in a is the catalog table.
-    assert_eq!(
-        plan(
-            "WITH a AS (SELECT relname FROM pg_class), \
-             pg_class AS (SELECT note AS relname FROM records) \
-             SELECT relname || '' AS leaked FROM a"
-        ),
-        [None]
+    // (Had a read the CTE, the expression would be refused by its own
+    // rule; it reads the catalog, and only the CTE's protected output
+    // refuses the statement.)
+    refused(
+        "WITH a AS (SELECT relname FROM pg_class), \
+         pg_class AS (SELECT note AS relname FROM records) \
+         SELECT relname || '' AS leaked FROM a",
+        Rule::ProtectedWithBuffering,
     );
     refused(
         "WITH a AS (SELECT 1 AS x), pg_class AS (SELECT note AS relname FROM records) \
@@ -129,8 +132,12 @@ fn a_figured_name_resolves_nothing() {
 fn certain_names_and_unprotected_candidates_still_resolve() {
     // Aliases, alias lists and bare columns are certain.
     assert_eq!(
-        plan("SELECT n, note FROM (SELECT id + 1 AS n, note FROM records) s"),
-        [None, note()]
+        plan("SELECT n, ward FROM (SELECT id + 1 AS n, ward FROM records) s"),
+        [None, None]
+    );
+    refused(
+        "SELECT n, note || '' FROM (SELECT id + 1 AS n, note FROM records) s",
+        Rule::ProtectedInExpression,
     );
     assert_eq!(
         plan("SELECT l FROM (SELECT lower(ward) FROM records) s(l)"),
@@ -149,9 +156,14 @@ fn certain_names_and_unprotected_candidates_still_resolve() {
     );
     // SELECT * stays positional.
     assert_eq!(
-        plan("SELECT * FROM (SELECT lower(ward), note FROM records) s"),
-        [None, note()]
+        plan("SELECT * FROM (SELECT lower(ward), id FROM records) s"),
+        [None, None]
     );
+    let r = refused(
+        "SELECT * FROM (SELECT lower(ward), note FROM records) s",
+        Rule::ProtectedWithBuffering,
+    );
+    assert!(r.to_string().contains("public.records.note"), "{r}");
 }
 
 #[test]

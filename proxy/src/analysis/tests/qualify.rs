@@ -107,14 +107,14 @@ fn between_case_distinct_and_nullif_are_spelled_out() {
 #[test]
 fn cte_names_aliases_and_stars_are_not_qualified() {
     assert_eq!(
-        fwd("WITH x AS (SELECT id, note FROM records) \
-             SELECT x.note, n FROM x, (SELECT name AS n FROM patients) s"),
-        "WITH x AS (SELECT id, note FROM public.records) SELECT x.note, n FROM x, \
+        fwd("WITH x AS (SELECT id, ward FROM records) \
+             SELECT x.ward, n FROM x, (SELECT name AS n FROM patients) s"),
+        "WITH x AS (SELECT id, ward FROM public.records) SELECT x.ward, n FROM x, \
          (SELECT name AS n FROM public.patients) s"
     );
     assert_eq!(
-        fwd("SELECT r.* FROM records AS r WHERE EXISTS (SELECT 1 FROM wards w WHERE w.id = r.id)"),
-        "SELECT r.* FROM public.records r WHERE EXISTS (SELECT 1 FROM public.wards w WHERE w.id \
+        fwd("SELECT r.id FROM records AS r WHERE EXISTS (SELECT 1 FROM wards w WHERE w.id = r.id)"),
+        "SELECT r.id FROM public.records r WHERE EXISTS (SELECT 1 FROM public.wards w WHERE w.id \
          OPERATOR(pg_catalog.=) r.id)"
     );
 }
