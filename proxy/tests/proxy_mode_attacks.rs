@@ -423,7 +423,7 @@ fn no_member_of_a_hierarchy_a_protected_column_splits_is_read() {
     // readable.
     let out = atk(env, "SELECT id FROM atk_sub_b");
     assert!(out.contains("101") && !out.contains("ERROR"), "{out}");
-    let sql = "SELECT id, tableoid::regclass, note FROM atk_mod ORDER BY id";
+    let sql = "SELECT id, tableoid::regclass, note FROM atk_mod";
     let out = atk(env, sql);
     assert!(
         out.contains("2|atk_mod_0|") && !out.contains("ERROR"),
@@ -517,9 +517,10 @@ fn a_table_whose_policy_reads_a_protected_column_is_not_read() {
     // A policy on unprotected columns filters as usual, the notes of the
     // rows it lets through sanitized; another role's policy does not
     // apply to this one.
-    let sql = "SELECT id, note FROM atk_rls_ok ORDER BY id";
+    let sql = "SELECT id, note FROM atk_rls_ok";
     let out = atk(env, sql);
-    let ids: Vec<&str> = out.lines().filter_map(|l| l.split('|').next()).collect();
+    let mut ids: Vec<&str> = out.lines().filter_map(|l| l.split('|').next()).collect();
+    ids.sort_unstable();
     assert_eq!(ids, ["1", "3"], "{out}");
     assert_no_marker(sql, &out);
 }
@@ -696,8 +697,11 @@ fn tables_with_an_index_on_a_protected_column_are_not_read() {
     );
     // An index that only carries the column (INCLUDE) does not order by
     // it: the table is read, its notes sanitized.
-    let sql = "SELECT id, note FROM atk_incl WHERE ward = 'north' ORDER BY id";
+    let sql = "SELECT id, note FROM atk_incl WHERE ward = 'north'";
     let out = atk(env, sql);
-    assert!(out.starts_with("1|") && !out.contains("ERROR"), "{out}");
+    assert!(
+        out.lines().any(|l| l.starts_with("1|")) && !out.contains("ERROR"),
+        "{out}"
+    );
     assert_no_marker(sql, &out);
 }

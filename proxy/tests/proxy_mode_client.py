@@ -14,8 +14,8 @@ with psycopg.connect(sys.argv[1], autocommit=True) as c:
     cur = c.cursor()
     cur.execute("SELECT id FROM pm_t WHERE ward = %s ORDER BY id", ("north",))
     out["ids"] = cur.fetchall()
-    cur.execute("SELECT id, note, patient FROM pm_t WHERE id > %s ORDER BY id", (0,))
-    out["rows"] = cur.fetchall()
+    cur.execute("SELECT id, note, patient FROM pm_t WHERE id > %s", (0,))
+    out["rows"] = sorted(cur.fetchall())
     cur.execute("SELECT note FROM pm_t WHERE id = %s", (2,), binary=True)
     out["binary_rows"] = cur.fetchall()
     try:
