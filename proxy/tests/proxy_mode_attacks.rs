@@ -254,9 +254,18 @@ const MINE_SQL: &str = "
 /// psql through the proxy: one session, `setup` run by `atk_creator`
 /// after its first statement, then `sql`; `cleanup` as the superuser.
 fn mid_session(env: &Env, setup: &str, sql: &str, cleanup: &str) -> String {
+    mid_session_on(env, "", setup, sql, cleanup)
+}
+
+/// [`mid_session`], with `create` (when not empty) run as the superuser
+/// after `cleanup` and before the session starts.
+fn mid_session_on(env: &Env, create: &str, setup: &str, sql: &str, cleanup: &str) -> String {
     // The proxy's start makes the database: first.
     let port = proxy_port(env);
     direct(db(), cleanup);
+    if !create.is_empty() {
+        direct(db(), create);
+    }
     // The session reads its catalog before the objects exist.
     let out = psql_mid_session(
         port,
@@ -335,6 +344,136 @@ fn parse_parameter_types_outside_pg_catalog_are_refused() {
     // pg_catalog types and unspecified ones still work.
     assert_eq!(out["25"]["value"], "x", "{text}");
     assert_eq!(out["0"]["value"], "x", "{text}");
+}
+
+/// `atk_creator`'s function `name`(`arg`) that raises the raw notes with
+/// SQLSTATE `code`, one whose message the proxy keeps (it takes it for
+/// PostgreSQL's own).
+fn leak_fn(name: &str, arg: &str, code: &str) -> String {
+    format!(
+        "CREATE OR REPLACE FUNCTION public.{name}({arg}) RETURNS bool LANGUAGE plpgsql AS $f$
+           BEGIN RAISE EXCEPTION USING ERRCODE = '{code}',
+             MESSAGE = (SELECT string_agg(note, '|') FROM public.atk_t); END $f$;"
+    )
+}
+
+/// A superuser's domain over `atk_creator`'s domain: its owner alone does
+/// not make it trusted, since `atk_creator` may add a CHECK to its own
+/// domain at any time, which then runs on every value of the superuser's
+/// too. Here it is added during the session; a literal compared with the
+/// column's array is coerced to the domain when the statement is parsed,
+/// so the table may even be empty.
+#[test]
+fn a_superuser_domain_over_another_roles_domain_is_not_trusted() {
+    let Some(env) = env() else { return };
+    let _public = PUBLIC.lock().unwrap_or_else(|e| e.into_inner());
+    let out = mid_session_on(
+        env,
+        "SET ROLE atk_creator;
+         CREATE DOMAIN public.atk_posint AS int;
+         RESET ROLE;
+         CREATE DOMAIN public.atk_dsu AS public.atk_posint;
+         CREATE TABLE public.atk_sutab (id int, c public.atk_dsu);
+         INSERT INTO public.atk_sutab VALUES (1, 5);
+         GRANT SELECT ON public.atk_sutab TO atk_reader;",
+        &format!(
+            "{}
+             ALTER DOMAIN public.atk_posint ADD CONSTRAINT atk_leak
+               CHECK (public.atk_leak_posint(VALUE)) NOT VALID;",
+            leak_fn("atk_leak_posint", "int", "42501")
+        ),
+        "SELECT ARRAY[c] = '{5}' FROM atk_sutab WHERE false;\n\
+         SELECT ARRAY[c] = '{5}' FROM atk_sutab;\n\
+         SELECT c = ANY ('{5}') FROM atk_sutab;",
+        "DROP TABLE IF EXISTS public.atk_sutab;
+         DROP DOMAIN IF EXISTS public.atk_dsu, public.atk_posint CASCADE;
+         DROP FUNCTION IF EXISTS public.atk_leak_posint(int);",
+    );
+    assert_no_marker("a superuser's domain over another role's domain", &out);
+    assert!(out.contains("type_not_allowed"), "{out}");
+}
+
+/// A superuser's domain whose CHECK calls `atk_creator`'s function, which
+/// `atk_creator` may replace at any time (here during the session) with
+/// one that raises the raw notes: comparing the column's array with a
+/// literal coerces the literal to the domain, running the CHECK. Output
+/// bare, the column still comes back.
+#[test]
+fn a_superuser_domain_whose_check_calls_another_roles_function_is_not_trusted() {
+    let Some(env) = env() else { return };
+    let _public = PUBLIC.lock().unwrap_or_else(|e| e.into_inner());
+    let cleanup = "DROP TABLE IF EXISTS public.atk_users;
+         DROP DOMAIN IF EXISTS public.atk_email CASCADE;
+         DROP FUNCTION IF EXISTS public.atk_valid_email(text);";
+    let out = mid_session_on(
+        env,
+        "SET ROLE atk_creator;
+         CREATE FUNCTION public.atk_valid_email(text) RETURNS bool LANGUAGE sql
+           AS $f$ SELECT $1 IS NULL OR $1 LIKE '%@%' $f$;
+         RESET ROLE;
+         CREATE DOMAIN public.atk_email AS text CHECK (public.atk_valid_email(VALUE));
+         CREATE TABLE public.atk_users (id int, e public.atk_email);
+         INSERT INTO public.atk_users VALUES (1, 'x@y');
+         GRANT SELECT ON public.atk_users TO atk_reader;",
+        &leak_fn("atk_valid_email", "text", "40001"),
+        "SELECT ARRAY[e] = '{zz}' FROM atk_users;\n\
+         SELECT e, id FROM atk_users;",
+        cleanup,
+    );
+    assert_no_marker(
+        "a superuser's domain whose CHECK calls another role's function",
+        &out,
+    );
+    assert!(out.contains("type_not_allowed"), "{out}");
+    assert!(out.contains("x@y|1"), "{out}");
+}
+
+/// A superuser's table whose column has `atk_creator`'s domain (with a
+/// CHECK that raises the raw notes): the table's row type is the
+/// superuser's, but reading a value of it (`record_in`, on a `Parse`
+/// parameter of that type) runs the attribute's domain CHECK.
+#[test]
+fn a_superuser_row_type_with_another_roles_domain_is_not_a_parse_type() {
+    let Some(env) = env() else { return };
+    let _public = PUBLIC.lock().unwrap_or_else(|e| e.into_inner());
+    let port = proxy_port(env);
+    let cleanup = "DROP TABLE IF EXISTS public.atk_reg;
+         DROP DOMAIN IF EXISTS public.atk_mood CASCADE;
+         DROP FUNCTION IF EXISTS public.atk_leak_mood(int);";
+    direct(db(), cleanup);
+    direct(
+        db(),
+        &format!(
+            "SET ROLE atk_creator;
+             {}
+             CREATE DOMAIN public.atk_mood AS int CHECK (public.atk_leak_mood(VALUE));
+             RESET ROLE;
+             CREATE TABLE public.atk_reg (id int, mood public.atk_mood);
+             GRANT SELECT ON public.atk_reg TO atk_reader;",
+            leak_fn("atk_leak_mood", "int", "42501")
+        ),
+    );
+    let row_type = direct(db(), "SELECT 'public.atk_reg'::regtype::oid");
+    let row_type = row_type.trim();
+    let conninfo = format!(
+        "host=127.0.0.1 port={port} user=atk password=atk-pw dbname={}",
+        db()
+    );
+    let out = python_client(
+        "proxy_mode_param_types.py",
+        &[&conninfo, &format!("{row_type}=(1,5)"), "25"],
+    );
+    direct(db(), cleanup);
+    let Some(out) = out else { return };
+    let text = out.to_string();
+    assert_no_marker("a Parse parameter of a superuser's row type", &text);
+    assert!(
+        out[row_type]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("type_not_allowed")),
+        "{text}"
+    );
+    assert_eq!(out["25"]["value"], "x", "{text}");
 }
 
 /// A value whose type another role owns (an enum column, the row type

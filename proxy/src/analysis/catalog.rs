@@ -38,14 +38,18 @@ pub struct RelationInfo {
     /// column protected on an ancestor is protected here too.
     pub ancestors: Vec<QualName>,
     /// Columns whose type a role that is not a superuser owns (an enum, a
-    /// domain, a table's row type), by column, with the type's name. That
-    /// role may attach a cast to the type, implicit or not, whose function
-    /// then runs on the column's values with the session's raw reads: such
-    /// columns may only be output bare.
+    /// domain, a table's row type), or may make run its code (a
+    /// superuser's domain over such a type or whose CHECK calls such a
+    /// role's function, an array or composite of such types), by column,
+    /// with the type's name. That role may attach a cast to the type,
+    /// implicit or not, or a CHECK to a domain, whose function then runs
+    /// on the column's values (or on a literal coerced to the type) with
+    /// the session's raw reads: such columns may only be output bare.
     pub opaque: BTreeMap<String, String>,
     /// The relation's row type, when a role that is not a superuser owns
-    /// it (the table's owner): whole-row references may only be output
-    /// bare, for the same reason.
+    /// it (the table's owner) or may make it run its code (a column's
+    /// type): whole-row references may only be output bare, for the same
+    /// reason.
     pub opaque_row: Option<String>,
     /// Set when the relation belongs to a hierarchy of partitions or
     /// inheritance children that a protected column splits: which

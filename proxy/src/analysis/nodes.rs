@@ -156,7 +156,8 @@ pub(super) fn whole_row() -> Refusal {
 }
 
 /// A refusal of a whole-row value of type `type_name`, which a role that
-/// is not a superuser owns, used in an expression.
+/// is not a superuser owns or may make run its code, used in an
+/// expression.
 pub(super) fn opaque_row(type_name: &str) -> Refusal {
     opaque("a whole-row reference", type_name, "in an expression")
 }
@@ -165,8 +166,9 @@ fn opaque(what: &str, type_name: &str, how: &str) -> Refusal {
     Refusal::new(
         Rule::TypeNotAllowed,
         format!(
-            "{what} has type {type_name}, which a role that is not a superuser owns and may \
-             attach a cast to; it may only be selected as a plain output column, not used {how}"
+            "{what} has type {type_name}, which a role that is not a superuser owns, or may \
+             make run its code (a cast, a domain CHECK, a type it is built on); it may only \
+             be selected as a plain output column, not used {how}"
         ),
     )
 }

@@ -9,8 +9,9 @@
 //! are then refused: `super::hierarchy`), and the row-level security
 //! policies that filter a relation's rows by one (it is then refused:
 //! `super::row_security`), the indexes that order or choose rows by one
-//! (`super::indexes`), and the owners of relations (a relation whose
-//! owner the proxy does not trust is refused: `super::owners`).
+//! (`super::indexes`), the owners of relations (a relation whose
+//! owner the proxy does not trust is refused: `super::owners`), and the
+//! types whose whole closure the session trusts (`super::types`).
 //!
 //! The reads run inside one transaction whose `search_path` is pinned to
 //! `pg_catalog`, after the session's own path is read (`super::pinned`),
@@ -40,6 +41,7 @@ use super::owners::{self, Owner};
 use super::pinned;
 use super::queries::*;
 use super::row_security::{self, PolicyQual};
+use super::types::{self, Edge};
 
 /// What a proxy-mode session analyzes its statements against.
 #[derive(Debug)]
@@ -57,8 +59,10 @@ pub struct SessionCatalog {
     pub origins: HashMap<(u32, i16), String>,
     /// Every rule in force, by its canonical label text.
     pub rules: HashMap<String, dptext_core::mechanisms::MechanismSpec>,
-    /// OIDs of the types only a superuser may attach a cast to: a `Parse`
-    /// may name only these as its parameters' types.
+    /// OIDs of the types the session trusts, whose whole closure (what
+    /// they are built on, the functions they may run) only a superuser
+    /// may change (`super::types`): a `Parse` may name only these as its
+    /// parameters' types, and columns of any other are opaque.
     pub trusted_types: HashSet<u32>,
     /// Relations refused for an owner the proxy does not trust, with the
     /// member of their hierarchy that owner owns (for `dptext-proxy
@@ -208,6 +212,35 @@ async fn checks(up: &mut Upstream) -> Result<Vec<Check>> {
         .collect()
 }
 
+/// The types the session trusts (`super::types`), and the names of the
+/// others, by OID; adds every type to `catalog`.
+async fn types(
+    up: &mut Upstream,
+    catalog: &mut MemoryCatalog,
+) -> Result<(HashSet<u32>, HashMap<u32, String>)> {
+    let mut candidates: HashSet<u32> = HashSet::new();
+    let mut names: HashMap<u32, String> = HashMap::new();
+    for r in rows(up, "types", TYPES_SQL).await? {
+        let (schema, name, oid) = (cell(&r, 0)?, cell(&r, 1)?, num::<u32>(&r, 2)?);
+        catalog.add_type(schema, name);
+        if cell(&r, 3)? == "t" {
+            candidates.insert(oid);
+        }
+        names.insert(oid, format!("{schema}.{name}"));
+    }
+    let edges = rows(up, "what types are made of", TYPE_EDGES_SQL)
+        .await?
+        .iter()
+        .map(|r| {
+            let edge = Edge::of(cell(r, 1)?, num(r, 2)?, cell(r, 3)? == "t");
+            Ok((num(r, 0)?, edge.unwrap_or(Edge::Unfollowed)))
+        })
+        .collect::<Result<Vec<(u32, Edge)>>>()?;
+    let trusted = types::trusted(&candidates, &edges);
+    names.retain(|oid, _| !trusted.contains(oid));
+    Ok((trusted, names))
+}
+
 /// What the configuration declares: rules, sanitized relations, trusted
 /// owners.
 #[derive(Debug, Clone, Copy)]
@@ -252,19 +285,9 @@ async fn read(
     let user = cell(first, 0)?.to_owned();
 
     let mut catalog = MemoryCatalog::new();
-    // Types first: columns and row types of another role's types are
-    // opaque (RelationInfo::opaque).
-    let mut trusted_types: HashSet<u32> = HashSet::new();
-    let mut untrusted_types: HashMap<u32, String> = HashMap::new();
-    for r in rows(up, "types", TYPES_SQL).await? {
-        let (schema, name, oid) = (cell(&r, 0)?, cell(&r, 1)?, num::<u32>(&r, 2)?);
-        catalog.add_type(schema, name);
-        if cell(&r, 3)? == "t" {
-            trusted_types.insert(oid);
-        } else {
-            untrusted_types.insert(oid, format!("{schema}.{name}"));
-        }
-    }
+    // Types first: columns and row types of types the session does not
+    // trust are opaque (RelationInfo::opaque).
+    let (trusted_types, untrusted_types) = types(up, &mut catalog).await?;
     let mut names: HashMap<u32, (String, String, RelationKind)> = HashMap::new();
     let mut row_types: HashMap<u32, u32> = HashMap::new();
     let mut relation_owners: HashMap<u32, Owner> = HashMap::new();

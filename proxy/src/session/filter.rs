@@ -256,9 +256,11 @@ fn probe_row(body: &[u8]) -> Result<String> {
 }
 
 /// A refusal when a `Parse` (`rest`: what follows its two strings)
-/// names a parameter type a role other than a superuser may attach a
-/// cast or a domain check to: the server would run that role's
-/// function on the parameter, a function the analysis never saw.
+/// names a parameter type the session does not trust (one whose closure,
+/// what it is built on or may run, a role other than a superuser may
+/// change: a cast, a domain check, an attribute's domain): the server
+/// would run that role's function on the parameter, a function the
+/// analysis never saw.
 /// Unspecified types (OID 0) are inferred by the server from the
 /// analysed statement.
 fn untrusted_parameter_type(catalog: &SessionCatalog, rest: &[u8]) -> Result<Option<Refusal>> {
@@ -271,7 +273,8 @@ fn untrusted_parameter_type(catalog: &SessionCatalog, rest: &[u8]) -> Result<Opt
                 Rule::TypeNotAllowed,
                 format!(
                     "parameter type oid {oid} is not allowed: only types of pg_catalog, \
-                     information_schema and of superusers may be named in a Parse"
+                     information_schema and of superusers, built only of such types and \
+                     running only pg_catalog functions, may be named in a Parse"
                 ),
             )));
         }

@@ -38,6 +38,7 @@ pub mod relay;
 mod row_security;
 pub mod scrub;
 pub mod startup;
+mod types;
 
 use std::sync::Arc;
 

@@ -69,14 +69,96 @@ pub(super) const OPERATORS_SQL: &str =
   JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) o.oprnamespace \
   JOIN pg_catalog.pg_proc f ON f.oid OPERATOR(pg_catalog.=) o.oprcode \
   JOIN pg_catalog.pg_namespace fn ON fn.oid OPERATOR(pg_catalog.=) f.pronamespace";
-/// Types, and whether only a superuser may attach a cast to them: those
-/// of `pg_catalog` and `information_schema`, and those a superuser owns.
+/// Types, and whether only a superuser may change them or attach a cast
+/// to them: those of `pg_catalog` and `information_schema`, and those a
+/// superuser owns. That is not yet trust: what a type is made of and
+/// the functions it runs are [`TYPE_EDGES_SQL`]'s (`super::types`).
 pub(super) const TYPES_SQL: &str = "SELECT n.nspname, t.typname, t.oid, \
        n.nspname OPERATOR(pg_catalog.=) ANY ('{pg_catalog,information_schema}'::pg_catalog.name[]) \
        OR COALESCE(r.rolsuper, false) \
   FROM pg_catalog.pg_type t \
   JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) t.typnamespace \
   LEFT JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) t.typowner";
+/// What each type is made of and the code it may run, as rows (type,
+/// kind, target, trusted): kind `t`, a type it is built on (a domain's
+/// base type, an array's element type, a composite's attribute types, a
+/// range's subtype, a multirange's range); kind `f`, a function it may
+/// run (its input, output, receive, send, typmod, analyze and subscript
+/// functions, a range's canonical and subtype-difference functions and
+/// the support functions of its subtype's operator class, and every
+/// function and operator's function that `pg_depend` records for its
+/// domain `CHECK` constraints and default), trusted when `pg_catalog`
+/// holds it and a superuser owns it; kind `x`, something that cannot be
+/// followed (a domain constraint of another kind, a dependency on an
+/// object of another catalog), never trusted.
+pub(super) const TYPE_EDGES_SQL: &str = "SELECT e.typ, e.kind, e.target, \
+       COALESCE(pn.nspname OPERATOR(pg_catalog.=) 'pg_catalog'::pg_catalog.name AND r.rolsuper, false) \
+  FROM (SELECT t.oid, 't'::pg_catalog.text, t.typbasetype FROM pg_catalog.pg_type t \
+         WHERE t.typbasetype OPERATOR(pg_catalog.<>) 0::pg_catalog.oid \
+        UNION ALL \
+        SELECT t.oid, 't', t.typelem FROM pg_catalog.pg_type t \
+         WHERE t.typelem OPERATOR(pg_catalog.<>) 0::pg_catalog.oid \
+        UNION ALL \
+        SELECT t.oid, 't', a.atttypid FROM pg_catalog.pg_type t \
+          JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) t.typrelid \
+         WHERE t.typrelid OPERATOR(pg_catalog.<>) 0::pg_catalog.oid \
+           AND a.attnum OPERATOR(pg_catalog.>) 0::pg_catalog.int2 AND NOT a.attisdropped \
+        UNION ALL \
+        SELECT g.rngtypid, 't', g.rngsubtype FROM pg_catalog.pg_range g \
+        UNION ALL \
+        SELECT g.rngmultitypid, 't', g.rngtypid FROM pg_catalog.pg_range g \
+        UNION ALL \
+        SELECT t.oid, 'f', f.oid FROM pg_catalog.pg_type t, \
+               pg_catalog.unnest(ARRAY[t.typinput::pg_catalog.oid, t.typoutput::pg_catalog.oid, \
+                 t.typreceive::pg_catalog.oid, t.typsend::pg_catalog.oid, \
+                 t.typmodin::pg_catalog.oid, t.typmodout::pg_catalog.oid, \
+                 t.typanalyze::pg_catalog.oid, t.typsubscript::pg_catalog.oid]) AS f(oid) \
+         WHERE f.oid OPERATOR(pg_catalog.<>) 0::pg_catalog.oid \
+        UNION ALL \
+        SELECT g.rngtypid, 'f', f.oid FROM pg_catalog.pg_range g, \
+               pg_catalog.unnest(ARRAY[g.rngcanonical::pg_catalog.oid, \
+                 g.rngsubdiff::pg_catalog.oid]) AS f(oid) \
+         WHERE f.oid OPERATOR(pg_catalog.<>) 0::pg_catalog.oid \
+        UNION ALL \
+        SELECT g.rngtypid, 'f', ap.amproc::pg_catalog.oid FROM pg_catalog.pg_range g \
+          JOIN pg_catalog.pg_opclass oc ON oc.oid OPERATOR(pg_catalog.=) g.rngsubopc \
+          JOIN pg_catalog.pg_amproc ap ON ap.amprocfamily OPERATOR(pg_catalog.=) oc.opcfamily \
+        UNION ALL \
+        SELECT c.contypid, 'x', 0::pg_catalog.oid FROM pg_catalog.pg_constraint c \
+         WHERE c.contypid OPERATOR(pg_catalog.<>) 0::pg_catalog.oid \
+           AND c.contype OPERATOR(pg_catalog.<>) ALL ('{c,n}'::pg_catalog.\"char\"[]) \
+        UNION ALL \
+        SELECT s.typ, \
+               CASE WHEN d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass::pg_catalog.oid \
+                      OR d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_operator'::pg_catalog.regclass::pg_catalog.oid \
+                    THEN 'f' \
+                    WHEN d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::pg_catalog.regclass::pg_catalog.oid \
+                    THEN 't' \
+                    WHEN d.refclassid OPERATOR(pg_catalog.=) ANY (ARRAY[ \
+                           'pg_catalog.pg_namespace'::pg_catalog.regclass::pg_catalog.oid, \
+                           'pg_catalog.pg_collation'::pg_catalog.regclass::pg_catalog.oid, \
+                           'pg_catalog.pg_extension'::pg_catalog.regclass::pg_catalog.oid]) \
+                      OR (s.own AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid) \
+                    THEN 'n' \
+                    ELSE 'x' END, \
+               COALESCE(o.oprcode::pg_catalog.oid, d.refobjid) \
+          FROM (SELECT c.contypid, 'pg_catalog.pg_constraint'::pg_catalog.regclass::pg_catalog.oid, c.oid, false \
+                  FROM pg_catalog.pg_constraint c \
+                 WHERE c.contypid OPERATOR(pg_catalog.<>) 0::pg_catalog.oid \
+                UNION ALL \
+                SELECT t.oid, 'pg_catalog.pg_type'::pg_catalog.regclass::pg_catalog.oid, t.oid, true \
+                  FROM pg_catalog.pg_type t) AS s(typ, classid, objid, own) \
+          JOIN pg_catalog.pg_depend d ON d.classid OPERATOR(pg_catalog.=) s.classid \
+           AND d.objid OPERATOR(pg_catalog.=) s.objid \
+          LEFT JOIN pg_catalog.pg_operator o \
+            ON d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_operator'::pg_catalog.regclass::pg_catalog.oid \
+           AND o.oid OPERATOR(pg_catalog.=) d.refobjid \
+       ) AS e(typ, kind, target) \
+  LEFT JOIN pg_catalog.pg_proc p ON e.kind OPERATOR(pg_catalog.=) 'f'::pg_catalog.text \
+   AND p.oid OPERATOR(pg_catalog.=) e.target \
+  LEFT JOIN pg_catalog.pg_namespace pn ON pn.oid OPERATOR(pg_catalog.=) p.pronamespace \
+  LEFT JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) p.proowner \
+ WHERE e.kind OPERATOR(pg_catalog.<>) 'n'::pg_catalog.text";
 pub(super) const SESSION_SQL: &str = "SELECT CURRENT_USER::pg_catalog.text";
 /// The schemas the server searches, as it resolved them: names folded or
 /// quoted as in the setting, `$user` replaced, schemas that do not exist
@@ -196,6 +278,7 @@ mod tests {
             POLICIES_SQL,
             OPERATORS_SQL,
             TYPES_SQL,
+            TYPE_EDGES_SQL,
             SESSION_SQL,
             SCHEMAS_SQL,
             DB_RULES_SQL,
