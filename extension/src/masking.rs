@@ -141,12 +141,31 @@ pub(crate) fn refuse_write(relid: Oid) -> ! {
     ))
 }
 
-/// True when `role` is labelled `MASKED`.
+/// Whether role `$1` has the privileges of (is an inheriting member of,
+/// directly or not) a role labelled `MASKED`.
+const INHERITS_MASKED_SQL: &str = "
+SELECT EXISTS (
+  SELECT 1 FROM pg_catalog.pg_shseclabel l
+   WHERE l.provider OPERATOR(pg_catalog.=) 'dptext'
+     AND l.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_authid'::pg_catalog.regclass
+     AND l.objoid OPERATOR(pg_catalog.<>) $1
+     AND pg_catalog.pg_has_role($1, l.objoid, 'USAGE'))";
+
+/// True when `role` is labelled `MASKED`, or is not a superuser and has
+/// the privileges of a role that is: a member of a masked role reads with
+/// that role's grants, so it is masked too (a role that may create roles
+/// could otherwise make an unlabelled member of the analyst's role and
+/// read through its privileges raw). Superusers have every role's
+/// privileges and are masked only by a label of their own.
 pub(crate) fn role_is_masked(role: Oid) -> bool {
     if let Some(m) = ROLES.with(|r| r.borrow().get(&role).copied()) {
         return m;
     }
-    let masked = crate::ffi::catalog::role_label(role).is_some();
+    let masked = crate::ffi::catalog::role_label(role).is_some()
+        || (!crate::ffi::catalog::is_superuser(role)
+            && lookup(|| Spi::get_one_with_args::<bool>(INHERITS_MASKED_SQL, &[role.into()]))
+                .unwrap_or_else(|e| refuse(format!("could not read the roles' dptext labels: {e}")))
+                .unwrap_or(false));
     ROLES.with(|r| r.borrow_mut().insert(role, masked));
     masked
 }
@@ -233,20 +252,36 @@ SELECT a.attnum, l.label
  ORDER BY a.attnum, fam.depth";
 
 /// The source and number of the last build recorded for target `$1`: one
-/// row always, NULLs when there is none.
+/// row always, NULLs when there is none, or when the names it recorded
+/// are not those of the relations with these OIDs now (OIDs are reused,
+/// and a dump restored elsewhere keeps the OIDs of the cluster it came
+/// from; a copy or source renamed since is not trusted either).
 const LAST_BUILD_SQL: &str = "
 SELECT l.source_oid, l.build FROM (VALUES (1)) v LEFT JOIN LATERAL (
-  SELECT p.source_oid, p.build FROM dptext.provenance p
+  SELECT p.source_oid, p.build, p.target_name, p.source_schema, p.source_table
+    FROM dptext.provenance p
    WHERE p.target_oid OPERATOR(pg_catalog.=) $1
      AND p.event OPERATOR(pg_catalog.=) ANY ('{create,refresh}'::pg_catalog.text[])
-   ORDER BY p.build DESC LIMIT 1) l ON true";
+   ORDER BY p.build DESC LIMIT 1) l
+  ON EXISTS (
+    SELECT 1
+      FROM pg_catalog.pg_class t
+      JOIN pg_catalog.pg_namespace tn ON tn.oid OPERATOR(pg_catalog.=) t.relnamespace
+      JOIN pg_catalog.pg_class s ON s.oid OPERATOR(pg_catalog.=) l.source_oid
+      JOIN pg_catalog.pg_namespace sn ON sn.oid OPERATOR(pg_catalog.=) s.relnamespace
+     WHERE t.oid OPERATOR(pg_catalog.=) $1
+       AND l.target_name OPERATOR(pg_catalog.=) ANY (ARRAY[
+             pg_catalog.format('%I.%I', tn.nspname, t.relname),
+             pg_catalog.quote_ident(t.relname::pg_catalog.text)])
+       AND l.source_schema OPERATOR(pg_catalog.=) sn.nspname
+       AND l.source_table OPERATOR(pg_catalog.=) s.relname)";
 
 /// The columns of target `$1` that build `$3` did not sanitize, with the
-/// number of the same-named column of its source `$2`.
+/// number of the same-named column of its source `$2` (NULL: none).
 const UNSANITIZED_SQL: &str = "
 SELECT a.attnum, s.attnum
   FROM pg_catalog.pg_attribute a
-  JOIN pg_catalog.pg_attribute s ON s.attrelid OPERATOR(pg_catalog.=) $2
+  LEFT JOIN pg_catalog.pg_attribute s ON s.attrelid OPERATOR(pg_catalog.=) $2
        AND s.attname OPERATOR(pg_catalog.=) a.attname
        AND s.attnum OPERATOR(pg_catalog.>) 0 AND NOT s.attisdropped
  WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped
@@ -327,6 +362,16 @@ fn read_policy(relid: Oid) -> RelationPolicy {
         }
         let rule = dptext_core::rules::parse_column_label(&label)
             .unwrap_or_else(|e| refuse(format!("a dptext label could not be read ({e}): {label}")));
+        // Checked again here, not only when the label was set: a column's
+        // type can be changed afterwards, and the rewrite hands the value
+        // to the rule as text.
+        let (typ, _, _) = crate::ffi::catalog::attribute_type(relid, attnum);
+        if ![pg_sys::TEXTOID, pg_sys::VARCHAROID, pg_sys::BPCHAROID].contains(&typ) {
+            refuse(format!(
+                "column {attnum} of {} has a dptext rule but is no longer text, varchar or char (its type was changed since the label was set): relabel it",
+                crate::ffi::catalog::relation_name(relid)
+            ));
+        }
         // The grouping column is found by name in the relation read (a
         // partition or shard carries the same names, not always the same
         // numbers); one it lacks fails closed.
@@ -407,29 +452,46 @@ fn last_build(relid: Oid) -> Option<(Oid, i64)> {
 /// labelled since the build holds raw values, so it is read through the
 /// source's rule now, as the source is (or refused when that rule fixes
 /// deidentify's date shift per group, which stored rows cannot be served
-/// by).
+/// by). A column that matches no source column, renamed on either side
+/// since the build, is refused.
 fn sanitized_policy(relid: Oid, mut rules: Vec<ColumnRule>, build: (Oid, i64)) -> RelationPolicy {
     let (source, number) = build;
+    let mut taint: Option<String> = None;
+    // Its columns match the source's by name, those the build sanitized
+    // left out (a materialized view's query cannot be followed through the
+    // rules' calls); one that matches no source column (renamed since)
+    // cannot be followed, and is refused.
     let args: Vec<pgrx::datum::DatumWithOid<'static>> =
         vec![relid.into(), source.into(), number.into()];
-    let copies: Result<Vec<(i16, i16)>, pgrx::spi::Error> = Spi::connect(|client| {
+    let rows: Result<Vec<(i16, Option<i16>)>, pgrx::spi::Error> = Spi::connect(|client| {
         let mut out = Vec::new();
         for row in client.select(UNSANITIZED_SQL, None, &args)? {
-            if let (Some(a), Some(s)) = (row.get::<i16>(1)?, row.get::<i16>(2)?) {
-                out.push((a, s));
+            if let Some(a) = row.get::<i16>(1)? {
+                out.push((a, row.get::<i16>(2)?));
             }
         }
         Ok(out)
     });
-    let copies =
-        copies.unwrap_or_else(|e| refuse(format!("could not read dptext.provenance: {e}")));
-    let mut taint: Option<String> = None;
-    for (attnum, src_att) in copies {
+    let copies: Vec<(i16, Option<(Oid, i16)>)> = rows
+        .unwrap_or_else(|e| refuse(format!("could not read dptext.provenance: {e}")))
+        .into_iter()
+        .map(|(a, s)| (a, s.map(|s| (source, s))))
+        .collect();
+    for (attnum, copy) in copies {
         if rules.iter().any(|r| r.attnum == attnum) {
             continue;
         }
-        if let Some(why) = serve_copy(&mut rules, attnum, source, src_att) {
-            taint.get_or_insert(why);
+        match copy {
+            Some((src, src_att)) => {
+                if let Some(why) = serve_copy(&mut rules, attnum, src, src_att) {
+                    taint.get_or_insert(why);
+                }
+            }
+            None => {
+                taint.get_or_insert_with(|| {
+                    format!("its column {attnum} matches no column of its source (renamed since the build?)")
+                });
+            }
         }
     }
     conclude(rules, taint, |why| {
