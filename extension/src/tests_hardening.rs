@@ -220,8 +220,6 @@ mod tests {
         allowed("PREPARE h_param(bigint) AS SELECT $1");
         refused("EXECUTE h_param(pg_stat_get_db_temp_bytes(0))");
         allowed("DEALLOCATE h_param");
-        // What counts rows, not bytes, stays readable.
-        allowed("SELECT n_live_tup, seq_scan FROM pg_stat_user_tables");
         allowed("SELECT count(*) FROM h_counted");
         Spi::run("RESET ROLE").unwrap();
         for sql in reads {
@@ -376,5 +374,53 @@ mod tests {
         Spi::run("RESET ROLE").unwrap();
         assert!(!masked.is_empty());
         assert!(masked.iter().all(|&w| w < 100), "masked widths {masked:?}");
+    }
+
+    /// The cumulative statistics' row counters (of a TOAST index: the
+    /// chunks of each value read), file reads and `currtid2` are refused
+    /// to a masked session.
+    #[pg_test]
+    fn masked_sessions_cannot_count_rows_or_follow_tids() {
+        labelled_table(
+            "dptext_h_rows",
+            "h_toasted",
+            "text",
+            "SELECT g, repeat(md5(g::text), 100 * g) FROM generate_series(1, 5) g",
+        );
+        Spi::run(
+            "GRANT pg_monitor, pg_read_server_files TO dptext_h_rows;
+             GRANT EXECUTE ON FUNCTION pg_stat_file(text), pg_read_file(text) TO dptext_h_rows",
+        )
+        .unwrap();
+        let toast_index = Spi::get_one::<pg_sys::Oid>(
+            "SELECT i.indexrelid FROM pg_class c JOIN pg_index i ON i.indrelid = c.reltoastrelid
+              WHERE c.oid = 'h_toasted'::regclass",
+        )
+        .unwrap()
+        .unwrap()
+        .to_u32();
+        let reads = [
+            format!("SELECT pg_stat_get_xact_tuples_fetched({toast_index})"),
+            format!("SELECT pg_stat_get_xact_tuples_returned({toast_index})"),
+            format!("SELECT pg_stat_get_xact_numscans({toast_index})"),
+            format!("SELECT pg_stat_get_tuples_fetched({toast_index})"),
+            "SELECT idx_tup_fetch FROM pg_stat_all_indexes".into(),
+            "SELECT n_live_tup, seq_scan FROM pg_stat_user_tables".into(),
+            "SELECT tup_fetched FROM pg_stat_database".into(),
+            "SELECT count(*) FROM pg_ls_logdir()".into(),
+            "SELECT size FROM pg_stat_file('PG_VERSION')".into(),
+            "SELECT pg_read_file('PG_VERSION')".into(),
+            "SELECT currtid2('h_toasted', '(0,1)')".into(),
+        ];
+        Spi::run("SET ROLE dptext_h_rows").unwrap();
+        allowed("SELECT count(*) FROM h_toasted");
+        for sql in &reads {
+            let message = refused(sql);
+            assert!(message.contains("masked sessions cannot call"), "{message}");
+        }
+        Spi::run("RESET ROLE").unwrap();
+        for sql in &reads[..7] {
+            allowed(sql);
+        }
     }
 }
