@@ -423,4 +423,29 @@ mod tests {
             allowed(sql);
         }
     }
+
+    /// `TABLESAMPLE` picks rows by where they are stored: refused on a
+    /// labelled table in a masked session, whatever the method.
+    #[pg_test]
+    fn masked_sessions_cannot_sample_labelled_tables() {
+        labelled_table(
+            "dptext_h_sample",
+            "h_sampled",
+            "text",
+            "SELECT g, repeat('x', g) FROM generate_series(1, 100) g",
+        );
+        Spi::run("CREATE TABLE h_unlabelled AS SELECT g AS id FROM generate_series(1, 10) g; GRANT SELECT ON h_unlabelled TO dptext_h_sample").unwrap();
+        Spi::run("SET ROLE dptext_h_sample").unwrap();
+        for sql in [
+            "SELECT id FROM h_sampled TABLESAMPLE SYSTEM (50) REPEATABLE (7)",
+            "SELECT count(*) FROM h_sampled TABLESAMPLE BERNOULLI (50)",
+            "SELECT (SELECT count(*) FROM h_sampled TABLESAMPLE SYSTEM (10))",
+        ] {
+            let message = refused(sql);
+            assert!(message.contains("TABLESAMPLE"), "{message}");
+        }
+        allowed("SELECT count(*) FROM h_unlabelled TABLESAMPLE SYSTEM (50) REPEATABLE (7)");
+        Spi::run("RESET ROLE").unwrap();
+        allowed("SELECT id FROM h_sampled TABLESAMPLE SYSTEM (50) REPEATABLE (7)");
+    }
 }

@@ -209,8 +209,9 @@ unsafe fn rewrite_query(q: *mut Query, r: &mut Rewrite<'_>, flags: i32) -> *mut 
             flags,
         );
         r.rtables.pop();
-        if r.session_masked {
-            for rte in PgList::<pg_sys::RangeTblEntry>::from_pg((*out).rtable).iter_ptr() {
+        for rte in PgList::<pg_sys::RangeTblEntry>::from_pg((*out).rtable).iter_ptr() {
+            r.refuse_tablesample(rte);
+            if r.session_masked {
                 r.hide_statistics(rte, (*out).rtable);
             }
         }
@@ -542,6 +543,26 @@ impl<'a> Rewrite<'a> {
             (*row).colnames = names.into_pg();
             (*row).location = -1;
             row.cast()
+        }
+    }
+
+    /// Refuses `TABLESAMPLE` on a relation read masked whose policy
+    /// protects it: every sampling method chooses by a row's place (the
+    /// block, or the block and item, with the seed of `REPEATABLE`), and
+    /// where a row is stored follows from the lengths of the rows stored
+    /// before it, labelled values included.
+    unsafe fn refuse_tablesample(&self, rte: *mut pg_sys::RangeTblEntry) {
+        // SAFETY: `rte` is a valid range-table entry of the query.
+        unsafe {
+            if (*rte).tablesample.is_null() {
+                return;
+            }
+            if self.masked_policy(rte).is_some_and(|p| p.protects()) {
+                masking::refuse(format!(
+                    "masked sessions cannot use TABLESAMPLE on {}, which has dptext rules: the rows a sample picks depend on where they are stored, which depends on the length of their labelled values",
+                    crate::ffi::catalog::relation_name((*rte).relid)
+                ));
+            }
         }
     }
 
