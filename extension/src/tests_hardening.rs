@@ -448,4 +448,25 @@ mod tests {
         Spi::run("RESET ROLE").unwrap();
         allowed("SELECT id FROM h_sampled TABLESAMPLE SYSTEM (50) REPEATABLE (7)");
     }
+
+    /// A `char(n)` value is stored padded to n characters: read masked, it
+    /// is trimmed before the mechanism, so no padding (n minus the raw
+    /// length) comes through.
+    #[pg_test]
+    fn masked_char_columns_carry_no_padding() {
+        labelled_table(
+            "dptext_h_char",
+            "h_codes",
+            "char(40)",
+            "VALUES (1, 'ab'), (2, 'abcdefghij'), (3, 'a code of twenty-one')",
+        );
+        let padded = "SELECT count(*) FROM h_codes WHERE octet_length(note) <> length(note)";
+        assert_eq!(count(padded), 3);
+        Spi::run("SET ROLE dptext_h_char").unwrap();
+        let masked = count(padded);
+        let rows = count("SELECT count(*) FROM h_codes WHERE note IS NOT NULL");
+        Spi::run("RESET ROLE").unwrap();
+        assert_eq!(rows, 3);
+        assert_eq!(masked, 0);
+    }
 }
