@@ -220,8 +220,6 @@ mod tests {
         allowed("PREPARE h_param(bigint) AS SELECT $1");
         refused("EXECUTE h_param(pg_stat_get_db_temp_bytes(0))");
         allowed("DEALLOCATE h_param");
-        // What counts rows, not bytes, stays readable.
-        allowed("SELECT n_live_tup, seq_scan FROM pg_stat_user_tables");
         allowed("SELECT count(*) FROM h_counted");
         Spi::run("RESET ROLE").unwrap();
         for sql in reads {
@@ -318,5 +316,157 @@ mod tests {
         allowed(&format!(
             "CREATE VIEW h_admin_view AS SELECT 1 AS ok, (SELECT {trap}) AS n"
         ));
+    }
+
+    /// Creates masked role `role` and table `table (id int, note
+    /// column_type)` filled by `values` (an INSERT's source), `note`
+    /// labelled, analyzed and readable by the role; sets a key for the
+    /// masked reads.
+    fn labelled_table(role: &str, table: &str, column_type: &str, values: &str) {
+        masked_role(role);
+        Spi::run(&format!(
+            "CREATE TABLE {table} (id int, note {column_type});
+             INSERT INTO {table} {values};
+             SECURITY LABEL FOR dptext ON COLUMN {table}.note IS 'MASKED WITH deidentify(strategy => typed_placeholder)';
+             ANALYZE {table};
+             GRANT SELECT ON {table} TO {role};
+             SET dptext.key = 'a key for the hardening tests'"
+        ))
+        .unwrap();
+    }
+
+    /// The widths `EXPLAIN` shows for `query`.
+    fn explained_widths(query: &str) -> Vec<i64> {
+        let plan = Spi::get_one::<String>(&format!(
+            "SELECT string_agg(l, ' ') FROM (SELECT * FROM dptext_h_explain_lines($q${query}$q$)) s(l)"
+        ))
+        .unwrap()
+        .unwrap_or_default();
+        plan.split("width=")
+            .skip(1)
+            .filter_map(|w| w.split(')').next()?.parse().ok())
+            .collect()
+    }
+
+    /// The planner's width of a labelled column below the masking (a scan
+    /// under a join, which `EXPLAIN` shows) is its type's default in a
+    /// masked session, not the raw values' average length of its
+    /// statistics.
+    #[pg_test]
+    fn masked_explain_shows_no_raw_width() {
+        labelled_table(
+            "dptext_h_width",
+            "h_wide",
+            "text",
+            "SELECT g, repeat('x', 500) FROM generate_series(1, 100) g",
+        );
+        Spi::run(
+            "CREATE FUNCTION public.dptext_h_explain_lines(q text) RETURNS SETOF text
+               LANGUAGE plpgsql AS $$ DECLARE l text; BEGIN
+                 FOR l IN EXECUTE 'EXPLAIN ' || q LOOP RETURN NEXT l; END LOOP; END $$",
+        )
+        .unwrap();
+        let query = "SELECT l.note FROM h_wide l, generate_series(1, 10) g WHERE g = l.id";
+        let raw = explained_widths(query);
+        assert!(raw.iter().any(|&w| w >= 500), "raw widths {raw:?}");
+        Spi::run("SET ROLE dptext_h_width").unwrap();
+        let masked = explained_widths(query);
+        Spi::run("RESET ROLE").unwrap();
+        assert!(!masked.is_empty());
+        assert!(masked.iter().all(|&w| w < 100), "masked widths {masked:?}");
+    }
+
+    /// The cumulative statistics' row counters (of a TOAST index: the
+    /// chunks of each value read), file reads and `currtid2` are refused
+    /// to a masked session.
+    #[pg_test]
+    fn masked_sessions_cannot_count_rows_or_follow_tids() {
+        labelled_table(
+            "dptext_h_rows",
+            "h_toasted",
+            "text",
+            "SELECT g, repeat(md5(g::text), 100 * g) FROM generate_series(1, 5) g",
+        );
+        Spi::run(
+            "GRANT pg_monitor, pg_read_server_files TO dptext_h_rows;
+             GRANT EXECUTE ON FUNCTION pg_stat_file(text), pg_read_file(text) TO dptext_h_rows",
+        )
+        .unwrap();
+        let toast_index = Spi::get_one::<pg_sys::Oid>(
+            "SELECT i.indexrelid FROM pg_class c JOIN pg_index i ON i.indrelid = c.reltoastrelid
+              WHERE c.oid = 'h_toasted'::regclass",
+        )
+        .unwrap()
+        .unwrap()
+        .to_u32();
+        let reads = [
+            format!("SELECT pg_stat_get_xact_tuples_fetched({toast_index})"),
+            format!("SELECT pg_stat_get_xact_tuples_returned({toast_index})"),
+            format!("SELECT pg_stat_get_xact_numscans({toast_index})"),
+            format!("SELECT pg_stat_get_tuples_fetched({toast_index})"),
+            "SELECT idx_tup_fetch FROM pg_stat_all_indexes".into(),
+            "SELECT n_live_tup, seq_scan FROM pg_stat_user_tables".into(),
+            "SELECT tup_fetched FROM pg_stat_database".into(),
+            "SELECT count(*) FROM pg_ls_logdir()".into(),
+            "SELECT size FROM pg_stat_file('PG_VERSION')".into(),
+            "SELECT pg_read_file('PG_VERSION')".into(),
+            "SELECT currtid2('h_toasted', '(0,1)')".into(),
+        ];
+        Spi::run("SET ROLE dptext_h_rows").unwrap();
+        allowed("SELECT count(*) FROM h_toasted");
+        for sql in &reads {
+            let message = refused(sql);
+            assert!(message.contains("masked sessions cannot call"), "{message}");
+        }
+        Spi::run("RESET ROLE").unwrap();
+        for sql in &reads[..7] {
+            allowed(sql);
+        }
+    }
+
+    /// `TABLESAMPLE` picks rows by where they are stored: refused on a
+    /// labelled table in a masked session, whatever the method.
+    #[pg_test]
+    fn masked_sessions_cannot_sample_labelled_tables() {
+        labelled_table(
+            "dptext_h_sample",
+            "h_sampled",
+            "text",
+            "SELECT g, repeat('x', g) FROM generate_series(1, 100) g",
+        );
+        Spi::run("CREATE TABLE h_unlabelled AS SELECT g AS id FROM generate_series(1, 10) g; GRANT SELECT ON h_unlabelled TO dptext_h_sample").unwrap();
+        Spi::run("SET ROLE dptext_h_sample").unwrap();
+        for sql in [
+            "SELECT id FROM h_sampled TABLESAMPLE SYSTEM (50) REPEATABLE (7)",
+            "SELECT count(*) FROM h_sampled TABLESAMPLE BERNOULLI (50)",
+            "SELECT (SELECT count(*) FROM h_sampled TABLESAMPLE SYSTEM (10))",
+        ] {
+            let message = refused(sql);
+            assert!(message.contains("TABLESAMPLE"), "{message}");
+        }
+        allowed("SELECT count(*) FROM h_unlabelled TABLESAMPLE SYSTEM (50) REPEATABLE (7)");
+        Spi::run("RESET ROLE").unwrap();
+        allowed("SELECT id FROM h_sampled TABLESAMPLE SYSTEM (50) REPEATABLE (7)");
+    }
+
+    /// A `char(n)` value is stored padded to n characters: read masked, it
+    /// is trimmed before the mechanism, so no padding (n minus the raw
+    /// length) comes through.
+    #[pg_test]
+    fn masked_char_columns_carry_no_padding() {
+        labelled_table(
+            "dptext_h_char",
+            "h_codes",
+            "char(40)",
+            "VALUES (1, 'ab'), (2, 'abcdefghij'), (3, 'a code of twenty-one')",
+        );
+        let padded = "SELECT count(*) FROM h_codes WHERE octet_length(note) <> length(note)";
+        assert_eq!(count(padded), 3);
+        Spi::run("SET ROLE dptext_h_char").unwrap();
+        let masked = count(padded);
+        let rows = count("SELECT count(*) FROM h_codes WHERE note IS NOT NULL");
+        Spi::run("RESET ROLE").unwrap();
+        assert_eq!(rows, 3);
+        assert_eq!(masked, 0);
     }
 }

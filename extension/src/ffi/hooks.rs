@@ -1,7 +1,7 @@
 //! PostgreSQL hooks of masking at the source: the planner hook (the query
 //! rewrite of [`super::rewrite`]), the executor-start hook (cached plans),
 //! the utility hook (`COPY`, `TRUNCATE`, `EXPLAIN ANALYZE`, settings, code
-//! left behind), the statistics hook (planner estimates), the
+//! left behind), the statistics hooks (planner estimates, column widths), the
 //! object-access and log hooks of [`super::side_channels`] and the cache
 //! invalidation callback. Each chains to the hook that was installed
 //! before it. Every hook takes the locks of [`super::locks`] before it
@@ -19,6 +19,7 @@ use crate::masking;
 static mut PREV_PLANNER: pg_sys::planner_hook_type = None;
 static mut PREV_UTILITY: pg_sys::ProcessUtility_hook_type = None;
 static mut PREV_STATS: pg_sys::get_relation_stats_hook_type = None;
+static mut PREV_ATTAVGWIDTH: pg_sys::get_attavgwidth_hook_type = None;
 static mut PREV_NEEDS_FMGR: pg_sys::needs_fmgr_hook_type = None;
 static mut PREV_EXECUTOR_START: pg_sys::ExecutorStart_hook_type = None;
 
@@ -54,6 +55,8 @@ pub fn install() {
         pg_sys::ProcessUtility_hook = Some(utility);
         PREV_STATS = pg_sys::get_relation_stats_hook;
         pg_sys::get_relation_stats_hook = Some(relation_stats);
+        PREV_ATTAVGWIDTH = pg_sys::get_attavgwidth_hook;
+        pg_sys::get_attavgwidth_hook = Some(attavgwidth);
         PREV_NEEDS_FMGR = pg_sys::needs_fmgr_hook;
         pg_sys::needs_fmgr_hook = Some(needs_fmgr);
         PREV_EXECUTOR_START = pg_sys::ExecutorStart_hook;
@@ -202,6 +205,34 @@ unsafe extern "C-unwind" fn relation_stats(
             Some(prev) => prev(root, rte, attnum, vardata),
             None => false,
         }
+    }
+}
+
+/// The planner's width of a column (`get_attavgwidth`, which prices the
+/// rows a plan node carries and `EXPLAIN` shows as `width=`): PostgreSQL
+/// reads it from `pg_statistic.stawidth`, the raw values' average length,
+/// unless this hook returns a positive width. In a masked session a
+/// labelled column's width is its type's default (what the planner uses
+/// for a column without statistics), never its statistics'.
+#[pg_guard]
+unsafe extern "C-unwind" fn attavgwidth(relid: Oid, attnum: pg_sys::AttrNumber) -> i32 {
+    if !masking::in_lookup()
+        && attnum > 0
+        && masking::session_is_masked_cached() != Some(false)
+        && masking::session_is_masked()
+        && !masking::column_statistics_visible(relid, attnum)
+    {
+        let (typ, typmod, _) = super::catalog::attribute_type(relid, attnum);
+        // SAFETY: a syscache read of the column's type, which exists (the
+        // relation is locked by the query being planned).
+        let width = unsafe { pg_sys::get_typavgwidth(typ, typmod) };
+        // Zero would make PostgreSQL read the statistics: at least 1.
+        return width.max(1);
+    }
+    // SAFETY: the previous hook, with the arguments PostgreSQL passed.
+    match unsafe { PREV_ATTAVGWIDTH } {
+        Some(prev) => unsafe { prev(relid, attnum) },
+        None => 0,
     }
 }
 

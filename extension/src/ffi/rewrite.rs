@@ -209,8 +209,9 @@ unsafe fn rewrite_query(q: *mut Query, r: &mut Rewrite<'_>, flags: i32) -> *mut 
             flags,
         );
         r.rtables.pop();
-        if r.session_masked {
-            for rte in PgList::<pg_sys::RangeTblEntry>::from_pg((*out).rtable).iter_ptr() {
+        for rte in PgList::<pg_sys::RangeTblEntry>::from_pg((*out).rtable).iter_ptr() {
+            r.refuse_tablesample(rte);
+            if r.session_masked {
                 r.hide_statistics(rte, (*out).rtable);
             }
         }
@@ -445,7 +446,13 @@ impl<'a> Rewrite<'a> {
             let typ = (*var).vartype;
             let coll = (*var).varcollid;
             let mut arg: *mut pg_sys::Expr = var.cast();
-            if typ != pg_sys::TEXTOID {
+            if typ != pg_sys::TEXTOID && pg_sys::getBaseType(typ) == pg_sys::BPCHAROID {
+                // `text(bpchar)`, which drops the trailing blanks: a
+                // char(n) value is stored padded to n characters, and the
+                // mechanisms copy whitespace, so the padding (n minus the
+                // raw length) would pass through the masking as it is.
+                arg = bpchar_to_text(arg, coll).cast();
+            } else if typ != pg_sys::TEXTOID {
                 arg = pg_sys::makeRelabelType(
                     arg,
                     pg_sys::TEXTOID,
@@ -542,6 +549,26 @@ impl<'a> Rewrite<'a> {
             (*row).colnames = names.into_pg();
             (*row).location = -1;
             row.cast()
+        }
+    }
+
+    /// Refuses `TABLESAMPLE` on a relation read masked whose policy
+    /// protects it: every sampling method chooses by a row's place (the
+    /// block, or the block and item, with the seed of `REPEATABLE`), and
+    /// where a row is stored follows from the lengths of the rows stored
+    /// before it, labelled values included.
+    unsafe fn refuse_tablesample(&self, rte: *mut pg_sys::RangeTblEntry) {
+        // SAFETY: `rte` is a valid range-table entry of the query.
+        unsafe {
+            if (*rte).tablesample.is_null() {
+                return;
+            }
+            if self.masked_policy(rte).is_some_and(|p| p.protects()) {
+                masking::refuse(format!(
+                    "masked sessions cannot use TABLESAMPLE on {}, which has dptext rules: the rows a sample picks depend on where they are stored, which depends on the length of their labelled values",
+                    crate::ffi::catalog::relation_name((*rte).relid)
+                ));
+            }
         }
     }
 
@@ -669,26 +696,7 @@ unsafe fn group_text(var: *mut pg_sys::Var, relid: Oid, attnum: i16) -> *mut Nod
             // `text(bpchar)`, which drops trailing blanks as `::text` does,
             // so a sanitized view (`group::text`) and a masked read group a
             // char(n) value alike.
-            let mut args = PgList::<Node>::new();
-            args.push(
-                pg_sys::makeRelabelType(
-                    group,
-                    pg_sys::BPCHAROID,
-                    typmod,
-                    coll,
-                    pg_sys::CoercionForm::COERCE_IMPLICIT_CAST,
-                )
-                .cast(),
-            );
-            return pg_sys::makeFuncExpr(
-                Oid::from(pg_sys::F_TEXT_BPCHAR),
-                pg_sys::TEXTOID,
-                args.into_pg(),
-                coll,
-                coll,
-                pg_sys::CoercionForm::COERCE_EXPLICIT_CAST,
-            )
-            .cast();
+            return bpchar_to_text(group, coll);
         }
         let mut io = pgrx::PgBox::<pg_sys::CoerceViaIO>::alloc_node(NodeTag::T_CoerceViaIO);
         io.arg = group;
@@ -697,6 +705,39 @@ unsafe fn group_text(var: *mut pg_sys::Var, relid: Oid, attnum: i16) -> *mut Nod
         io.coerceformat = pg_sys::CoercionForm::COERCE_EXPLICIT_CAST;
         io.location = -1;
         io.into_pg().cast()
+    }
+}
+
+/// `text(expr)` for an expression of type `bpchar` or a domain over it:
+/// PostgreSQL's cast, which drops trailing blanks.
+///
+/// # Safety
+/// `expr` is a valid expression node of type `bpchar` or a domain over
+/// it; the nodes are built in the current memory context.
+unsafe fn bpchar_to_text(expr: *mut pg_sys::Expr, coll: Oid) -> *mut Node {
+    // SAFETY: as the caller promises; the relabel (to the base type, for
+    // a domain) and the call are fresh nodes; `text(bpchar)` is built in.
+    unsafe {
+        let mut args = PgList::<Node>::new();
+        args.push(
+            pg_sys::makeRelabelType(
+                expr,
+                pg_sys::BPCHAROID,
+                -1,
+                coll,
+                pg_sys::CoercionForm::COERCE_IMPLICIT_CAST,
+            )
+            .cast(),
+        );
+        pg_sys::makeFuncExpr(
+            Oid::from(pg_sys::F_TEXT_BPCHAR),
+            pg_sys::TEXTOID,
+            args.into_pg(),
+            coll,
+            coll,
+            pg_sys::CoercionForm::COERCE_EXPLICIT_CAST,
+        )
+        .cast()
     }
 }
 
@@ -762,14 +803,32 @@ unsafe fn reads_intermediate_result(rte: *mut pg_sys::RangeTblEntry) -> bool {
     }
 }
 
-/// `node` without the binary-compatible casts around it.
+/// `node` without the binary-compatible casts around it, nor the
+/// `text(bpchar)` casts the rewrite puts around a `char(n)` column.
 unsafe fn strip_relabels(mut node: *mut Node) -> *mut Node {
-    // SAFETY: `node` is a valid expression node; a RelabelType's arg is one.
+    // SAFETY: `node` is a valid expression node; a RelabelType's arg is
+    // one, and so is a FuncExpr's argument (its list holds expressions).
     unsafe {
-        while !node.is_null() && is_a(node, NodeTag::T_RelabelType) {
-            node = (*node.cast::<pg_sys::RelabelType>()).arg.cast();
+        loop {
+            if node.is_null() {
+                return node;
+            }
+            if is_a(node, NodeTag::T_RelabelType) {
+                node = (*node.cast::<pg_sys::RelabelType>()).arg.cast();
+                continue;
+            }
+            if is_a(node, NodeTag::T_FuncExpr) {
+                let call = node.cast::<pg_sys::FuncExpr>();
+                let args = PgList::<Node>::from_pg((*call).args);
+                if (*call).funcid == Oid::from(pg_sys::F_TEXT_BPCHAR) && args.len() == 1 {
+                    if let Some(arg) = args.get_ptr(0) {
+                        node = arg;
+                        continue;
+                    }
+                }
+            }
+            return node;
         }
-        node
     }
 }
 

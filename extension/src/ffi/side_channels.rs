@@ -12,7 +12,9 @@
 //! - `EXPLAIN ANALYZE` reports them per plan node: refused (the utility
 //!   hook, with [`explain_analyzes`]);
 //! - the cumulative statistics count them (`pg_stat_database.temp_bytes`,
-//!   block counters, `pg_stat_statements`, ...): calling the functions that
+//!   block counters, `pg_stat_statements`, the tuples fetched from a
+//!   TOAST index, ...), so do file sizes, and `currtid2` follows rows by
+//!   their place: calling the functions that
 //!   read those counters is refused ([`install`]'s object-access hook,
 //!   when the executor sets a call up, so views and every path that
 //!   evaluates an expression are covered, planned or not);
@@ -160,6 +162,31 @@ const BUILTIN_COUNTERS: &[(u32, &str)] = &[
     ),
 ];
 
+/// Name prefixes of built-in (`pg_catalog`) functions a masked session
+/// may not call: every cumulative-statistics reader (`pg_stat_get_*`,
+/// `pg_stat_get_xact_*`, behind `pg_stat_all_tables`,
+/// `pg_stat_all_indexes`, `pg_stat_database`, ...): tuples fetched and
+/// returned, scans and live tuples of a TOAST table or its index count
+/// the chunks, hence the length, of each raw value read; and the
+/// directory listings `pg_ls_*` (file sizes: temporary files, WAL, server
+/// logs).
+const BUILTIN_PREFIXES: &[&str] = &["pg_stat_get_", "pg_ls_"];
+
+/// Further built-in functions a masked session may not call: file reads
+/// and sizes (a data file holds the raw values: `pg_read_file`,
+/// `pg_read_binary_file`, `pg_stat_file`, `lo_import`), and `currtid2`,
+/// which follows a row's update chain to its newest version and whose
+/// errors give a relation's size in blocks (where rows are stored depends
+/// on their raw lengths).
+const BUILTIN_NAMES: &[&str] = &[
+    "pg_read_file",
+    "pg_read_binary_file",
+    "pg_stat_file",
+    "lo_import",
+    "currtid2",
+    "currtid",
+];
+
 /// Functions of contrib extensions (any schema) that read the same
 /// figures: `pg_stat_statements`' block, temporary-file and WAL counters,
 /// `pgstattuple`'s tuple lengths, `pg_buffercache`'s buffers per relation.
@@ -172,15 +199,13 @@ const EXTENSION_COUNTERS: &[&str] = &[
     "pg_buffercache_pages",
 ];
 
-/// The name of function `oid` when it reads a counter a masked session
-/// may not see ([`BUILTIN_COUNTERS`], [`EXTENSION_COUNTERS`]).
+/// The name of function `oid` when it reads a figure a masked session
+/// may not see ([`BUILTIN_COUNTERS`], [`BUILTIN_PREFIXES`],
+/// [`BUILTIN_NAMES`], [`EXTENSION_COUNTERS`]).
 fn counter_function(oid: Oid) -> Option<String> {
     let id = oid.to_u32();
-    if id < pg_sys::FirstNormalObjectId {
-        return BUILTIN_COUNTERS
-            .iter()
-            .find(|(f, _)| *f == id)
-            .map(|(_, name)| (*name).to_string());
+    if let Some((_, name)) = BUILTIN_COUNTERS.iter().find(|(f, _)| *f == id) {
+        return Some((*name).to_string());
     }
     // SAFETY: a syscache read that returns NULL for a missing function,
     // else a palloc'd NUL-terminated name.
@@ -190,9 +215,17 @@ fn counter_function(oid: Oid) -> Option<String> {
     }
     // SAFETY: non-NULL, NUL-terminated (above).
     let name = unsafe { CStr::from_ptr(name) }.to_string_lossy();
-    EXTENSION_COUNTERS
-        .contains(&name.as_ref())
-        .then(|| name.into_owned())
+    if id >= pg_sys::FirstNormalObjectId {
+        return EXTENSION_COUNTERS
+            .contains(&name.as_ref())
+            .then(|| name.into_owned());
+    }
+    // SAFETY: a syscache read (InvalidOid for a missing function).
+    let namespace = unsafe { pg_sys::get_func_namespace(oid) };
+    let refused = namespace == Oid::from(pg_sys::PG_CATALOG_NAMESPACE)
+        && (BUILTIN_PREFIXES.iter().any(|p| name.starts_with(p))
+            || BUILTIN_NAMES.contains(&name.as_ref()));
+    refused.then(|| name.into_owned())
 }
 
 /// The object-access hook: PostgreSQL calls it with
@@ -219,17 +252,8 @@ unsafe extern "C-unwind" fn object_access(
     {
         return;
     }
-    // Built-in functions are matched by oid first: nothing is read for
-    // any other call of a built-in function.
-    let builtin = object_id.to_u32() < pg_sys::FirstNormalObjectId;
-    if builtin
-        && !BUILTIN_COUNTERS
-            .iter()
-            .any(|(f, _)| *f == object_id.to_u32())
-    {
-        return;
-    }
-    if !builtin && masking::session_is_masked_cached() == Some(false) {
+    // An unmasked session reads nothing for any call.
+    if masking::session_is_masked_cached() == Some(false) {
         return;
     }
     let Some(name) = counter_function(object_id) else {
@@ -237,7 +261,7 @@ unsafe extern "C-unwind" fn object_access(
     };
     if masking::session_is_masked() {
         masking::refuse(format!(
-            "masked sessions cannot call {name}: it reports memory, disk, buffer or size figures that depend on the raw values statements read"
+            "masked sessions cannot call {name}: it reports memory, disk, buffer, row-count, size or storage figures that depend on the raw values statements read"
         ));
     }
 }
