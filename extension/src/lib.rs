@@ -454,6 +454,8 @@ fn dptext_info() -> JsonB {
 }
 
 #[cfg(any(test, feature = "pg_test"))]
+mod test_support;
+#[cfg(any(test, feature = "pg_test"))]
 mod tests;
 #[cfg(any(test, feature = "pg_test"))]
 mod tests_hardening;

@@ -7,6 +7,8 @@ use pgrx::prelude::*;
 mod tests {
     use pgrx::prelude::*;
 
+    use crate::test_support::failure_of;
+
     fn one(sql: &str) -> Option<String> {
         Spi::get_one::<String>(sql).expect("query runs")
     }
@@ -20,22 +22,6 @@ mod tests {
         .catch_others(|e| match e {
             pg_sys::panic::CaughtError::PostgresError(r)
             | pg_sys::panic::CaughtError::ErrorReport(r) => Some(r.message().to_string()),
-            _ => None,
-        })
-        .execute()
-    }
-
-    /// The SQLSTATE and message of the ERROR that running `sql` raises.
-    fn failure_of(sql: &str) -> Option<(PgSqlErrorCode, String)> {
-        PgTryBuilder::new(|| {
-            Spi::run(sql).ok();
-            None
-        })
-        .catch_others(|e| match e {
-            pg_sys::panic::CaughtError::PostgresError(r)
-            | pg_sys::panic::CaughtError::ErrorReport(r) => {
-                Some((r.sql_error_code(), r.message().to_string()))
-            }
             _ => None,
         })
         .execute()

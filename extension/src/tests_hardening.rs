@@ -12,21 +12,7 @@ use pgrx::prelude::*;
 mod tests {
     use pgrx::prelude::*;
 
-    /// The SQLSTATE and message of the ERROR that running `sql` raises.
-    fn failure_of(sql: &str) -> Option<(PgSqlErrorCode, String)> {
-        PgTryBuilder::new(|| {
-            Spi::run(sql).ok();
-            None
-        })
-        .catch_others(|e| match e {
-            pg_sys::panic::CaughtError::PostgresError(r)
-            | pg_sys::panic::CaughtError::ErrorReport(r) => {
-                Some((r.sql_error_code(), r.message().to_string()))
-            }
-            _ => None,
-        })
-        .execute()
-    }
+    use crate::test_support::failure_of;
 
     /// Runs `sql`, which must be refused with 42501; returns the message.
     fn refused(sql: &str) -> String {

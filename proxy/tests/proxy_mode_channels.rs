@@ -58,14 +58,13 @@ fn proxy_port(env: &Env) -> u16 {
                 m2 = MARKERS[2],
             ),
         );
-        let config = format!(
-            "listen = \"127.0.0.1:0\"\nkey = \"a channel test key, not secret\"\n{}\
-             [[user]]\nname = \"chan\"\npassword = \"chan-pw\"\nmasked = true\n\
-             upstream_user = \"chan_reader\"\n\
-             [masking]\nmode = \"proxy\"\n\
-             [limits]\nmax_message_bytes = {MAX_MESSAGE}\n\
-             [[rule]]\ntable = \"chan_t\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n",
-            upstream_toml(env, db())
+        let config = chan_config(
+            env,
+            db(),
+            &format!(
+                "[limits]\nmax_message_bytes = {MAX_MESSAGE}\n\
+                 [[rule]]\ntable = \"chan_t\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n"
+            ),
         );
         spawn_proxy(&config).0
     })
@@ -73,6 +72,18 @@ fn proxy_port(env: &Env) -> u16 {
 
 /// `sql` through the channels' proxy, in a session of its own: stdout
 /// and stderr.
+/// A proxy-mode configuration for user `chan` over database `db`, with
+/// `extra` sections (rules, limits) after `[masking]`.
+fn chan_config(env: &Env, db: &str, extra: &str) -> String {
+    format!(
+        "listen = \"127.0.0.1:0\"\nkey = \"a channel test key, not secret\"\n{}\
+         [[user]]\nname = \"chan\"\npassword = \"chan-pw\"\nmasked = true\n\
+         upstream_user = \"chan_reader\"\n\
+         [masking]\nmode = \"proxy\"\n{extra}",
+        upstream_toml(env, db)
+    )
+}
+
 fn chan(env: &Env, sql: &str) -> String {
     text(
         &psql_cmd(proxy_port(env), db(), "chan", "chan-pw")
@@ -265,13 +276,10 @@ fn a_database_that_is_not_utf8_is_refused_at_the_start() {
          INSERT INTO chan_a VALUES (1, 'plain');
          GRANT SELECT ON chan_a TO chan_reader;",
     );
-    let config = format!(
-        "listen = \"127.0.0.1:0\"\nkey = \"a channel test key, not secret\"\n{}\
-         [[user]]\nname = \"chan\"\npassword = \"chan-pw\"\nmasked = true\n\
-         upstream_user = \"chan_reader\"\n\
-         [masking]\nmode = \"proxy\"\n\
-         [[rule]]\ntable = \"chan_a\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n",
-        upstream_toml(env, &ascii)
+    let config = chan_config(
+        env,
+        &ascii,
+        "[[rule]]\ntable = \"chan_a\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n",
     );
     let port = spawn_proxy(&config).0;
     let out = text(
@@ -303,16 +311,15 @@ fn rows_before_a_refused_value_get_out_by_count_not_by_raw_length() {
          INSERT INTO chan_big VALUES (4, repeat('Long letter. ', 250000));
          GRANT SELECT ON chan_big TO chan_reader;",
     );
-    let config = format!(
-        "listen = \"127.0.0.1:0\"\nkey = \"a channel test key, not secret\"\n{}\
-         [[user]]\nname = \"chan\"\npassword = \"chan-pw\"\nmasked = true\n\
-         upstream_user = \"chan_reader\"\n\
-         [masking]\nmode = \"proxy\"\n\
-         [engine]\nmax_input_bytes = 1000000\n\
-         [limits]\nmax_message_bytes = {MAX_MESSAGE}\n\
-         [[rule]]\ntable = \"chan_t\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n\
-         [[rule]]\ntable = \"chan_big\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n",
-        upstream_toml(env, db())
+    let config = chan_config(
+        env,
+        db(),
+        &format!(
+            "[engine]\nmax_input_bytes = 1000000\n\
+             [limits]\nmax_message_bytes = {MAX_MESSAGE}\n\
+             [[rule]]\ntable = \"chan_t\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n\
+             [[rule]]\ntable = \"chan_big\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n"
+        ),
     );
     let port = spawn_proxy(&config).0;
     let conninfo = format!(
