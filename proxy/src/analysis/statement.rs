@@ -16,6 +16,8 @@ use super::{
 
 /// `CURSOR_OPT_BINARY` of `DeclareCursorStmt.options`.
 const CURSOR_OPT_BINARY: i32 = 0x0001;
+/// `CURSOR_OPT_HOLD` of `DeclareCursorStmt.options`: `WITH HOLD`.
+const CURSOR_OPT_HOLD: i32 = 0x0020;
 
 /// Analyzes one statement against what `session` has prepared and
 /// declared.
@@ -64,6 +66,18 @@ fn analyze_with(
                 return Err(construct("a BINARY cursor"));
             }
             let output = inner_select(w, d.query.as_deref(), "DECLARE")?;
+            if d.options & CURSOR_OPT_HOLD != 0 {
+                if let Some(c) = output.iter().find(|c| c.is_protected()) {
+                    // At commit the server stores every row of a hold
+                    // cursor, raw values detoasted, and fails on a row past
+                    // 1 GiB: with a padding column that error would tell a
+                    // raw length, and it comes before any row does.
+                    return Err(super::query::protected_buffered(
+                        c,
+                        "in a WITH HOLD cursor (the server stores its rows at commit)",
+                    ));
+                }
+            }
             done(
                 StatementKind::DeclareCursor,
                 Some(Effect::Declare {
