@@ -15,6 +15,9 @@
 # proxy, pgbouncer) the last K cores and PostgreSQL and pgbench the others,
 # for every run including the direct ones: the deployment the 80% target
 # assumes, where the relay does not take the server's cores. Needs nproc > K.
+# With pgbouncer, the proxy and pgbouncer then run interleaved for
+# DPTEXT_BENCH_ROUNDS rounds (default 5), the order swapped every round, each
+# printing its TPS and the relay process's CPU microseconds per transaction.
 # Usage: bench/proxy.sh [seconds per pgbench run, default 10]
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 resolve_state
