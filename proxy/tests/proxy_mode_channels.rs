@@ -3,7 +3,8 @@
 //! `limits.max_message_bytes`, the `ctid` of rows whose page layout the
 //! lengths of their values decide, and errors whose messages quote a
 //! value (a count passed off as a constant to a catalog function, a table
-//! value read as a relation name). Each test failed before its fix.
+//! value read as a relation name), and the order in which a parallel
+//! plan's workers return rows. Each test failed before its fix.
 //!
 //! Runs in a database of its own (`<DPTEXT_TEST_DB>_chan`), with an
 //! upstream role `chan_reader` that reads raw data. Needs what the other
@@ -341,4 +342,76 @@ fn rows_before_a_refused_value_get_out_by_count_not_by_raw_length() {
     let small = rows_out(10);
     let large = rows_out(MAX_MESSAGE - 60);
     assert_eq!(small, large, "rows out before the refused value");
+}
+
+/// The most parallel workers seen serving `chan_reader` sessions while
+/// `run` runs (polled as the superuser).
+fn parallel_workers_during(run: impl FnOnce() -> String + Send) -> (usize, String) {
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let worker = s.spawn(|| {
+            let out = run();
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+            out
+        });
+        let mut most = 0;
+        while !done.load(std::sync::atomic::Ordering::SeqCst) {
+            let n = direct(
+                db(),
+                "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'parallel worker' \
+                 AND leader_pid IN (SELECT pid FROM pg_stat_activity WHERE usename = 'chan_reader')",
+            );
+            most = most.max(n.trim().parse().unwrap_or(0));
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        (most, worker.join().expect("the query's thread"))
+    })
+}
+
+/// A Gather interleaves its workers' rows as their queues fill, and a
+/// queue holds fewer rows the longer their raw values, so an unordered
+/// read's row order would follow raw lengths. Proxy-mode sessions start
+/// with `max_parallel_workers_per_gather=0`, over the role's own default
+/// (which this test sets to 2, with parallel plans made cheap, and checks
+/// by running the same query directly as the role: it gets workers).
+#[test]
+fn proxy_mode_sessions_run_no_parallel_query() {
+    let Some(env) = env() else { return };
+    proxy_port(env);
+    direct(
+        db(),
+        "DROP TABLE IF EXISTS chan_par;
+         CREATE TABLE chan_par AS SELECT g AS id, 'row ' || g AS ward FROM generate_series(1, 40000) g;
+         ALTER TABLE chan_par SET (parallel_workers = 2);
+         ANALYZE chan_par;
+         GRANT SELECT ON chan_par TO chan_reader;
+         ALTER ROLE chan_reader SET max_parallel_workers_per_gather = 2;
+         ALTER ROLE chan_reader SET parallel_setup_cost = 0;
+         ALTER ROLE chan_reader SET parallel_tuple_cost = 0;
+         ALTER ROLE chan_reader SET min_parallel_table_scan_size = 0;",
+    );
+    let sql = "SELECT count(*) FROM chan_par WHERE md5(repeat(ward, 3000)) <> ''";
+    let (direct_workers, direct_out) = parallel_workers_during(|| {
+        text(
+            &direct_cmd(env, db(), "chan_reader")
+                .args(["-c", sql])
+                .output()
+                .expect("psql"),
+        )
+    });
+    let (proxied_workers, proxied_out) = parallel_workers_during(|| chan(env, sql));
+    direct(
+        db(),
+        "ALTER ROLE chan_reader RESET ALL; DROP TABLE chan_par;",
+    );
+    assert_eq!(direct_out.trim(), "40000", "{direct_out}");
+    assert_eq!(proxied_out.trim(), "40000", "{proxied_out}");
+    assert!(
+        direct_workers > 0,
+        "the role's own sessions should get parallel workers (the test's set-up)"
+    );
+    assert_eq!(
+        proxied_workers, 0,
+        "a proxy-mode session ran a parallel plan"
+    );
 }

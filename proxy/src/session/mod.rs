@@ -285,12 +285,13 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     };
     let started = async {
         let user = &account.user;
-        let params = startup::upstream_params(&params, user.masked)?;
+        let mut params = startup::upstream_params(&params, user.masked)?;
         let login = Login::of(user);
         let cfg = &shared.config.upstream;
         if let (true, Some(pm)) = (user.masked, &shared.proxy_mode) {
             // Proxy mode: the upstream needs no extension; the session's
             // own connection reads the catalog before any client message.
+            startup::proxy_mode_params(&mut params);
             let mut up = upstream::connect(cfg, &login, &params).await?;
             // Values that are not UTF-8 (a SQL_ASCII database) could not be
             // sanitized, and ending the session on one would tell which.

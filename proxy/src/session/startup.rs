@@ -59,6 +59,18 @@ pub fn upstream_params(client: &[(String, String)], masked: bool) -> Result<Vec<
     Ok(kept)
 }
 
+/// What a proxy-mode session adds to [`upstream_params`]: no parallel
+/// query. A Gather interleaves the rows its workers send as their queues
+/// fill, and a queue holds fewer rows the longer the raw values they
+/// carry, so the order of an unordered read would follow raw lengths.
+/// (Database mode sanitizes before any worker sends a row, so it keeps
+/// parallel plans.) Masked clients cannot set it back: not an allowed
+/// setting, and start-up parameters override role and database defaults.
+pub fn proxy_mode_params(params: &mut Vec<(String, String)>) {
+    params.retain(|(k, _)| !k.eq_ignore_ascii_case("max_parallel_workers_per_gather"));
+    params.push(("max_parallel_workers_per_gather".into(), "0".into()));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,6 +114,22 @@ mod tests {
         assert_eq!(
             upstream_params(&on, true).unwrap(),
             params(&[("synchronize_seqscans", "off")])
+        );
+    }
+
+    #[test]
+    fn proxy_mode_sessions_have_no_parallel_query() {
+        let mut p = params(&[
+            ("application_name", "bi"),
+            ("MAX_PARALLEL_WORKERS_PER_GATHER", "8"),
+        ]);
+        proxy_mode_params(&mut p);
+        assert_eq!(
+            p,
+            params(&[
+                ("application_name", "bi"),
+                ("max_parallel_workers_per_gather", "0")
+            ])
         );
     }
 
