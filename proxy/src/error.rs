@@ -119,9 +119,10 @@ impl ProxyError {
         ProxyError::Limit {
             sqlstate: "54000",
             message: format!(
-                "dptext-proxy: a result row with protected columns is over \
-                 limits.max_message_bytes ({max}) once sanitized, or too large for the server \
-                 to build: session closed; select less, or raise the limit"
+                "dptext-proxy: a result with protected columns ended early: a row over \
+                 limits.max_message_bytes ({max}) once sanitized, or an error of the server \
+                 while it sent the rows (a row too large to build, a timeout, a cancel, any \
+                 other): session closed; select less, or raise the limit"
             ),
         }
     }

@@ -415,3 +415,32 @@ fn proxy_mode_sessions_run_no_parallel_query() {
         "a proxy-mode session ran a parallel plan"
     );
 }
+
+/// Any error of the server inside a result with protected columns ends
+/// the session with the proxy's one FATAL for a result that ended early,
+/// whatever the error: a row too large to build, or anything else the
+/// server met while it held raw values, would otherwise be a bit (or a
+/// SQLSTATE's worth) about them. Before, only 54000 and 53200 did, and
+/// this division by zero reached the client as ERROR 22012. A result
+/// without protected columns keeps its error and its session.
+#[test]
+fn a_server_error_inside_a_protected_result_ends_the_session() {
+    let Some(env) = env() else { return };
+    let port = proxy_port(env);
+    let run = |sql: &str| {
+        text(
+            &psql_cmd(port, db(), "chan", "chan-pw")
+                .args(["-c", sql, "-c", "SELECT 'still here'"])
+                .output()
+                .expect("psql"),
+        )
+    };
+    let out = run("SELECT note, 1 / (id - 3) FROM chan_t");
+    assert_no_marker("an error inside a protected result", &out);
+    assert!(out.contains("ended early"), "{out}");
+    assert!(!out.contains("division by zero"), "{out}");
+    assert!(!out.contains("still here"), "the session went on: {out}");
+    let out = run("SELECT ward, 1 / (id - 3) FROM chan_t");
+    assert!(out.contains("22012"), "{out}");
+    assert!(out.contains("still here"), "{out}");
+}

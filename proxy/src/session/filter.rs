@@ -282,15 +282,24 @@ fn untrusted_parameter_type(catalog: &SessionCatalog, rest: &[u8]) -> Result<Opt
     Ok(None)
 }
 
-/// Ends the session for a result row with protected columns that is too
-/// large once sanitized, or that the server could not build: the same
-/// FATAL 54000 naming the limit either way; the error to return.
+/// Ends the session for a result with protected columns that has a row
+/// too large once sanitized, or that the server failed (a row it could
+/// not build, any other error): the same FATAL 54000 naming the limit
+/// whatever the cause; the error to return.
 async fn fail_row<W: AsyncWrite + Unpin>(cw: &mut W, max: usize) -> ProxyError {
     let e = ProxyError::protected_row_too_large(max);
     tracing::warn!(error = %e, "result row refused");
     let _ = super::write(cw, &wire::error("FATAL", e.sqlstate(), &e.to_string())).await;
     let _ = cw.flush().await;
     e
+}
+
+/// The SQLSTATE of an ErrorResponse, for the proxy's own log.
+fn server_sqlstate(body: &[u8]) -> String {
+    wire::parse_fields(body)
+        .ok()
+        .and_then(|f| f.into_iter().find(|(c, _)| *c == b'C').map(|(_, v)| v))
+        .unwrap_or_default()
 }
 
 fn refusal_frame(r: &Refusal) -> Frame {
@@ -616,12 +625,16 @@ impl ProxyMode {
                         }
                     }
                     b'E' | b'N' => {
-                        if f.tag == b'E'
-                            && !current.is_empty()
-                            && batch::row_build_failure(&f.body)?
-                        {
-                            // Whether the server or the proxy found the
-                            // row too large would tell its raw length.
+                        if f.tag == b'E' && !current.is_empty() {
+                            // Any error inside a result with protected
+                            // columns: whether the server or the proxy
+                            // found a row too large would tell its raw
+                            // length, and which error the server met
+                            // while it held raw values might tell more.
+                            tracing::warn!(
+                                sqlstate = %server_sqlstate(&f.body),
+                                "the server failed a result with protected columns"
+                            );
                             return Err(fail_row(&mut cw, max).await);
                         }
                         if f.tag == b'E' {
