@@ -193,6 +193,15 @@ impl OutputColumn {
     pub fn is_restricted(&self) -> bool {
         !matches!(self, OutputColumn::Plain)
     }
+
+    /// `table.column` of a protected column, for refusals that name it;
+    /// `?` for any other.
+    pub fn protected_name(&self) -> String {
+        match self {
+            OutputColumn::Protected(p) => format!("{}.{}", p.table, p.column),
+            _ => "?".to_owned(),
+        }
+    }
 }
 
 /// The kinds of statement that are allowed.

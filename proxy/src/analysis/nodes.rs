@@ -176,13 +176,10 @@ fn opaque(what: &str, type_name: &str, how: &str) -> Refusal {
 /// A refusal by `rule` for protected column `out` used `how` (an opaque
 /// one is refused as [`Rule::TypeNotAllowed`]).
 pub(super) fn protected(rule: Rule, out: &OutputColumn, how: &str) -> Refusal {
-    let name = match out {
-        OutputColumn::Protected(p) => format!("{}.{}", p.table, p.column),
-        OutputColumn::Opaque { column, type_name } => {
-            return opaque(&format!("column {column}"), type_name, how)
-        }
-        OutputColumn::Plain => "?".to_owned(),
-    };
+    if let OutputColumn::Opaque { column, type_name } = out {
+        return opaque(&format!("column {column}"), type_name, how);
+    }
+    let name = out.protected_name();
     Refusal::new(
         rule,
         format!(

@@ -610,10 +610,7 @@ fn unbuffered(stmt: &SelectStmt, out: &OutputColumn) -> Result<(), Refusal> {
 /// The refusal of a protected column output by a select the server would
 /// hold rows of.
 pub(super) fn protected_buffered(out: &OutputColumn, how: &str) -> Refusal {
-    let name = match out {
-        OutputColumn::Protected(p) => format!("{}.{}", p.table, p.column),
-        _ => "?".to_owned(),
-    };
+    let name = out.protected_name();
     Refusal::new(
         Rule::ProtectedWithBuffering,
         format!(
