@@ -126,15 +126,18 @@ fn what_analysts_and_tools_send_works_and_protected_columns_come_back_sanitized(
         "SELECT id, note AS n, patient FROM pm_t WHERE id > 0 LIMIT 10",
         "BEGIN; DECLARE c CURSOR FOR SELECT note FROM pm_t; FETCH 2 FROM c; COMMIT",
         "PREPARE p(int) AS SELECT note FROM pm_t WHERE id = $1; EXECUTE p(1)",
+        // Ordered by its primary key: a total order, no ties to reorder.
+        "SELECT * FROM pm_t ORDER BY id",
     ] {
         let out = served(env, sql);
         assert!(!out.trim().is_empty(), "{sql}: nothing came back");
     }
-    // Only from a select the server holds no row of: a sort, a join, a
-    // derived table or a CTE would hold raw values, whose size decides
-    // what a sort that spills or a row too big returns.
+    // Only from a select the server holds no row of, or sorts by a unique
+    // key: a sort with ties, a join, a derived table or a CTE would hold
+    // raw values, whose size decides what a sort that spills or a row too
+    // big returns.
     for sql in [
-        "SELECT * FROM pm_t ORDER BY id",
+        "SELECT * FROM pm_t ORDER BY ward",
         "SELECT t.note FROM pm_t t JOIN pm_visits v ON v.pm_id = t.id",
         "WITH c AS (SELECT id, note FROM pm_t) SELECT note FROM c WHERE id > 1",
         "SELECT n FROM (SELECT note AS n FROM pm_t) s",

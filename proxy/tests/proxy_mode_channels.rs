@@ -45,7 +45,7 @@ fn proxy_port(env: &Env) -> u16 {
                 "DO $$BEGIN
                    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'chan_reader') THEN CREATE ROLE chan_reader LOGIN; END IF;
                  END$$;
-                 DROP TABLE IF EXISTS chan_t, chan_plain CASCADE;
+                 DROP TABLE IF EXISTS chan_t, chan_plain, chan_gen CASCADE;
                  CREATE TABLE chan_t (id int PRIMARY KEY, note text, ward text);
                  INSERT INTO chan_t VALUES
                    (1, 'Seen by {m0} today', 'north'),
@@ -53,7 +53,12 @@ fn proxy_port(env: &Env) -> u16 {
                    (3, repeat('Letter from {m2}. ', 200), 'north wing');
                  CREATE TABLE chan_plain (id int, ward text);
                  INSERT INTO chan_plain VALUES (1, 'north');
-                 GRANT SELECT ON chan_t, chan_plain TO chan_reader;",
+                 CREATE TABLE chan_gen (id int PRIMARY KEY, note text,
+                   note_len int GENERATED ALWAYS AS (octet_length(note)) STORED,
+                   note_flag bool GENERATED ALWAYS AS (note LIKE '%{m0}%') STORED,
+                   id_text text GENERATED ALWAYS AS (id::text) STORED);
+                 INSERT INTO chan_gen (id, note) VALUES (1, 'Seen by {m0} today');
+                 GRANT SELECT ON chan_t, chan_plain, chan_gen TO chan_reader;",
                 m0 = MARKERS[0],
                 m1 = MARKERS[1],
                 m2 = MARKERS[2],
@@ -64,7 +69,8 @@ fn proxy_port(env: &Env) -> u16 {
             db(),
             &format!(
                 "[limits]\nmax_message_bytes = {MAX_MESSAGE}\n\
-                 [[rule]]\ntable = \"chan_t\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n"
+                 [[rule]]\ntable = \"chan_t\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n\
+                 [[rule]]\ntable = \"chan_gen\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n"
             ),
         );
         spawn_proxy(&config).0
@@ -435,12 +441,131 @@ fn a_server_error_inside_a_protected_result_ends_the_session() {
                 .expect("psql"),
         )
     };
-    let out = run("SELECT note, 1 / (id - 3) FROM chan_t");
-    assert_no_marker("an error inside a protected result", &out);
-    assert!(out.contains("ended early"), "{out}");
-    assert!(!out.contains("division by zero"), "{out}");
-    assert!(!out.contains("still here"), "the session went on: {out}");
+    // Inside the result; and before it, where the server stores the rows
+    // of SQL-level EXECUTE and FETCH before it describes them (an error
+    // there came before the proxy had seen the result's columns).
+    for sql in [
+        "SELECT note, 1 / (id - 3) FROM chan_t",
+        "PREPARE p AS SELECT note, 1 / (id - 3) FROM chan_t; EXECUTE p",
+        "BEGIN; DECLARE c CURSOR FOR SELECT note, 1 / (id - 3) FROM chan_t; FETCH ALL FROM c",
+    ] {
+        let out = run(sql);
+        assert_no_marker("an error inside a protected result", &out);
+        assert!(out.contains("ended early"), "{sql}: {out}");
+        assert!(!out.contains("22012"), "{sql}: {out}");
+        assert!(
+            !out.contains("still here"),
+            "the session went on: {sql}: {out}"
+        );
+    }
     let out = run("SELECT ward, 1 / (id - 3) FROM chan_t");
     assert!(out.contains("22012"), "{out}");
     assert!(out.contains("still here"), "{out}");
+}
+
+/// LOG and DEBUG messages, which PostgreSQL sends a client that asks for
+/// them (`client_min_messages`), can be about anything the server did: a
+/// temporary file a stored result spilled to, at a size a padding column
+/// tunes. Proxy mode drops them (before, they came through scrubbed).
+#[test]
+fn log_and_debug_messages_do_not_reach_masked_clients() {
+    let Some(env) = env() else { return };
+    let out = chan(
+        env,
+        "SET client_min_messages = debug5; SELECT id FROM chan_plain; SELECT 'done'",
+    );
+    assert!(out.contains("done"), "{out}");
+    assert!(!out.contains("DEBUG") && !out.contains("LOG"), "{out}");
+}
+
+/// A protected column may be output beside `ORDER BY` the columns of a
+/// unique key (a total order: no ties for a spilled sort to reorder), not
+/// beside any other.
+#[test]
+fn protected_output_may_be_ordered_by_a_unique_key() {
+    let Some(env) = env() else { return };
+    let out = chan(env, "SELECT id, note FROM chan_t ORDER BY id DESC");
+    assert_no_marker("ordered by the primary key", &out);
+    let ids: Vec<&str> = out.lines().filter_map(|l| l.split('|').next()).collect();
+    assert_eq!(ids, ["3", "2", "1"], "{out}");
+    assert_refused_by(
+        "protected_with_buffering",
+        "ORDER BY ward",
+        &chan(env, "SELECT id, note FROM chan_t ORDER BY ward"),
+    );
+}
+
+/// With `temp_file_limit` set for the session's role, a sort or the
+/// stored rows of SQL-level `EXECUTE` and `FETCH` would fail once their
+/// temporary files pass it, at a size a padding column tunes: one bit
+/// about raw lengths per session. Such statements are refused in that
+/// session; streaming reads are not.
+#[test]
+fn a_temp_file_limit_refuses_statements_that_store_protected_rows() {
+    let Some(env) = env() else { return };
+    proxy_port(env);
+    direct(
+        db(),
+        "DO $$BEGIN
+           IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'chan_limited') THEN CREATE ROLE chan_limited LOGIN; END IF;
+         END$$;
+         ALTER ROLE chan_limited SET temp_file_limit = '10MB';
+         GRANT SELECT ON chan_t TO chan_limited;",
+    );
+    let config = chan_config(
+        env,
+        db(),
+        "[[rule]]\ntable = \"chan_t\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n",
+    )
+    .replace(
+        "upstream_user = \"chan_reader\"",
+        "upstream_user = \"chan_limited\"",
+    );
+    let port = spawn_proxy(&config).0;
+    let run = |sql: &str| {
+        text(
+            &psql_cmd(port, db(), "chan", "chan-pw")
+                .args(["-c", sql])
+                .output()
+                .expect("psql"),
+        )
+    };
+    for sql in [
+        "SELECT id, note FROM chan_t ORDER BY id",
+        "PREPARE p AS SELECT repeat('x', 4000000) AS pad, note FROM chan_t; EXECUTE p",
+        "BEGIN; DECLARE c CURSOR FOR SELECT note FROM chan_t; FETCH ALL FROM c",
+    ] {
+        let out = run(sql);
+        assert_refused_by("protected_with_buffering", sql, &out);
+        assert!(out.contains("temp_file_limit is 10MB"), "{sql}: {out}");
+    }
+    let out = run("SELECT id, note FROM chan_t");
+    assert_no_marker("a streamed read", &out);
+    assert_eq!(out.lines().count(), 3, "{out}");
+}
+
+/// Generated columns computed from a protected column (its length, a
+/// flag of what it contains) are refused, by name or through `*`, as the
+/// sanitized column beside them would otherwise be undone; one computed
+/// from other columns stays readable. Before, `SELECT note_len,
+/// note_flag` gave the raw length and `true`.
+#[test]
+fn columns_generated_from_protected_ones_are_not_read() {
+    let Some(env) = env() else { return };
+    proxy_port(env);
+    for sql in [
+        "SELECT id, note, note_len, note_flag FROM chan_gen",
+        "SELECT * FROM chan_gen",
+        "SELECT count(*) FROM chan_gen WHERE note_flag",
+    ] {
+        let out = chan(env, sql);
+        assert_refused_by("derived_column", sql, &out);
+        assert!(
+            out.contains("generated from protected column note"),
+            "{out}"
+        );
+    }
+    let out = chan(env, "SELECT id, id_text, note FROM chan_gen");
+    assert_no_marker("a generated column of other columns", &out);
+    assert!(out.starts_with("1|1|"), "{out}");
 }

@@ -75,6 +75,22 @@ pub struct RelationInfo {
     /// raw values, so the relation is not read at all (see
     /// [`ProtectedIndex`]).
     pub protected_index: Option<ProtectedIndex>,
+    /// Sets of columns whose values no two rows read from the relation
+    /// share, none of them null, compared as `ORDER BY` compares them: the
+    /// key columns of a valid, immediate unique index without expressions
+    /// or predicate, over `NOT NULL` columns, with their types' default
+    /// btree operator classes and their own collations, on a table without
+    /// inheritance children (or on a partitioned table, whose unique
+    /// indexes hold across its partitions). An `ORDER BY` over all of one
+    /// set is a total order: no ties, so whatever the server holds while
+    /// it sorts cannot reorder anything.
+    pub unique_keys: Vec<Vec<String>>,
+    /// Generated columns whose stored values are computed from a
+    /// protected column (of the relation, or of a partition or child of
+    /// it, whose rows a read returns), or by a function outside
+    /// `pg_catalog`: by column, what it reads (`protected column note`).
+    /// They may not be read at all.
+    pub derived: BTreeMap<String, String>,
 }
 
 /// A relation, of the hierarchy of the one read (itself, an ancestor

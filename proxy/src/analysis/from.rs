@@ -11,7 +11,7 @@ use pg_query::{Node, NodeEnum};
 use super::expr::catalog_arguments;
 use super::nodes::{construct, names, node_name, protected, Clause, Origin, Outputs};
 use super::query::{rename, Walker};
-use super::scope::{Col, NsItem, Scope};
+use super::scope::{Col, NsItem, Scope, Withheld};
 use super::{OutputColumn, ProtectedColumn, QualName, Refusal, RelationKind, Rule};
 
 impl Walker<'_> {
@@ -263,7 +263,7 @@ impl Walker<'_> {
                 .map(|c| {
                     let mut col = Col::plain(c).of(Origin::Catalog);
                     if withheld.is_some_and(|w| w.contains(c)) {
-                        col.withheld = Some(format!("{qn}.{c}"));
+                        col.withheld = Some(Withheld::Size(format!("{qn}.{c}")));
                     }
                     col
                 })
@@ -277,7 +277,13 @@ impl Walker<'_> {
                 ),
             ));
         } else {
-            self.table_columns(&qn, &rel.columns, &rel.ancestors)?
+            let mut cols = self.table_columns(&qn, &rel.columns, &rel.ancestors)?;
+            for c in &mut cols {
+                if let Some(from) = rel.derived.get(&c.name) {
+                    c.withheld = Some(Withheld::Derived(format!("{qn}.{}", c.name), from.clone()));
+                }
+            }
+            cols
         };
         let cols = cols
             .into_iter()
@@ -292,11 +298,15 @@ impl Walker<'_> {
             })
             .collect();
         let cols = rename(cols, &aliases);
+        let renamed = !aliases.is_empty();
         let mut it = match alias_name {
             Some(a) => item(Some(a), None, cols, table),
             None => item(Some(rel.name), Some(rel.schema), cols, table),
         };
         it.row_type = rel.opaque_row;
+        if table && !renamed {
+            it.unique_keys = rel.unique_keys;
+        }
         Ok(it)
     }
 
@@ -427,6 +437,7 @@ fn item(name: Option<String>, schema: Option<String>, cols: Vec<Col>, table: boo
         cols,
         system_columns: table,
         row_type: None,
+        unique_keys: Vec::new(),
     }
 }
 

@@ -30,6 +30,7 @@ mod from;
 mod functions;
 mod guards;
 mod nodes;
+mod order;
 mod qualify;
 mod query;
 mod refusal;
@@ -116,6 +117,13 @@ pub struct Policy {
     /// TOAST table are chosen by values, and their sizes add up values'
     /// lengths.
     pub size_columns: BTreeMap<QualName, BTreeSet<String>>,
+    /// The session's `temp_file_limit` when it is set (not `-1`). A
+    /// server that stores rows with raw protected values (the rows of
+    /// `EXECUTE` and `FETCH`, a sort) writes them to temporary files once
+    /// they pass `work_mem`, and fails once those pass this limit: at a
+    /// size a padding column can tune, one bit about raw lengths per
+    /// session. With a limit set such statements are refused.
+    pub spill_limit: Option<String>,
 }
 
 impl Default for Policy {
@@ -134,6 +142,7 @@ impl Default for Policy {
             from_functions: defaults::set(defaults::FROM_FUNCTIONS),
             catalog_relations: defaults::catalog_relations(),
             size_columns: defaults::size_columns(),
+            spill_limit: None,
         }
     }
 }

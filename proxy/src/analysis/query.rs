@@ -3,9 +3,11 @@
 //! values.
 //!
 //! A protected column may be output bare by the statement's top-level
-//! select list, and only when the server holds none of its rows: a select
-//! over one table, without `ORDER BY`, grouping, `DISTINCT`, window
-//! functions, subqueries or `WITH` ([`Walk::unbuffered`]). Anywhere else
+//! select list, and only when the server holds none of its rows, or sorts
+//! them in the only order there is: a select over one table, without
+//! grouping, `DISTINCT`, window functions, subqueries or `WITH`, and
+//! without `ORDER BY` unless by a unique key ([`unbuffered`],
+//! [`super::order`]). Anywhere else
 //! (a derived table, a CTE, a subquery, a sort) the server would sort, hash
 //! or store raw values, and how much memory they take would decide what it
 //! returns: a sort that spills to disk reorders ties, a row it cannot
@@ -125,6 +127,7 @@ impl<'a> Walker<'a> {
                 cols: cols.clone(),
                 system_columns: false,
                 row_type: None,
+                unique_keys: Vec::new(),
             }],
             ctes: Vec::new(),
         };
@@ -334,7 +337,12 @@ impl<'a> Walker<'a> {
                 .iter()
                 .find(|c| matches!(c.out, OutputColumn::Protected(_)))
             {
-                unbuffered(stmt, &c.out)?;
+                unbuffered(
+                    stmt,
+                    &c.out,
+                    level.items.first(),
+                    self.ctx.policy.spill_limit.as_deref(),
+                )?;
             }
         }
         Ok(cols)
@@ -553,14 +561,22 @@ pub(super) fn rename(mut cols: Vec<Col>, aliases: &[&str]) -> Vec<Col> {
 }
 
 /// Refuses a select that outputs protected column `out` unless the server
-/// streams its rows from one table as it reads them, holding none: a sort
-/// (`ORDER BY`, `DISTINCT`, grouping, a merge join), a hash (joins,
-/// grouping, hashed subqueries), a window's buffer or a materialized CTE
-/// would hold raw values, and what fits in `work_mem` or in a row decides
-/// the order of ties, the batches of a hash, or an error, each a function
-/// of the raw lengths. `LIMIT`, `OFFSET`, `WHERE` without subqueries and
-/// any select-list expression of the other columns stay allowed.
-fn unbuffered(stmt: &SelectStmt, out: &OutputColumn) -> Result<(), Refusal> {
+/// streams its rows from one table as it reads them, holding none, or
+/// sorts them in the only order there is: a sort with ties (`ORDER BY`
+/// other than a table's unique key, `DISTINCT`, grouping, a merge join),
+/// a hash (joins, grouping, hashed subqueries), a window's buffer or a
+/// materialized CTE would hold raw values, and what fits in `work_mem` or
+/// in a row decides the order of ties, the batches of a hash, or an
+/// error, each a function of the raw lengths. `ORDER BY` the columns of a
+/// unique key (`order::is_total`), `LIMIT`, `OFFSET`, `WHERE` without
+/// subqueries and any select-list expression of the other columns stay
+/// allowed. `item` is the select's first `FROM` item.
+fn unbuffered(
+    stmt: &SelectStmt,
+    out: &OutputColumn,
+    item: Option<&NsItem>,
+    spill_limit: Option<&str>,
+) -> Result<(), Refusal> {
     let what = if stmt.with_clause.is_some() {
         Some("with WITH")
     } else if stmt.from_clause.len() != 1
@@ -570,8 +586,16 @@ fn unbuffered(stmt: &SelectStmt, out: &OutputColumn) -> Result<(), Refusal> {
         )
     {
         Some("beside a join, a function or a subquery in FROM")
-    } else if !stmt.sort_clause.is_empty() {
-        Some("with ORDER BY")
+    } else if !stmt.sort_clause.is_empty() && !item.is_some_and(|i| super::order::is_total(stmt, i))
+    {
+        Some("with an ORDER BY other than every column of a unique key")
+    } else if let (false, Some(limit)) = (stmt.sort_clause.is_empty(), &spill_limit) {
+        // A sort past work_mem writes temporary files, and fails past the
+        // limit at a size a padding column tunes.
+        return Err(protected_buffered(
+            out,
+            &format!("with ORDER BY while the session's temp_file_limit is {limit}"),
+        ));
     } else if !stmt.group_clause.is_empty() || stmt.having_clause.is_some() {
         Some("with GROUP BY or HAVING")
     } else if !stmt.distinct_clause.is_empty() {
@@ -614,7 +638,7 @@ pub(super) fn protected_buffered(out: &OutputColumn, how: &str) -> Refusal {
     Refusal::new(
         Rule::ProtectedWithBuffering,
         format!(
-            "column {name} is protected and may only be output by a select over one table without ORDER BY, grouping, DISTINCT, window functions, subqueries or WITH, not {how}: there the server would sort, hash or hold raw values, and how much memory they take would show in what it returns; sort the sanitized rows in the client, or select the other columns alone"
+            "column {name} is protected and may only be output by a select over one table without grouping, DISTINCT, window functions, subqueries or WITH, ordered by nothing or by bare columns that take in a unique key of NOT NULL columns (its primary key, say), not {how}: there the server would sort, hash or hold raw values, and how much memory they take would show in what it returns; order by the primary key, sort the sanitized rows in the client, or select the other columns alone"
         ),
     )
 }

@@ -43,6 +43,11 @@ pub enum Rule {
     /// A catalog column that counts a relation's rows or pages
     /// (`pg_class.reltuples`...), in a session with protected columns.
     RelationSize,
+    /// A generated column computed from a protected column (its stored
+    /// values are functions of the raw ones: a length, a flag, a search
+    /// vector), or by a function outside `pg_catalog`, which may read any
+    /// column.
+    DerivedColumn,
     /// A system column that tells where a row is stored (`ctid`), of a
     /// table with protected columns: how rows fill pages depends on the
     /// lengths of their values.
@@ -132,6 +137,7 @@ impl Rule {
             Rule::UntrustedOwner => "untrusted_owner",
             Rule::ProtectedIndex => "protected_index",
             Rule::RelationSize => "relation_size",
+            Rule::DerivedColumn => "derived_column",
             Rule::RowLocation => "row_location",
             Rule::PolicyMismatch => "policy_mismatch",
             Rule::ColumnUnresolved => "column_unresolved",

@@ -46,7 +46,7 @@ pub(super) struct Col {
     /// The qualified name of a catalog column that may not be read at
     /// all (`Policy::size_columns`): any reference to it, `*` and whole
     /// rows that hold it included, is refused.
-    pub withheld: Option<String>,
+    pub withheld: Option<Withheld>,
     /// The name (`t.ctid`) of a system column that tells where its row
     /// is stored, of a relation with protected columns (see
     /// [`LAYOUT_COLUMNS`]): any reference to it is refused.
@@ -99,6 +99,10 @@ pub(super) struct NsItem {
     /// owns it (see `RelationInfo::opaque_row`): a whole-row reference
     /// may then only be output bare.
     pub row_type: Option<String>,
+    /// A table's unique keys (`RelationInfo::unique_keys`), by its
+    /// columns' names here; empty for anything else, and for a table whose
+    /// alias renames its columns.
+    pub unique_keys: Vec<Vec<String>>,
 }
 
 impl NsItem {
@@ -304,15 +308,34 @@ impl<'p> Scope<'p> {
     }
 }
 
+/// Why a column may not be read at all.
+#[derive(Debug, Clone)]
+pub(super) enum Withheld {
+    /// A catalog column of relations' sizes (`Policy::size_columns`),
+    /// by its qualified name.
+    Size(String),
+    /// A generated column (`RelationInfo::derived`), by its qualified
+    /// name, with the protected column it reads (or why it is taken to
+    /// read one).
+    Derived(String, String),
+}
+
 /// Refuses the first withheld column of `cols`.
 fn not_withheld(cols: &[Col]) -> Result<(), Refusal> {
-    match cols.iter().find_map(|c| c.withheld.as_deref()) {
-        Some(name) => Err(Refusal::new(
+    match cols.iter().find_map(|c| c.withheld.as_ref()) {
+        Some(Withheld::Size(name)) => Err(Refusal::new(
             Rule::RelationSize,
             format!(
                 "column {name} counts a relation's rows or pages, which protected values decide \
                  for partitions, partial indexes and TOAST tables: it may not be read in a \
                  session with protected columns (select the columns you need by name)"
+            ),
+        )),
+        Some(Withheld::Derived(name, from)) => Err(Refusal::new(
+            Rule::DerivedColumn,
+            format!(
+                "column {name} is generated from {from}: its values are computed from raw \
+                 protected values, so it may not be read (select the columns you need by name)"
             ),
         )),
         None => Ok(()),

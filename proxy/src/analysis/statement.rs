@@ -88,12 +88,15 @@ fn analyze_with(
         }
         NodeEnum::FetchStmt(f) if f.ismove => done(StatementKind::Move, None),
         NodeEnum::FetchStmt(f) => match session.cursor(&f.portalname) {
-            Some(output) => Ok(StatementAnalysis {
-                kind: StatementKind::Fetch,
-                output: output.to_vec(),
-                effect: None,
-                search_path: None,
-            }),
+            Some(output) => {
+                stored_rows(w, output, "FETCH")?;
+                Ok(StatementAnalysis {
+                    kind: StatementKind::Fetch,
+                    output: output.to_vec(),
+                    effect: None,
+                    search_path: None,
+                })
+            }
             None => Err(Refusal::new(
                 Rule::CursorUnknown,
                 format!(
@@ -181,6 +184,7 @@ fn analyze_with(
             for p in &e.params {
                 w.expr(p, &scope, Clause::Values.cx())?;
             }
+            stored_rows(w, output, "EXECUTE")?;
             Ok(StatementAnalysis {
                 kind: StatementKind::Execute,
                 output: output.to_vec(),
@@ -190,6 +194,29 @@ fn analyze_with(
         }
         other => Err(kind_refused(&kind_name(other))),
     }
+}
+
+/// Refuses `what` (`EXECUTE`, `FETCH`), whose rows the server stores
+/// before it sends any, when its output has a protected column and the
+/// session's `temp_file_limit` is set (`Policy::spill_limit`): past
+/// `work_mem` the stored rows go to temporary files, and past the limit
+/// the statement fails, at a size a padding column tunes. (The rows of a
+/// portal the extended protocol's `Execute` reads, a cursor's included,
+/// are sent as they are made.)
+fn stored_rows(w: &Walker<'_>, output: &[super::OutputColumn], what: &str) -> Result<(), Refusal> {
+    let (Some(limit), Some(c)) = (
+        &w.ctx.policy.spill_limit,
+        output.iter().find(|c| c.is_protected()),
+    ) else {
+        return Ok(());
+    };
+    Err(super::query::protected_buffered(
+        c,
+        &format!(
+            "through SQL-level {what} while the session's temp_file_limit is {limit} (the server \
+             stores those rows first, in temporary files past work_mem, and fails past the limit)"
+        ),
+    ))
 }
 
 /// A top-level select: its output plan.

@@ -35,6 +35,7 @@ use crate::error::{ProxyError, Result};
 use crate::mode::{self, ColumnRule};
 use crate::upstream::Upstream;
 
+use super::generated::{self, Generated};
 use super::hierarchy::{Check, Columns, Hierarchy};
 use super::indexes::{self, Index};
 use super::owners::{self, Owner};
@@ -187,6 +188,23 @@ async fn indexes(up: &mut Upstream) -> Result<Vec<Index>> {
                 expressions: r.get(5).and_then(|c| c.clone()),
                 predicate: r.get(6).and_then(|c| c.clone()),
                 depends: numbers(cell(r, 7)?)?.into_iter().collect(),
+                total: cell(r, 8)? == "true",
+            })
+        })
+        .collect()
+}
+
+/// The generated columns of tables.
+async fn generated_columns(up: &mut Upstream) -> Result<Vec<Generated>> {
+    rows(up, "generated columns", GENERATED_SQL)
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(Generated {
+                relation: num(r, 0)?,
+                column: cell(r, 1)?.to_owned(),
+                expression: cell(r, 2)?.to_owned(),
+                depends: numbers(cell(r, 3)?)?.into_iter().collect(),
             })
         })
         .collect()
@@ -283,6 +301,7 @@ async fn read(
         .first()
         .ok_or_else(|| ProxyError::Upstream("no session row".into()))?;
     let user = cell(first, 0)?.to_owned();
+    let spill_limit = Some(cell(first, 1)?.to_owned()).filter(|l| l != "-1");
 
     let mut catalog = MemoryCatalog::new();
     // Types first: columns and row types of types the session does not
@@ -291,7 +310,11 @@ async fn read(
     let mut names: HashMap<u32, (String, String, RelationKind)> = HashMap::new();
     let mut row_types: HashMap<u32, u32> = HashMap::new();
     let mut relation_owners: HashMap<u32, Owner> = HashMap::new();
+    let mut partitioned: BTreeSet<u32> = BTreeSet::new();
     for r in rows(up, "relations", RELATIONS_SQL).await? {
+        if cell(&r, 3)? == "p" {
+            partitioned.insert(num(&r, 0)?);
+        }
         let kind = match cell(&r, 3)? {
             "r" | "p" => RelationKind::Table,
             "v" => RelationKind::View,
@@ -334,7 +357,10 @@ async fn read(
     }
 
     // The policy: configuration rules, then the database's own labels.
-    let mut policy = Policy::default();
+    let mut policy = Policy {
+        spill_limit,
+        ..Policy::default()
+    };
     for s in PROXY_MODE_FIXED_SETTINGS {
         policy.allowed_settings.remove(s);
     }
@@ -386,7 +412,15 @@ async fn read(
         functions.insert(num(&r, 4)?, (QualName::new(schema, name), v));
     }
     let guarded = row_security::guards(&policies(up).await?, &hierarchy, &policy, &functions);
-    let indexed = indexes::ordering(&indexes(up).await?, &hierarchy, &policy, &functions);
+    let all_indexes = indexes(up).await?;
+    let indexed = indexes::ordering(&all_indexes, &hierarchy, &policy, &functions);
+    let mut unique_keys = indexes::unique_keys(&all_indexes, &hierarchy, &partitioned);
+    let mut derived = generated::derived(
+        &generated_columns(up).await?,
+        &hierarchy,
+        &policy,
+        &functions,
+    );
     let untrusted = owners::untrusted(
         &hierarchy,
         &relation_owners,
@@ -438,6 +472,8 @@ async fn read(
             row_security: guarded.get(oid).cloned(),
             untrusted_owner: untrusted.get(oid).cloned(),
             protected_index: indexed.get(oid).cloned(),
+            unique_keys: unique_keys.remove(oid).unwrap_or_default(),
+            derived: derived.remove(oid).unwrap_or_default(),
         });
     }
     for r in rows(up, "operators", OPERATORS_SQL).await? {

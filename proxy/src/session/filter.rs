@@ -53,7 +53,7 @@ use super::batch::{self, Batch};
 use super::catalog::SessionCatalog;
 use super::path::{self, SearchPath};
 use super::refresh::Refresh;
-use super::scrub::scrub;
+use super::scrub::{self, scrub};
 
 /// What the server's next answers belong to, one entry per client
 /// message that gets an answer, in order.
@@ -292,6 +292,31 @@ async fn fail_row<W: AsyncWrite + Unpin>(cw: &mut W, max: usize) -> ProxyError {
     let _ = super::write(cw, &wire::error("FATAL", e.sqlstate(), &e.to_string())).await;
     let _ = cw.flush().await;
     e
+}
+
+/// Whether the statement or portal whose answer the server is sending
+/// outputs a protected column (known from the analysis, before any
+/// RowDescription).
+fn answering_protected(s: &Shared) -> bool {
+    let output = match s.expect.front() {
+        Some(Expect::Statement { output, .. }) => Some(output.as_slice()),
+        Some(Expect::Execute { portal, .. }) => s.session.cursor(portal),
+        _ => None,
+    };
+    output.is_some_and(|o| o.iter().any(OutputColumn::is_protected))
+}
+
+/// Whether an ErrorResponse is of a class PostgreSQL raises before a
+/// statement runs, or from its text and the session's state alone: the
+/// transaction is aborted or in the wrong state (25), a prepared
+/// statement or cursor name is unknown or taken (26, 34), the statement
+/// does not analyse or its role may not read a relation (42). Such an
+/// error inside a statement with protected output keeps the session (a
+/// client whose transaction failed sends its next statements into the
+/// aborted transaction); any other ends it.
+fn before_running(body: &[u8]) -> bool {
+    let code = server_sqlstate(body);
+    ["25", "26", "34", "42"].iter().any(|c| code.starts_with(c))
 }
 
 /// The SQLSTATE of an ErrorResponse, for the proxy's own log.
@@ -625,12 +650,26 @@ impl ProxyMode {
                         }
                     }
                     b'E' | b'N' => {
-                        if f.tag == b'E' && !current.is_empty() {
-                            // Any error inside a result with protected
-                            // columns: whether the server or the proxy
-                            // found a row too large would tell its raw
-                            // length, and which error the server met
-                            // while it held raw values might tell more.
+                        let protected = !current.is_empty() || {
+                            let s = shared.lock().unwrap_or_else(PoisonError::into_inner);
+                            answering_protected(&s)
+                        };
+                        if f.tag == b'N' && (protected || scrub::below_notice(&f.body)) {
+                            // Nothing the server says while it reads raw
+                            // values (a temporary file logged once a
+                            // stored result spills, say), and no LOG or
+                            // DEBUG message, which can be about anything.
+                            continue;
+                        }
+                        if f.tag == b'E' && protected && !before_running(&f.body) {
+                            // Any error of a statement with protected
+                            // output columns, before its first row (the
+                            // server stores the rows of `EXECUTE` and
+                            // `FETCH` before it describes them) or after:
+                            // whether the server or the proxy found a row
+                            // too large would tell its raw length, and
+                            // which error the server met while it held
+                            // raw values might tell more.
                             tracing::warn!(
                                 sqlstate = %server_sqlstate(&f.body),
                                 "the server failed a result with protected columns"

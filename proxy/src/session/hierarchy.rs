@@ -94,6 +94,15 @@ impl Hierarchy {
         self.by_name.get(name).copied()
     }
 
+    /// The name of column `attnum` of a relation that was added.
+    pub fn column_name(&self, oid: u32, attnum: i16) -> Option<&str> {
+        self.columns
+            .get(&oid)?
+            .iter()
+            .find(|(n, _)| *n == attnum)
+            .map(|(_, c)| c.as_str())
+    }
+
     fn has_column(&self, oid: u32, column: &str) -> bool {
         self.columns
             .get(&oid)

@@ -46,6 +46,10 @@ pub(super) struct Index {
     /// `INCLUDE` columns and the columns its expressions and predicate
     /// name.
     pub depends: BTreeSet<i16>,
+    /// Whether its key is a total order of the rows of its table (see
+    /// `INDEXES_SQL`): unique, plain columns, none null, compared as
+    /// `ORDER BY` compares them.
+    pub total: bool,
 }
 
 /// The columns of its table that `index` orders or chooses rows by;
@@ -113,6 +117,36 @@ pub(super) fn ordering(
     out
 }
 
+/// The unique keys (`RelationInfo::unique_keys`) of each relation: the
+/// key columns, by name, of its indexes that make a total order, when a
+/// read of the relation returns only rows those indexes hold: it has no
+/// partitions or children, or it is partitioned (`partitioned`), whose
+/// unique indexes PostgreSQL enforces across its partitions. A read of
+/// an inheritance parent also returns its children's rows, which its own
+/// indexes do not hold.
+pub(super) fn unique_keys(
+    indexes: &[Index],
+    hierarchy: &Hierarchy,
+    partitioned: &BTreeSet<u32>,
+) -> HashMap<u32, Vec<Vec<String>>> {
+    let mut out: HashMap<u32, Vec<Vec<String>>> = HashMap::new();
+    for index in indexes.iter().filter(|i| i.total && !i.key.is_empty()) {
+        let table = index.relation;
+        if !partitioned.contains(&table) && !hierarchy.descendants(table).is_empty() {
+            continue;
+        }
+        let names: Option<Vec<String>> = index
+            .key
+            .iter()
+            .map(|&a| hierarchy.column_name(table, a).map(str::to_owned))
+            .collect();
+        if let Some(names) = names {
+            out.entry(table).or_default().push(names);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,6 +190,7 @@ mod tests {
             expressions: None,
             predicate: None,
             depends: key.iter().copied().filter(|&a| a != 0).collect(),
+            total: false,
         }
     }
 
@@ -232,5 +267,32 @@ mod tests {
             ..index(1, &[1])
         };
         assert_eq!(marked(&[partial]), BTreeSet::from([1]));
+    }
+
+    #[test]
+    fn unique_keys_are_those_of_tables_whose_reads_they_cover() {
+        let (h, _) = fixture();
+        let total = |relation, key: &[i16]| Index {
+            total: true,
+            ..index(relation, key)
+        };
+        let keys = unique_keys(
+            &[
+                total(3, &[2, 1]),
+                index(3, &[3]),
+                total(2, &[1]),
+                total(1, &[1]),
+            ],
+            &h,
+            &BTreeSet::new(),
+        );
+        // o: (ward, id), not the index that is not total; the child c:
+        // (id); its parent t is read with c's rows: none.
+        assert_eq!(keys[&3], vec![vec!["ward".to_owned(), "id".to_owned()]]);
+        assert_eq!(keys[&2], vec![vec!["id".to_owned()]]);
+        assert!(!keys.contains_key(&1));
+        // Partitioned, t's unique indexes hold across its partitions.
+        let keys = unique_keys(&[total(1, &[1])], &h, &BTreeSet::from([1]));
+        assert_eq!(keys[&1], vec![vec!["id".to_owned()]]);
     }
 }

@@ -27,6 +27,7 @@ mod batch;
 pub mod cancel;
 pub mod catalog;
 pub mod filter;
+mod generated;
 mod hierarchy;
 mod indexes;
 mod owners;

@@ -159,7 +159,9 @@ pub(super) const TYPE_EDGES_SQL: &str = "SELECT e.typ, e.kind, e.target, \
   LEFT JOIN pg_catalog.pg_namespace pn ON pn.oid OPERATOR(pg_catalog.=) p.pronamespace \
   LEFT JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) p.proowner \
  WHERE e.kind OPERATOR(pg_catalog.<>) 'n'::pg_catalog.text";
-pub(super) const SESSION_SQL: &str = "SELECT CURRENT_USER::pg_catalog.text";
+/// The session's role, and its `temp_file_limit` (`Policy::spill_limit`).
+pub(super) const SESSION_SQL: &str =
+    "SELECT CURRENT_USER::pg_catalog.text, pg_catalog.current_setting('temp_file_limit')";
 /// The schemas the server searches, as it resolved them: names folded or
 /// quoted as in the setting, `$user` replaced, schemas that do not exist
 /// or that the role may not use left out (the setting's text would need
@@ -186,7 +188,11 @@ pub(super) const DB_RULES_SQL: &str = "SELECT n.nspname::pg_catalog.text, c.reln
 /// Indexes of relations, with the columns PostgreSQL records their
 /// expressions and predicates depend on (`pg_depend`, every column one
 /// reads but through a whole-row reference; the key and `INCLUDE`
-/// columns too).
+/// columns too), and whether the index makes its key a total order of
+/// the table's rows: unique, valid and immediate, no expressions, no
+/// predicate, every key column `NOT NULL`, with a default btree operator
+/// class of its type (or of one it is binary-coercible to) and its own
+/// collation, so that `ORDER BY` those columns compares as the index does.
 pub(super) const INDEXES_SQL: &str = "SELECT i.indrelid, n.nspname, c.relname, \
        i.indkey::pg_catalog.text, i.indnkeyatts, \
        i.indexprs::pg_catalog.text, i.indpred::pg_catalog.text, \
@@ -195,10 +201,38 @@ pub(super) const INDEXES_SQL: &str = "SELECT i.indrelid, n.nspname, c.relname, \
                 AND d.objid OPERATOR(pg_catalog.=) i.indexrelid \
                 AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid \
                 AND d.refobjid OPERATOR(pg_catalog.=) i.indrelid \
-                AND d.refobjsubid OPERATOR(pg_catalog.>) 0)::pg_catalog.text \
+                AND d.refobjsubid OPERATOR(pg_catalog.>) 0)::pg_catalog.text, \
+       (i.indisunique AND i.indisvalid AND i.indimmediate \
+        AND i.indexprs IS NULL AND i.indpred IS NULL \
+        AND NOT EXISTS (SELECT FROM pg_catalog.generate_series(0, i.indnkeyatts OPERATOR(pg_catalog.-) 1) k \
+          LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) i.indrelid \
+            AND a.attnum OPERATOR(pg_catalog.=) i.indkey[k] \
+          LEFT JOIN pg_catalog.pg_opclass o ON o.oid OPERATOR(pg_catalog.=) i.indclass[k] \
+          WHERE a.attnum IS NULL OR NOT a.attnotnull OR o.oid IS NULL OR NOT o.opcdefault \
+            OR o.opcmethod OPERATOR(pg_catalog.<>) 403::pg_catalog.oid \
+            OR i.indcollation[k] OPERATOR(pg_catalog.<>) a.attcollation \
+            OR (o.opcintype OPERATOR(pg_catalog.<>) a.atttypid AND NOT EXISTS ( \
+              SELECT FROM pg_catalog.pg_cast ct \
+              WHERE ct.castsource OPERATOR(pg_catalog.=) a.atttypid \
+                AND ct.casttarget OPERATOR(pg_catalog.=) o.opcintype \
+                AND ct.castmethod OPERATOR(pg_catalog.=) 'b'::pg_catalog.char))))::pg_catalog.text \
   FROM pg_catalog.pg_index i \
   JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) i.indexrelid \
   JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace";
+/// Generated columns, with their expressions' node trees and the columns
+/// of their table PostgreSQL records they depend on.
+pub(super) const GENERATED_SQL: &str = "SELECT a.attrelid, a.attname::pg_catalog.text, \
+       d.adbin::pg_catalog.text, \
+       ARRAY(SELECT p.refobjsubid FROM pg_catalog.pg_depend p \
+              WHERE p.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_attrdef'::pg_catalog.regclass::pg_catalog.oid \
+                AND p.objid OPERATOR(pg_catalog.=) d.oid \
+                AND p.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid \
+                AND p.refobjid OPERATOR(pg_catalog.=) a.attrelid \
+                AND p.refobjsubid OPERATOR(pg_catalog.>) 0)::pg_catalog.text \
+  FROM pg_catalog.pg_attribute a \
+  JOIN pg_catalog.pg_attrdef d ON d.adrelid OPERATOR(pg_catalog.=) a.attrelid \
+   AND d.adnum OPERATOR(pg_catalog.=) a.attnum \
+ WHERE a.attgenerated OPERATOR(pg_catalog.<>) ''::pg_catalog.char AND NOT a.attisdropped";
 /// The names of every role (`dptext-proxy check` looks for the trusted
 /// owners among them).
 pub(super) const ROLES_SQL: &str = "SELECT rolname::pg_catalog.text FROM pg_catalog.pg_roles";
@@ -283,6 +317,7 @@ mod tests {
             SCHEMAS_SQL,
             DB_RULES_SQL,
             INDEXES_SQL,
+            GENERATED_SQL,
             ROLES_SQL,
         ] {
             let found = unqualified(sql);

@@ -113,6 +113,24 @@ pub fn scrub(tag: u8, body: &[u8]) -> Result<Frame> {
     Ok(Frame::new(tag, wire::fields_body(&out)))
 }
 
+/// Whether a NoticeResponse is of a severity below NOTICE (`LOG`,
+/// `DEBUG1`..`DEBUG5`), which PostgreSQL sends only when
+/// `client_min_messages` asks for it: messages meant for a server log,
+/// about anything the server did (temporary files, plans, locks).
+/// Proxy mode drops them. Read from the untranslated severity (`V`),
+/// else the localized one (`S`); a notice without either is kept.
+pub fn below_notice(body: &[u8]) -> bool {
+    let Ok(fields) = wire::parse_fields(body) else {
+        return true;
+    };
+    let severity = fields
+        .iter()
+        .find(|(c, _)| *c == b'V')
+        .or_else(|| fields.iter().find(|(c, _)| *c == b'S'))
+        .map(|(_, v)| v.as_str());
+    severity.is_some_and(|v| v == "LOG" || v.starts_with("DEBUG"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,5 +249,31 @@ mod tests {
         let m: Vec<_> = fields(&f);
         assert!(m.contains(&(b'M', "permission denied for table secrets".into())));
         assert!(!m.iter().any(|(c, _)| *c == b'H'));
+    }
+
+    #[test]
+    fn log_and_debug_notices_are_told_apart() {
+        let notice = |fields: &[(u8, &str)]| {
+            let f: Vec<(u8, String)> = fields.iter().map(|(c, v)| (*c, (*v).to_owned())).collect();
+            wire::fields_body(&f)
+        };
+        assert!(below_notice(&notice(&[
+            (b'S', "LOG"),
+            (b'V', "LOG"),
+            (b'C', "00000")
+        ])));
+        assert!(below_notice(&notice(&[(b'S', "DEBUG"), (b'V', "DEBUG2")])));
+        // The untranslated severity decides.
+        assert!(below_notice(&notice(&[(b'S', "PROTOKOLL"), (b'V', "LOG")])));
+        assert!(!below_notice(&notice(&[
+            (b'S', "HINWEIS"),
+            (b'V', "NOTICE")
+        ])));
+        assert!(!below_notice(&notice(&[
+            (b'S', "WARNING"),
+            (b'C', "01000")
+        ])));
+        // A notice that does not parse is dropped.
+        assert!(below_notice(b"\x53"));
     }
 }

@@ -62,7 +62,6 @@ fn protected_columns_as_plain_output() {
     // shape, and how much memory they take would show in what it returns
     // (a sort that spills reorders ties; a row it cannot build fails).
     for sql in [
-        "SELECT note FROM records WHERE ward = 'x' ORDER BY id LIMIT 5",
         "SELECT note FROM records GROUP BY id",
         "SELECT DISTINCT ON (id) id, note FROM records",
         "SELECT note, count(*) OVER () FROM records",
@@ -79,6 +78,60 @@ fn protected_columns_as_plain_output() {
         "SELECT count(*) FROM (SELECT note FROM records ORDER BY id) s",
     ] {
         refused(sql, Rule::ProtectedWithBuffering);
+    }
+}
+
+/// `ORDER BY` beside a protected output column when it is a total order:
+/// bare columns of the one table that take in a unique key (the fixture's
+/// `records` has two: `id`, and `patient_id, ward`). No ties, so a sort
+/// that spills returns what one in memory does.
+#[test]
+fn protected_output_ordered_by_a_unique_key() {
+    for sql in [
+        "SELECT note FROM records WHERE ward = 'x' ORDER BY id LIMIT 5",
+        "SELECT note FROM records ORDER BY id DESC NULLS LAST",
+        "SELECT note FROM records ORDER BY records.id",
+        "SELECT note FROM records ORDER BY public.records.id",
+        "SELECT r.note FROM records r ORDER BY r.id",
+        "SELECT note FROM records ORDER BY patient_id, ward",
+        "SELECT note FROM records ORDER BY ward DESC, patient_id",
+        "SELECT note FROM records ORDER BY ward, id",
+        "SELECT note, id AS id, upper(ward) FROM records ORDER BY id",
+        "SELECT *, lower(ward) FROM records ORDER BY id OFFSET 3",
+        "SELECT note, id FROM records ORDER BY id",
+    ] {
+        assert!(plan(sql).contains(&note()), "{sql}");
+    }
+    for sql in [
+        // Ties: not a unique key, or only part of one.
+        "SELECT note FROM records ORDER BY ward",
+        "SELECT note FROM records ORDER BY patient_id",
+        // The key is not the table's column: an output column's alias or
+        // a name PostgreSQL may give an expression.
+        "SELECT note, lower(ward) AS id FROM records ORDER BY id",
+        "SELECT note, ward AS id FROM records ORDER BY id",
+        "SELECT note, id + 0 FROM records ORDER BY id",
+        "SELECT note, (SELECT 1 AS id) FROM records ORDER BY id",
+        // Expressions, positions, other comparisons, renamed columns.
+        "SELECT note FROM records ORDER BY id, lower(ward)",
+        "SELECT note FROM records ORDER BY id + 0",
+        "SELECT note, id FROM records ORDER BY 2",
+        "SELECT note FROM records ORDER BY id USING <",
+        "SELECT note FROM records ORDER BY id COLLATE \"C\"",
+        "SELECT a FROM records AS r(id2, p, a, w) ORDER BY id2",
+        // A table without a unique key (the child of records).
+        "SELECT note FROM records_2024 ORDER BY id",
+        // Still no derived table.
+        "SELECT count(*) FROM (SELECT note FROM records ORDER BY id) s",
+    ] {
+        let r = check(sql).expect_err(sql);
+        assert!(
+            matches!(
+                r.rule,
+                Rule::ProtectedWithBuffering | Rule::ProtectedInExpression
+            ),
+            "{sql}: {r}"
+        );
     }
 }
 

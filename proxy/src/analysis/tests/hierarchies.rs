@@ -70,3 +70,43 @@ fn relation_sizes_are_withheld_while_columns_are_protected() {
     )
     .expect("allowed without protected columns");
 }
+
+/// A generated column computed from a protected one (`RelationInfo::
+/// derived`) is refused by any reference, `*` and whole rows included;
+/// the table's other columns stay readable.
+#[test]
+fn columns_generated_from_protected_ones_are_withheld() {
+    let mut c = catalog();
+    let mut gen = rel(
+        "public",
+        "gen",
+        RelationKind::Table,
+        &["id", "note", "note_len"],
+    );
+    gen.derived
+        .insert("note_len".into(), "protected column note".into());
+    c.add_relation(gen);
+    let mut p = policy();
+    p.protect("public", "gen", "note", "santext");
+    let run = |sql: &str| analyze_against(sql, &c, &p, &["public"], &Session::new());
+    for sql in [
+        "SELECT note_len FROM gen",
+        "SELECT id, note FROM gen WHERE note_len > 10",
+        "SELECT * FROM gen",
+        "SELECT g.* FROM gen g",
+        "SELECT g FROM gen g",
+        "TABLE gen",
+        "SELECT count(*) FROM gen GROUP BY note_len",
+        "SELECT x FROM (SELECT id, note_len AS x FROM gen) s",
+    ] {
+        let r = run(sql).expect_err(sql);
+        assert_eq!(r.rule, Rule::DerivedColumn, "{sql}: {r}");
+        assert!(
+            r.message
+                .contains("public.gen.note_len is generated from protected column note"),
+            "{r}"
+        );
+    }
+    assert!(run("SELECT id, note FROM gen WHERE id > 1").is_ok());
+    assert!(run("SELECT count(*) FROM gen").is_ok());
+}

@@ -34,6 +34,8 @@ pub fn rel(schema: &str, name: &str, kind: RelationKind, cols: &[&str]) -> Relat
         row_security: None,
         untrusted_owner: None,
         protected_index: None,
+        unique_keys: Vec::new(),
+        derived: Default::default(),
     }
 }
 
@@ -194,12 +196,15 @@ fn pg_operator(c: &mut MemoryCatalog, symbol: &str, function: &str, v: V) {
 pub fn catalog() -> MemoryCatalog {
     let mut c = MemoryCatalog::new();
     let t = RelationKind::Table;
-    c.add_relation(rel(
+    let mut records = rel(
         "public",
         "records",
         t,
         &["id", "patient_id", "note", "ward"],
-    ));
+    );
+    // Two unique keys: `id`, and (`patient_id`, `ward`).
+    records.unique_keys = vec![vec!["id".into()], vec!["patient_id".into(), "ward".into()]];
+    c.add_relation(records);
     c.add_relation(rel("public", "patients", t, &["id", "name", "ward"]));
     c.add_relation(rel("public", "wards", t, &["id", "name"]));
     let mut child = rel(

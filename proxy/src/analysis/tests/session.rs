@@ -176,3 +176,48 @@ fn search_path_changes_are_reported() {
     let r = refused("SET LOCAL search_path TO other", Rule::SettingNotAllowed);
     assert!(r.to_string().contains("SET LOCAL search_path"), "{r}");
 }
+
+/// With the session's `temp_file_limit` set, statements whose server
+/// stores rows with protected values (a sort, the rows of SQL-level
+/// `EXECUTE` and `FETCH`) are refused: past `work_mem` those rows go to
+/// temporary files, and past the limit the statement fails at a size a
+/// padding column tunes. Without the limit they are allowed.
+#[test]
+fn a_temp_file_limit_refuses_stored_protected_rows() {
+    let limited = Policy {
+        spill_limit: Some("1GB".into()),
+        ..policy()
+    };
+    let run = |setup: &str, sql: &str, policy: &Policy| {
+        let session = session_after(setup);
+        analyze_against(sql, &catalog(), policy, &["public"], &session)
+    };
+    for (setup, sql) in [
+        ("", "SELECT note FROM records ORDER BY id"),
+        (
+            "PREPARE p(int) AS SELECT lower(ward) AS pad, note FROM records WHERE id = $1",
+            "EXECUTE p(4000000)",
+        ),
+        (
+            "BEGIN; DECLARE c CURSOR FOR SELECT note FROM records",
+            "FETCH 10 FROM c",
+        ),
+    ] {
+        assert!(run(setup, sql, &policy()).is_ok(), "{sql}");
+        let r = run(setup, sql, &limited).expect_err(sql);
+        assert_eq!(r.rule, Rule::ProtectedWithBuffering, "{sql}: {r}");
+        assert!(r.to_string().contains("temp_file_limit is 1GB"), "{r}");
+    }
+    // Without protected output nothing is stored that matters.
+    for (setup, sql) in [
+        ("", "SELECT id FROM records ORDER BY ward"),
+        ("", "SELECT note FROM records"),
+        ("PREPARE p AS SELECT id FROM records", "EXECUTE p"),
+        (
+            "BEGIN; DECLARE c CURSOR FOR SELECT id FROM records",
+            "FETCH 10 FROM c",
+        ),
+    ] {
+        assert!(run(setup, sql, &limited).is_ok(), "{sql}");
+    }
+}
