@@ -83,13 +83,7 @@ mod tests {
 
     /// `t(id, note, len)` with `note` protected, and its child `c`.
     fn fixture() -> (Hierarchy, Policy) {
-        let cols = |names: &[&str]| -> Vec<(i16, String)> {
-            names
-                .iter()
-                .enumerate()
-                .map(|(i, n)| (i as i16 + 1, (*n).to_owned()))
-                .collect()
-        };
+        let cols = super::super::hierarchy::numbered;
         let mut h = Hierarchy::new();
         h.relation(
             1,

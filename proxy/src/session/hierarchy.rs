@@ -31,6 +31,15 @@ pub(super) struct Check {
     pub no_inherit: bool,
 }
 
+/// Columns numbered from 1 in the order given, as test fixtures add them.
+#[cfg(test)]
+pub(super) fn numbered(names: &[&str]) -> Vec<(i16, String)> {
+    (1i16..)
+        .zip(names)
+        .map(|(i, n)| (i, (*n).to_owned()))
+        .collect()
+}
+
 /// The tables of the catalog with their columns, and who inherits from
 /// (or is a partition of) whom.
 #[derive(Debug, Default)]
@@ -230,13 +239,7 @@ impl Hierarchy {
 mod tests {
     use super::*;
 
-    fn cols(names: &[&str]) -> Vec<(i16, String)> {
-        names
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (i as i16 + 1, (*n).to_owned()))
-            .collect()
-    }
+    use super::numbered as cols;
 
     /// `parts(id, region)` partitioned, `parts_a` a partition of it that
     /// is partitioned itself (`parts_a_n`, `parts_a_s`), `parts_b` a

@@ -435,13 +435,7 @@ mod tests {
     /// `t_a` (2), and `u(id, ward)` (3) with nothing protected.
     fn fixture() -> (Hierarchy, Policy, HashMap<u32, (QualName, Volatility)>) {
         let mut h = Hierarchy::new();
-        let cols = |names: &[&str]| -> Vec<(i16, String)> {
-            names
-                .iter()
-                .enumerate()
-                .map(|(i, n)| (i as i16 + 1, (*n).to_owned()))
-                .collect()
-        };
+        let cols = super::super::hierarchy::numbered;
         h.relation(
             1,
             QualName::new("public", "t"),
