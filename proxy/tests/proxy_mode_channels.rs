@@ -569,3 +569,38 @@ fn columns_generated_from_protected_ones_are_not_read() {
     assert_no_marker("a generated column of other columns", &out);
     assert!(out.starts_with("1|1|"), "{out}");
 }
+
+/// A fifth review's shapes, each of which gave exact raw lengths: an
+/// `ORDER BY id` the server bound to a subquery's own alias (every row
+/// tied, so a sort past `work_mem` merged its runs in an order that
+/// showed where the padded row ended), a subquery hidden in a subscript
+/// (pg_query's walk did not look there), and a `SCROLL` cursor over a
+/// plan that cannot run backwards read with `MOVE` (the server stored the
+/// padded rows, failing past 1 GiB or `temp_file_limit`, and `MOVE` sent
+/// nothing the proxy could judge). All refused; forward `FETCH` of a
+/// plain cursor over protected columns still works.
+#[test]
+fn sorts_and_cursors_that_hold_rows_never_sent_are_refused() {
+    let Some(env) = env() else { return };
+    for sql in [
+        "SELECT note, (SELECT ARRAY[n.ward] AS id)[1] FROM chan_t n ORDER BY id",
+        "SELECT note, (SELECT 1)[1] FROM chan_t",
+        "SELECT id, note, repeat('x', 10) FROM chan_t ORDER BY id LIMIT 1",
+        "BEGIN; DECLARE c SCROLL CURSOR FOR SELECT id, generate_series(1, 1) AS g, note FROM chan_t",
+        "BEGIN; DECLARE c CURSOR FOR SELECT id, note FROM chan_t; MOVE FORWARD ALL IN c",
+        "BEGIN; DECLARE c CURSOR FOR SELECT id, note FROM chan_t; FETCH ABSOLUTE 3 FROM c",
+    ] {
+        assert_refused_by("protected_with_buffering", sql, &chan(env, sql));
+    }
+    let out = chan(
+        env,
+        "BEGIN; DECLARE c CURSOR FOR SELECT id, note FROM chan_t ORDER BY id; FETCH 2 FROM c; FETCH ALL FROM c; COMMIT",
+    );
+    assert_no_marker("a cursor fetched forward", &out);
+    let ids: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.split_once('|'))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(ids, ["1", "2", "3"], "{out}");
+}

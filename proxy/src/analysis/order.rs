@@ -13,6 +13,15 @@
 //! bare column: an expression could pad the rows the sort holds; `USING`
 //! or `COLLATE` would compare otherwise than the unique index does.
 //!
+//! And every output column is a bare column of the table (or `*`): a
+//! sort holds each row as one allocation, output columns and keys, and
+//! reads every row before it returns the first. An expression beside a
+//! raw value (`repeat('x', n)`) would make a row the sort cannot hold
+//! (past 1 GiB) fail the statement whether or not that row is ever sent
+//! (`LIMIT`, `OFFSET`, a cursor fetched in part, an `Execute` with a row
+//! limit): one bit about a raw length, at a threshold the padding tunes.
+//! Stored columns alone hold what the table holds.
+//!
 //! A bare name in `ORDER BY` is first an output column's name: `SELECT
 //! note, lower(ward) AS id ... ORDER BY id` sorts by `lower(ward)`. So a
 //! key named `n` is taken as the table's column `n` only when no output
@@ -67,7 +76,7 @@ const KEYWORD_NAMES: &[&str] = &[
 /// keys. `false` for an item that is not a table (or whose columns an
 /// alias renamed).
 pub(super) fn is_total(stmt: &SelectStmt, item: &NsItem) -> bool {
-    if item.unique_keys.is_empty() {
+    if item.unique_keys.is_empty() || !bare_outputs(stmt, item) {
         return false;
     }
     let mut columns: Vec<&str> = Vec::new();
@@ -83,6 +92,33 @@ pub(super) fn is_total(stmt: &SelectStmt, item: &NsItem) -> bool {
     item.unique_keys
         .iter()
         .any(|key| key.iter().all(|k| columns.contains(&k.as_str())))
+}
+
+/// Whether every output column of `stmt` is a bare column of `item`
+/// (`c`, `t.c`, `s.t.c`, aliased or not) or a `*` of it.
+fn bare_outputs(stmt: &SelectStmt, item: &NsItem) -> bool {
+    stmt.target_list.iter().all(|t| {
+        let Some(NodeEnum::ResTarget(t)) = &t.node else {
+            return false;
+        };
+        let Some(NodeEnum::ColumnRef(r)) = t.val.as_ref().and_then(|v| v.node.as_ref()) else {
+            return false;
+        };
+        let Some((last, qualifier)) = r.fields.split_last() else {
+            return false;
+        };
+        let qualified = match names(qualifier).unwrap_or_default().as_slice() {
+            [] => true,
+            [t] => item.name.as_deref() == Some(*t),
+            [s, t] => item.schema.as_deref() == Some(*s) && item.name.as_deref() == Some(*t),
+            _ => false,
+        };
+        qualified
+            && matches!(
+                &last.node,
+                Some(NodeEnum::AStar(_)) | Some(NodeEnum::String(_))
+            )
+    })
 }
 
 /// The table column sort key `s` sorts by, when it is a bare column of

@@ -16,6 +16,8 @@ use super::{
 
 /// `CURSOR_OPT_BINARY` of `DeclareCursorStmt.options`.
 const CURSOR_OPT_BINARY: i32 = 0x0001;
+/// `CURSOR_OPT_SCROLL` of `DeclareCursorStmt.options`: `SCROLL`.
+const CURSOR_OPT_SCROLL: i32 = 0x0002;
 /// `CURSOR_OPT_HOLD` of `DeclareCursorStmt.options`: `WITH HOLD`.
 const CURSOR_OPT_HOLD: i32 = 0x0020;
 
@@ -66,6 +68,18 @@ fn analyze_with(
                 return Err(construct("a BINARY cursor"));
             }
             let output = inner_select(w, d.query.as_deref(), "DECLARE")?;
+            if d.options & CURSOR_OPT_SCROLL != 0 {
+                if let Some(c) = output.iter().find(|c| c.is_protected()) {
+                    // To scroll back over a plan that cannot run backwards
+                    // the server stores every row it reads (a Material
+                    // node), raw values and padding in one allocation that
+                    // fails past 1 GiB, for rows a FETCH never sends.
+                    return Err(super::query::protected_buffered(
+                        c,
+                        "in a SCROLL cursor (the server may store its rows to scroll back)",
+                    ));
+                }
+            }
             if d.options & CURSOR_OPT_HOLD != 0 {
                 if let Some(c) = output.iter().find(|c| c.is_protected()) {
                     // At commit the server stores every row of a hold
@@ -86,9 +100,33 @@ fn analyze_with(
                 }),
             )
         }
-        NodeEnum::FetchStmt(f) if f.ismove => done(StatementKind::Move, None),
+        NodeEnum::FetchStmt(f) if f.ismove => {
+            let protected = session
+                .cursor(&f.portalname)
+                .and_then(|o| o.iter().find(|c| c.is_protected()));
+            if let Some(c) = protected {
+                // MOVE runs the cursor's plan without sending a row: what
+                // the server builds of the rows it skips never passes the
+                // proxy's checks, and whether it fails is all that shows.
+                return Err(super::query::protected_buffered(
+                    c,
+                    "through MOVE (it reads rows without sending them): FETCH them",
+                ));
+            }
+            done(StatementKind::Move, None)
+        }
         NodeEnum::FetchStmt(f) => match session.cursor(&f.portalname) {
             Some(output) => {
+                if f.direction != pg_query::protobuf::FetchDirection::FetchForward as i32 {
+                    if let Some(c) = output.iter().find(|c| c.is_protected()) {
+                        // ABSOLUTE and RELATIVE skip rows without sending
+                        // them, as MOVE does; BACKWARD needs them stored.
+                        return Err(super::query::protected_buffered(
+                            c,
+                            "through FETCH other than NEXT, FORWARD or ALL (it would skip rows without sending them)",
+                        ));
+                    }
+                }
                 stored_rows(w, output, "FETCH")?;
                 Ok(StatementAnalysis {
                     kind: StatementKind::Fetch,

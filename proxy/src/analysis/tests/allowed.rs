@@ -96,8 +96,9 @@ fn protected_output_ordered_by_a_unique_key() {
         "SELECT note FROM records ORDER BY patient_id, ward",
         "SELECT note FROM records ORDER BY ward DESC, patient_id",
         "SELECT note FROM records ORDER BY ward, id",
-        "SELECT note, id AS id, upper(ward) FROM records ORDER BY id",
-        "SELECT *, lower(ward) FROM records ORDER BY id OFFSET 3",
+        "SELECT note, id AS id, ward AS w FROM records ORDER BY id",
+        "SELECT * FROM records ORDER BY id LIMIT 3 OFFSET 3",
+        "SELECT r.*, r.id FROM records r ORDER BY id",
         "SELECT note, id FROM records ORDER BY id",
     ] {
         assert!(plan(sql).contains(&note()), "{sql}");
@@ -112,6 +113,14 @@ fn protected_output_ordered_by_a_unique_key() {
         "SELECT note, ward AS id FROM records ORDER BY id",
         "SELECT note, id + 0 FROM records ORDER BY id",
         "SELECT note, (SELECT 1 AS id) FROM records ORDER BY id",
+        // A subquery's own alias names an unaliased output column (an
+        // attacker review's finding: every row tied); and any expression
+        // in the select list could pad the rows the sort holds.
+        "SELECT note, (SELECT ARRAY[r.patient_id] AS id)[1] FROM records r ORDER BY id",
+        "SELECT note, (SELECT r.ward AS id) COLLATE \"C\" FROM records r ORDER BY id",
+        "SELECT note, upper(ward) FROM records ORDER BY id",
+        "SELECT *, lower(ward) FROM records ORDER BY id OFFSET 3",
+        "SELECT note, 1 FROM records ORDER BY id",
         // Expressions, positions, other comparisons, renamed columns.
         "SELECT note FROM records ORDER BY id, lower(ward)",
         "SELECT note FROM records ORDER BY id + 0",
@@ -245,4 +254,19 @@ fn an_unqualified_function_is_checked_against_the_search_path() {
         &Session::new()
     )
     .is_ok());
+}
+
+/// A subquery hidden where pg_query's own walk does not go (a subscript,
+/// `COLLATE`, `ARRAY[...]`) is still a subquery beside protected output.
+#[test]
+fn subqueries_anywhere_in_the_select_list_are_found() {
+    for sql in [
+        "SELECT note, (SELECT 1)[1] FROM records",
+        "SELECT note, (SELECT ward FROM wards LIMIT 1) COLLATE \"C\" FROM records",
+        "SELECT note, ARRAY[(SELECT 1)] FROM records",
+        "SELECT note FROM records WHERE ARRAY[(SELECT 1)] = ARRAY[id]",
+        "SELECT note, ARRAY[row_number() OVER ()] FROM records",
+    ] {
+        refused(sql, Rule::ProtectedWithBuffering);
+    }
 }

@@ -221,3 +221,42 @@ fn a_temp_file_limit_refuses_stored_protected_rows() {
         assert!(run(setup, sql, &limited).is_ok(), "{sql}");
     }
 }
+
+/// Cursors over protected columns: not `SCROLL` (the server may store
+/// every row to scroll back), no `MOVE` and no `FETCH` that skips rows
+/// (rows read without being sent never pass the proxy's checks). Over
+/// other columns all of them stay allowed.
+#[test]
+fn protected_cursors_only_fetch_forward() {
+    refused(
+        "BEGIN; DECLARE c SCROLL CURSOR FOR SELECT id, note FROM records",
+        Rule::ProtectedWithBuffering,
+    );
+    ok("BEGIN; DECLARE c SCROLL CURSOR FOR SELECT id, ward FROM records");
+    let protected = "BEGIN; DECLARE c CURSOR FOR SELECT id, note FROM records";
+    let plain = "BEGIN; DECLARE c CURSOR FOR SELECT id, ward FROM records";
+    for sql in [
+        "MOVE FORWARD ALL IN c",
+        "MOVE 5 IN c",
+        "FETCH ABSOLUTE 5 FROM c",
+        "FETCH RELATIVE 3 FROM c",
+        "FETCH LAST FROM c",
+        "FETCH PRIOR FROM c",
+        "FETCH BACKWARD 2 FROM c",
+    ] {
+        let s = session_after(protected);
+        let r = analyze_with(sql, &["public"], &s).expect_err(sql);
+        assert_eq!(r.rule, Rule::ProtectedWithBuffering, "{sql}: {r}");
+        let s = session_after(plain);
+        assert!(analyze_with(sql, &["public"], &s).is_ok(), "{sql}");
+    }
+    for sql in [
+        "FETCH 10 FROM c",
+        "FETCH NEXT FROM c",
+        "FETCH FORWARD ALL FROM c",
+        "FETCH ALL IN c",
+    ] {
+        let s = session_after(protected);
+        assert!(analyze_with(sql, &["public"], &s).is_ok(), "{sql}");
+    }
+}
