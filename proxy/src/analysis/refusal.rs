@@ -48,6 +48,11 @@ pub enum Rule {
     /// vector), or by a function outside `pg_catalog`, which may read any
     /// column.
     DerivedColumn,
+    /// The same protected column output twice by one statement: the
+    /// server builds a row of every copy of the raw value (and fails past
+    /// 1 GiB), the proxy judges it by the sanitized copies, which a rule
+    /// may make much shorter.
+    ProtectedRepeated,
     /// A system column that tells where a row is stored (`ctid`), of a
     /// table with protected columns: how rows fill pages depends on the
     /// lengths of their values.
@@ -138,6 +143,7 @@ impl Rule {
             Rule::ProtectedIndex => "protected_index",
             Rule::RelationSize => "relation_size",
             Rule::DerivedColumn => "derived_column",
+            Rule::ProtectedRepeated => "protected_repeated",
             Rule::RowLocation => "row_location",
             Rule::PolicyMismatch => "policy_mismatch",
             Rule::ColumnUnresolved => "column_unresolved",

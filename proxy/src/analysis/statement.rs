@@ -264,7 +264,35 @@ fn top_select(
 ) -> Result<Vec<super::OutputColumn>, Refusal> {
     let cols = w.select(s, None, Outputs::Top)?;
     w.nested()?;
-    Ok(cols.into_iter().map(|c| c.out).collect())
+    let out: Vec<super::OutputColumn> = cols.into_iter().map(|c| c.out).collect();
+    once_each(&out)?;
+    Ok(out)
+}
+
+/// Refuses an output that holds the same protected column twice. The
+/// server builds each row whole, every copy of the raw value in it, and
+/// fails one past 1 GiB; the proxy judges the row by its sanitized
+/// copies, which a rule may make far shorter than the raw value (a
+/// whole-value replacement). With enough copies (up to 1,664 columns)
+/// and a padding column, the server's failure would come at a raw length
+/// the proxy's own limit does not mirror. Once each, a row's raw part is
+/// bounded by the engine's input limit per protected column.
+fn once_each(out: &[super::OutputColumn]) -> Result<(), Refusal> {
+    let mut seen: Vec<String> = Vec::new();
+    for c in out.iter().filter(|c| c.is_protected()) {
+        let name = c.protected_name();
+        if seen.contains(&name) {
+            return Err(Refusal::new(
+                Rule::ProtectedRepeated,
+                format!(
+                    "column {name} is protected and may be output once per statement \
+                     (the server builds every copy of its raw value into each row)"
+                ),
+            ));
+        }
+        seen.push(name);
+    }
+    Ok(())
 }
 
 /// The query of `DECLARE` or `PREPARE`: a select, analyzed as top level.

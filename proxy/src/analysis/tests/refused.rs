@@ -360,3 +360,18 @@ fn row_locations_of_tables_with_protected_columns() {
     ok("SELECT p.ctid, r.id FROM patients p JOIN records r ON r.id = p.id");
     ok("SELECT xmin, xmax, cmin, cmax, tableoid FROM records");
 }
+
+/// A protected column output twice (by name, alias or `*`) is refused:
+/// the server would build every raw copy into each row.
+#[test]
+fn a_protected_column_is_output_once() {
+    for sql in [
+        "SELECT note, note FROM records",
+        "SELECT note AS a, r.note AS b FROM records r",
+        "SELECT *, note FROM records",
+        "DECLARE c CURSOR FOR SELECT note, note FROM records",
+    ] {
+        refused(sql, Rule::ProtectedRepeated);
+    }
+    ok("SELECT note, ward, ward FROM records");
+}
