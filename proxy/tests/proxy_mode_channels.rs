@@ -587,10 +587,14 @@ fn sorts_and_cursors_that_hold_rows_never_sent_are_refused() {
         "SELECT note, (SELECT 1)[1] FROM chan_t",
         "SELECT id, note, repeat('x', 10) FROM chan_t ORDER BY id LIMIT 1",
         "BEGIN; DECLARE c SCROLL CURSOR FOR SELECT id, generate_series(1, 1) AS g, note FROM chan_t",
+    ] {
+        assert_refused_by("protected_with_buffering", sql, &chan(env, sql));
+    }
+    for sql in [
         "BEGIN; DECLARE c CURSOR FOR SELECT id, note FROM chan_t; MOVE FORWARD ALL IN c",
         "BEGIN; DECLARE c CURSOR FOR SELECT id, note FROM chan_t; FETCH ABSOLUTE 3 FROM c",
     ] {
-        assert_refused_by("protected_with_buffering", sql, &chan(env, sql));
+        assert_refused_by("construct_not_allowed", sql, &chan(env, sql));
     }
     let out = chan(
         env,
@@ -603,4 +607,35 @@ fn sorts_and_cursors_that_hold_rows_never_sent_are_refused() {
         .map(|(i, _)| i)
         .collect();
     assert_eq!(ids, ["1", "2", "3"], "{out}");
+}
+
+/// A sixth review's finding: a `FETCH` or `MOVE` parsed as a protocol-level
+/// statement was analysed against its cursor as it stood then, and bound
+/// after the cursor was declared again over protected columns: `MOVE`
+/// (refused over protected columns when sent fresh) ran, its error a
+/// plain ERROR with the session alive, and with `temp_file_limit` set a
+/// stale `FETCH` gave exact lengths one bit per session. `MOVE` (and
+/// `FETCH` that skips rows) is now refused over any cursor, and every
+/// `FETCH` and `EXECUTE` is taken to output protected columns whatever
+/// its analysis saw (refused under `temp_file_limit`, any error ends the
+/// session).
+#[test]
+fn statements_parsed_before_their_cursor_changed_do_not_run_unchecked() {
+    let Some(env) = env() else { return };
+    let port = proxy_port(env);
+    let conninfo = format!(
+        "host=127.0.0.1 port={port} user=chan password=chan-pw dbname={}",
+        db()
+    );
+    let Some(out) = python_client("proxy_mode_stale.py", &[&conninfo]) else {
+        return;
+    };
+    let text = out.to_string();
+    assert_no_marker("a stale FETCH or MOVE", &text);
+    let (fetch, moved) = (&out["fetch"], &out["move"]);
+    assert_eq!(fetch["closed"], serde_json::json!(true), "{text}");
+    assert!(!fetch.to_string().contains("22012"), "{text}");
+    // The MOVE never ran: no division by zero, the session goes on.
+    assert!(!moved.to_string().contains("22012"), "{text}");
+    assert!(moved.to_string().contains("still here"), "{text}");
 }

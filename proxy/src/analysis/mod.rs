@@ -243,6 +243,18 @@ pub enum StatementKind {
     Execute,
 }
 
+impl StatementKind {
+    /// Whether a statement of this kind runs what a cursor or prepared
+    /// statement name stands for when the server runs it (`FETCH`,
+    /// `EXECUTE`): its analysis read that name as the session stood then,
+    /// and the name may be declared again, over other columns, before a
+    /// statement parsed now is bound, or while a pipelined `DECLARE` is
+    /// on its way.
+    pub fn runs_named(self) -> bool {
+        matches!(self, StatementKind::Fetch | StatementKind::Execute)
+    }
+}
+
 /// A change to the session's named cursors and prepared statements that a
 /// statement makes when the server completes it: apply it with
 /// [`Session::apply`] only then (a statement that fails changes nothing,

@@ -100,34 +100,31 @@ fn analyze_with(
                 }),
             )
         }
-        NodeEnum::FetchStmt(f) if f.ismove => {
-            let protected = session
-                .cursor(&f.portalname)
-                .and_then(|o| o.iter().find(|c| c.is_protected()));
-            if let Some(c) = protected {
-                // MOVE runs the cursor's plan without sending a row: what
-                // the server builds of the rows it skips never passes the
-                // proxy's checks, and whether it fails is all that shows.
-                return Err(super::query::protected_buffered(
-                    c,
-                    "through MOVE (it reads rows without sending them): FETCH them",
-                ));
-            }
-            done(StatementKind::Move, None)
+        NodeEnum::FetchStmt(f) if f.ismove => Err(Refusal::new(
+            Rule::ConstructNotAllowed,
+            format!(
+                "MOVE is not allowed in masked sessions: it runs cursor {}'s plan without \
+                 sending a row, so what the server builds of the rows it skips never passes \
+                 the proxy's checks (FETCH them instead)",
+                f.portalname
+            ),
+        )),
+        NodeEnum::FetchStmt(f)
+            if f.direction != pg_query::protobuf::FetchDirection::FetchForward as i32 =>
+        {
+            // ABSOLUTE and RELATIVE skip rows without sending them, as MOVE
+            // does; BACKWARD needs them stored. Refused whatever the cursor
+            // holds now: a statement parsed now may run after the name is
+            // declared again over other columns.
+            Err(Refusal::new(
+                Rule::ConstructNotAllowed,
+                "FETCH other than NEXT, FORWARD n or ALL is not allowed in masked sessions: it \
+                 skips rows without sending them",
+            ))
         }
         NodeEnum::FetchStmt(f) => match session.cursor(&f.portalname) {
             Some(output) => {
-                if f.direction != pg_query::protobuf::FetchDirection::FetchForward as i32 {
-                    if let Some(c) = output.iter().find(|c| c.is_protected()) {
-                        // ABSOLUTE and RELATIVE skip rows without sending
-                        // them, as MOVE does; BACKWARD needs them stored.
-                        return Err(super::query::protected_buffered(
-                            c,
-                            "through FETCH other than NEXT, FORWARD or ALL (it would skip rows without sending them)",
-                        ));
-                    }
-                }
-                stored_rows(w, output, "FETCH")?;
+                stored_rows(w, "FETCH")?;
                 Ok(StatementAnalysis {
                     kind: StatementKind::Fetch,
                     output: output.to_vec(),
@@ -222,7 +219,7 @@ fn analyze_with(
             for p in &e.params {
                 w.expr(p, &scope, Clause::Values.cx())?;
             }
-            stored_rows(w, output, "EXECUTE")?;
+            stored_rows(w, "EXECUTE")?;
             Ok(StatementAnalysis {
                 kind: StatementKind::Execute,
                 output: output.to_vec(),
@@ -235,26 +232,28 @@ fn analyze_with(
 }
 
 /// Refuses `what` (`EXECUTE`, `FETCH`), whose rows the server stores
-/// before it sends any, when its output has a protected column and the
-/// session's `temp_file_limit` is set (`Policy::spill_limit`): past
-/// `work_mem` the stored rows go to temporary files, and past the limit
-/// the statement fails, at a size a padding column tunes. (The rows of a
-/// portal the extended protocol's `Execute` reads, a cursor's included,
-/// are sent as they are made.)
-fn stored_rows(w: &Walker<'_>, output: &[super::OutputColumn], what: &str) -> Result<(), Refusal> {
-    let (Some(limit), Some(c)) = (
-        &w.ctx.policy.spill_limit,
-        output.iter().find(|c| c.is_protected()),
-    ) else {
-        return Ok(());
-    };
-    Err(super::query::protected_buffered(
-        c,
-        &format!(
-            "through SQL-level {what} while the session's temp_file_limit is {limit} (the server \
-             stores those rows first, in temporary files past work_mem, and fails past the limit)"
-        ),
-    ))
+/// before it sends any, while the session's `temp_file_limit` is set
+/// (`Policy::spill_limit`): past `work_mem` the stored rows go to
+/// temporary files, and past the limit the statement fails, at a size a
+/// padding column tunes. Refused whatever `output` says: the statement or
+/// cursor the name stands for now may be another by the time the server
+/// runs this (a statement parsed now and bound later, or pipelined behind
+/// a `DECLARE` of the same name). (The rows of a portal the extended
+/// protocol's `Execute` reads, a cursor's included, are sent as they are
+/// made.)
+fn stored_rows(w: &Walker<'_>, what: &str) -> Result<(), Refusal> {
+    match &w.ctx.policy.spill_limit {
+        None => Ok(()),
+        Some(limit) => Err(Refusal::new(
+            Rule::ProtectedWithBuffering,
+            format!(
+                "SQL-level {what} is not allowed while the session's temp_file_limit is {limit}: \
+                 the server stores its rows first, in temporary files past work_mem, and would \
+                 fail past the limit at a size that protected values and a padding column decide \
+                 (read a cursor with the extended protocol's Execute, or run the select itself)"
+            ),
+        )),
+    }
 }
 
 /// A top-level select: its output plan.

@@ -66,6 +66,9 @@ enum Expect {
         output: Vec<OutputColumn>,
         effect: Option<Effect>,
         resets_path: bool,
+        /// A `FETCH` or `EXECUTE`: it runs what a name stands for when the
+        /// server runs it, which the analysis could only guess.
+        runs_named: bool,
     },
     /// The proxy's query of the search path after a `SET search_path`:
     /// its rows (one schema each) stay in the proxy.
@@ -75,6 +78,8 @@ enum Expect {
         name: String,
         output: Vec<OutputColumn>,
         effect: Option<Effect>,
+        /// As `Statement::runs_named`.
+        runs_named: bool,
     },
     /// `Bind`: recorded on BindComplete.
     Bind { portal: String, statement: String },
@@ -106,6 +111,15 @@ struct Shared {
     statement_effects: std::collections::HashMap<String, Option<Effect>>,
     /// The same for portals.
     portal_effects: std::collections::HashMap<String, Option<Effect>>,
+    /// Protocol-level statements that are a `FETCH` or an `EXECUTE`, and
+    /// the portals bound from them: what they run is whatever the cursor
+    /// or prepared statement they name is when the server runs them (it
+    /// may have been declared again over other columns since the proxy
+    /// analysed them), so the proxy takes them to output protected
+    /// columns ([`answering_protected`]).
+    runs_named_statements: std::collections::HashSet<String>,
+    /// The same for portals.
+    runs_named_portals: std::collections::HashSet<String>,
     /// The search path, as the server committed it.
     path: SearchPath,
     /// The catalog statements are analyzed against: the session's
@@ -122,6 +136,8 @@ impl Shared {
             session: analysis::Session::default(),
             statement_effects: Default::default(),
             portal_effects: Default::default(),
+            runs_named_statements: Default::default(),
+            runs_named_portals: Default::default(),
             path: SearchPath::new(&catalog.search_path),
             catalog,
             in_block: false,
@@ -296,10 +312,17 @@ async fn fail_row<W: AsyncWrite + Unpin>(cw: &mut W, max: usize) -> ProxyError {
 
 /// Whether the statement or portal whose answer the server is sending
 /// outputs a protected column (known from the analysis, before any
-/// RowDescription).
+/// RowDescription), or may: a `FETCH` or `EXECUTE` runs what its name
+/// stands for at that moment, which may not be what the analysis saw.
 fn answering_protected(s: &Shared) -> bool {
     let output = match s.expect.front() {
+        Some(Expect::Statement {
+            runs_named: true, ..
+        }) => return true,
         Some(Expect::Statement { output, .. }) => Some(output.as_slice()),
+        Some(Expect::Execute { portal, .. }) if s.runs_named_portals.contains(portal) => {
+            return true
+        }
         Some(Expect::Execute { portal, .. }) => s.session.cursor(portal),
         _ => None,
     };
@@ -605,8 +628,14 @@ impl ProxyMode {
                                 name,
                                 output,
                                 effect,
+                                runs_named,
                             }) => {
                                 s.session.record_statement(&name, output);
+                                if runs_named {
+                                    s.runs_named_statements.insert(name.clone());
+                                } else {
+                                    s.runs_named_statements.remove(&name);
+                                }
                                 s.statement_effects.insert(name, effect);
                             }
                             _ => return Err(unexpected(f.tag)),
@@ -627,6 +656,11 @@ impl ProxyMode {
                                         ))
                                     })?;
                                 s.session.record_portal(&portal, output);
+                                if s.runs_named_statements.contains(&statement) {
+                                    s.runs_named_portals.insert(portal.clone());
+                                } else {
+                                    s.runs_named_portals.remove(&portal);
+                                }
                                 let effect = s.statement_effects.get(&statement).cloned().flatten();
                                 s.portal_effects.insert(portal, effect);
                             }
@@ -763,6 +797,7 @@ impl ProxyMode {
                 }
                 for st in a.statements {
                     s.expect.push_back(Expect::Statement {
+                        runs_named: st.kind.runs_named(),
                         output: st.output,
                         effect: st.effect,
                         resets_path: change == Some(PathChange::Reset),
@@ -794,6 +829,7 @@ impl ProxyMode {
                             s,
                             Expect::Parse {
                                 name,
+                                runs_named: a.kind.runs_named(),
                                 output: a.output,
                                 effect: a.effect,
                             },
