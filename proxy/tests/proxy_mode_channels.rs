@@ -461,6 +461,55 @@ fn a_server_error_inside_a_protected_result_ends_the_session() {
     let out = run("SELECT ward, 1 / (id - 3) FROM chan_t");
     assert!(out.contains("22012"), "{out}");
     assert!(out.contains("still here"), "{out}");
+    // A seventh review's sentinel: a class-42 error (a regclass cast of a
+    // value) of a later row, relayed with the session kept, told that an
+    // earlier, padded row had been stored. Class 42 is relayed only where
+    // rows are streamed (sent, and judged, before a later row's error).
+    let sentinel = "(CASE WHEN id = 3 THEN 'no_such_relation' ELSE 'pg_class' END)::regclass";
+    for sql in [
+        format!("PREPARE p AS SELECT {sentinel}, note FROM chan_t; EXECUTE p"),
+        format!(
+            "BEGIN; DECLARE c CURSOR FOR SELECT {sentinel}, note FROM chan_t; FETCH ALL FROM c"
+        ),
+    ] {
+        let out = run(&sql);
+        assert!(out.contains("ended early"), "{sql}: {out}");
+        assert!(!out.contains("42P01"), "{sql}: {out}");
+        assert!(!out.contains("still here"), "{sql}: {out}");
+    }
+    let out = run(&format!("SELECT {sentinel}, note FROM chan_t"));
+    assert_no_marker("a streamed result's class-42 error", &out);
+    assert!(out.contains("42P01"), "{out}");
+    assert!(out.contains("still here"), "{out}");
+}
+
+/// A seventh review's finding: after an error in an extended-protocol
+/// message the server discards everything up to the next Sync, a
+/// pipelined simple Query and its ReadyForQuery included; the proxy kept
+/// expecting that ReadyForQuery, so every later answer was judged against
+/// the wrong statement (a protected EXECUTE's error relayed, the session
+/// kept: with a padded row, exact lengths). The queue now drops the
+/// skipped Query too, and the protected EXECUTE after it ends the session.
+#[test]
+fn an_error_before_a_pipelined_query_keeps_the_proxy_in_step() {
+    let Some(env) = env() else { return };
+    let port = proxy_port(env);
+    let conninfo = format!(
+        "host=127.0.0.1 port={port} user=chan password=chan-pw dbname={}",
+        db()
+    );
+    let Some(out) = python_client("proxy_mode_pipelined.py", &[&conninfo]) else {
+        return;
+    };
+    let text = out.to_string();
+    assert_no_marker("after a pipelined Query", &text);
+    assert_eq!(out["plain"], serde_json::json!(["1"]), "{text}");
+    assert_eq!(
+        out["errors"],
+        serde_json::json!(["22012", "54000"]),
+        "{text}"
+    );
+    assert_eq!(out["closed"], serde_json::json!(true), "{text}");
 }
 
 /// LOG and DEBUG messages, which PostgreSQL sends a client that asks for

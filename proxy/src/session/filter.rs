@@ -90,14 +90,27 @@ enum Expect {
     Execute { portal: String, described: bool },
     /// `Close` of a statement (`true`) or portal: applied on CloseComplete.
     Close { statement: bool, name: String },
-    /// A `ReadyForQuery`; with a refusal to send just before it.
+    /// The `ReadyForQuery` of a Sync (the client's, or the one the proxy
+    /// sends in place of a refused message); with a refusal to send just
+    /// before it.
     Ready(Option<Refusal>),
+    /// The `ReadyForQuery` of a simple-protocol Query.
+    QueryReady,
 }
 
 impl Expect {
-    /// Entries the server skips after an error, up to the next Sync.
-    fn skipped_after_error(&self) -> bool {
-        !matches!(self, Expect::Ready(_))
+    /// Whether it answers an extended-protocol message: after an error in
+    /// one, the server discards every message up to the next Sync,
+    /// Queries included.
+    fn extended(&self) -> bool {
+        matches!(
+            self,
+            Expect::Parse { .. }
+                | Expect::Bind { .. }
+                | Expect::Describe
+                | Expect::Execute { .. }
+                | Expect::Close { .. }
+        )
     }
 }
 
@@ -116,7 +129,7 @@ struct Shared {
     /// or prepared statement they name is when the server runs them (it
     /// may have been declared again over other columns since the proxy
     /// analysed them), so the proxy takes them to output protected
-    /// columns ([`answering_protected`]).
+    /// columns ([`answering`]).
     runs_named_statements: std::collections::HashSet<String>,
     /// The same for portals.
     runs_named_portals: std::collections::HashSet<String>,
@@ -310,36 +323,61 @@ async fn fail_row<W: AsyncWrite + Unpin>(cw: &mut W, max: usize) -> ProxyError {
     e
 }
 
-/// Whether the statement or portal whose answer the server is sending
-/// outputs a protected column (known from the analysis, before any
-/// RowDescription), or may: a `FETCH` or `EXECUTE` runs what its name
-/// stands for at that moment, which may not be what the analysis saw.
-fn answering_protected(s: &Shared) -> bool {
+/// What the server is answering, as far as raw protected values go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answering {
+    /// Nothing that outputs a protected column.
+    Plain,
+    /// A statement or portal with protected output whose rows the server
+    /// sends as it makes them (a select, a cursor's portal).
+    Streamed,
+    /// A `FETCH` or `EXECUTE` (or a portal bound from one): it runs what
+    /// its name stands for at that moment, which may not be what the
+    /// analysis saw, and the server stores all its rows before it sends
+    /// the first. Taken to output protected columns.
+    Stored,
+}
+
+/// What the statement or portal whose answer the server is sending is
+/// (known from the analysis, before any RowDescription).
+fn answering(s: &Shared) -> Answering {
     let output = match s.expect.front() {
         Some(Expect::Statement {
             runs_named: true, ..
-        }) => return true,
+        }) => return Answering::Stored,
         Some(Expect::Statement { output, .. }) => Some(output.as_slice()),
         Some(Expect::Execute { portal, .. }) if s.runs_named_portals.contains(portal) => {
-            return true
+            return Answering::Stored
         }
         Some(Expect::Execute { portal, .. }) => s.session.cursor(portal),
         _ => None,
     };
-    output.is_some_and(|o| o.iter().any(OutputColumn::is_protected))
+    if output.is_some_and(|o| o.iter().any(OutputColumn::is_protected)) {
+        Answering::Streamed
+    } else {
+        Answering::Plain
+    }
 }
 
-/// Whether an ErrorResponse is of a class PostgreSQL raises before a
-/// statement runs, or from its text and the session's state alone: the
-/// transaction is aborted or in the wrong state (25), a prepared
-/// statement or cursor name is unknown or taken (26, 34), the statement
-/// does not analyse or its role may not read a relation (42). Such an
-/// error inside a statement with protected output keeps the session (a
-/// client whose transaction failed sends its next statements into the
-/// aborted transaction); any other ends it.
-fn before_running(body: &[u8]) -> bool {
+/// Whether an ErrorResponse of a statement answered as `what` may be
+/// relayed, the session kept: one of a class PostgreSQL raises before a
+/// statement runs (an aborted or wrong transaction state, 25; an unknown
+/// or taken statement or cursor name, 26 and 34; a client whose
+/// transaction failed goes on sending into it), and, for a statement
+/// whose rows are streamed, of class 42 too (analysis, privileges, a name
+/// a `regclass` cast of a value does not find): there a row that fits is
+/// sent, and judged, before any later row's error. Not for a stored
+/// statement: it builds every row before it sends one, so a later row's
+/// class-42 error would tell that an earlier, padded row fit. Any other
+/// error ends the session.
+fn relayed_error(what: Answering, body: &[u8]) -> bool {
     let code = server_sqlstate(body);
-    ["25", "26", "34", "42"].iter().any(|c| code.starts_with(c))
+    let classes: &[&str] = match what {
+        Answering::Plain => return true,
+        Answering::Streamed => &["25", "26", "34", "42"],
+        Answering::Stored => &["25", "26", "34"],
+    };
+    classes.iter().any(|c| code.starts_with(c))
 }
 
 /// The SQLSTATE of an ErrorResponse, for the proxy's own log.
@@ -684,10 +722,15 @@ impl ProxyMode {
                         }
                     }
                     b'E' | b'N' => {
-                        let protected = !current.is_empty() || {
+                        let what = {
                             let s = shared.lock().unwrap_or_else(PoisonError::into_inner);
-                            answering_protected(&s)
+                            match answering(&s) {
+                                // Rows with protected columns already came.
+                                Answering::Plain if !current.is_empty() => Answering::Streamed,
+                                a => a,
+                            }
                         };
+                        let protected = what != Answering::Plain;
                         if f.tag == b'N' && (protected || scrub::below_notice(&f.body)) {
                             // Nothing the server says while it reads raw
                             // values (a temporary file logged once a
@@ -695,7 +738,7 @@ impl ProxyMode {
                             // DEBUG message, which can be about anything.
                             continue;
                         }
-                        if f.tag == b'E' && protected && !before_running(&f.body) {
+                        if f.tag == b'E' && !relayed_error(what, &f.body) {
                             // Any error of a statement with protected
                             // output columns, before its first row (the
                             // server stores the rows of `EXECUTE` and
@@ -711,10 +754,17 @@ impl ProxyMode {
                             return Err(fail_row(&mut cw, max).await);
                         }
                         if f.tag == b'E' {
-                            // The server skips the rest up to the next Sync:
-                            // nothing of it is recorded.
+                            // The server skips the rest: of a Query, its other
+                            // statements; of an extended-protocol message,
+                            // everything up to the next Sync, pipelined
+                            // Queries included. Nothing of it is recorded.
                             let mut s = shared.lock().unwrap_or_else(PoisonError::into_inner);
-                            while s.expect.front().is_some_and(Expect::skipped_after_error) {
+                            let to_sync = s.expect.front().is_some_and(Expect::extended);
+                            while s.expect.front().is_some_and(|e| match e {
+                                Expect::Ready(_) => false,
+                                Expect::QueryReady => to_sync,
+                                _ => true,
+                            }) {
                                 s.expect.pop_front();
                             }
                             s.path.error();
@@ -729,6 +779,7 @@ impl ProxyMode {
                             let mut s = shared.lock().unwrap_or_else(PoisonError::into_inner);
                             let refusal = match s.expect.pop_front() {
                                 Some(Expect::Ready(r)) => r,
+                                Some(Expect::QueryReady) => None,
                                 _ => return Err(unexpected(f.tag)),
                             };
                             s.path.ready(f.body.first().copied())?;
@@ -808,7 +859,7 @@ impl ProxyMode {
                         schemas: Vec::new(),
                     });
                 }
-                push(s, Expect::Ready(None))
+                push(s, Expect::QueryReady)
             }
             b'P' => {
                 let name = cstr_at(&f.body, 0)?;
