@@ -31,8 +31,8 @@ class Raw:
     def B(self, portal, stmt):
         self.send(b"B", portal.encode() + b"\0" + stmt.encode() + b"\0" + struct.pack("!hhh", 0, 0, 0))
 
-    def E(self, portal=""):
-        self.send(b"E", portal.encode() + b"\0" + struct.pack("!i", 0))
+    def E(self, portal="", max_rows=0):
+        self.send(b"E", portal.encode() + b"\0" + struct.pack("!i", max_rows))
 
     def C(self, kind, name):
         self.send(b"C", kind + name.encode() + b"\0")

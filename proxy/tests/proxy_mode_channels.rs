@@ -688,3 +688,40 @@ fn statements_parsed_before_their_cursor_changed_do_not_run_unchecked() {
     assert!(!moved.to_string().contains("22012"), "{text}");
     assert!(moved.to_string().contains("still here"), "{text}");
 }
+
+/// An eighth review's finding: a portal of a protocol-level `EXECUTE` or
+/// `FETCH` is filled whole the first time it runs, so read in part (an
+/// `Execute` with a row limit, or SQL `FETCH 1` of a named portal) it
+/// built a padded row the proxy never judged, and the session survived
+/// when it fit and ended when the server's 1 GiB limit failed it: exact
+/// lengths in one session. Such statements now bind only to the unnamed
+/// portal (SQL cannot name it) and execute whole.
+#[test]
+fn stored_portals_are_never_read_in_part() {
+    let Some(env) = env() else { return };
+    let port = proxy_port(env);
+    let conninfo = format!(
+        "host=127.0.0.1 port={port} user=chan password=chan-pw dbname={}",
+        db()
+    );
+    let Some(out) = python_client("proxy_mode_stored_portal.py", &[&conninfo]) else {
+        return;
+    };
+    let text = out.to_string();
+    assert_no_marker("a stored portal", &text);
+    for step in ["row_limit", "named_portal"] {
+        assert_eq!(
+            out[step]["errors"],
+            serde_json::json!(["42501"]),
+            "{step}: {text}"
+        );
+        assert_eq!(out[step]["values"], serde_json::json!([]), "{step}: {text}");
+    }
+    assert_eq!(out["whole"]["errors"], serde_json::json!([]), "{text}");
+    assert_eq!(
+        out["whole"]["values"].as_array().map(Vec::len),
+        Some(6),
+        "{text}"
+    );
+    assert_eq!(out["closed"], serde_json::json!(false), "{text}");
+}

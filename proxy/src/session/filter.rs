@@ -133,6 +133,18 @@ struct Shared {
     runs_named_statements: std::collections::HashSet<String>,
     /// The same for portals.
     runs_named_portals: std::collections::HashSet<String>,
+    /// Names of protocol-level statements the client has sent a `FETCH`
+    /// or `EXECUTE` to be parsed as, and of portals it has bound from
+    /// them, as the client's messages come (before the server confirms
+    /// them, and never forgotten: a name once used so stays suspect). The
+    /// server stores every row of such a portal the first time it runs,
+    /// so one read in part (`Execute` with a row limit, a SQL `FETCH` of a
+    /// named portal) would build padded rows it never sends: they bind
+    /// only to the unnamed portal, which SQL cannot name, and are executed
+    /// whole ([`ProxyMode::client_message`]).
+    stored_statements: std::collections::HashSet<String>,
+    /// The same for portals.
+    stored_portals: std::collections::HashSet<String>,
     /// The search path, as the server committed it.
     path: SearchPath,
     /// The catalog statements are analyzed against: the session's
@@ -151,6 +163,8 @@ impl Shared {
             portal_effects: Default::default(),
             runs_named_statements: Default::default(),
             runs_named_portals: Default::default(),
+            stored_statements: Default::default(),
+            stored_portals: Default::default(),
             path: SearchPath::new(&catalog.search_path),
             catalog,
             in_block: false,
@@ -876,6 +890,9 @@ impl ProxyMode {
                             let rest = after_cstrs(&f.body, 2)?.to_vec();
                             f.body = parse_body(&name, &forward, &rest);
                         }
+                        if a.kind.runs_named() {
+                            s.stored_statements.insert(name.clone());
+                        }
                         push(
                             s,
                             Expect::Parse {
@@ -895,10 +912,34 @@ impl ProxyMode {
                 if let Err(r) = s.path.bind(&statement) {
                     return Ok(Some(r));
                 }
+                if s.stored_statements.contains(&statement) {
+                    if !portal.is_empty() {
+                        return Ok(Some(Refusal::new(
+                            Rule::ConstructNotAllowed,
+                            format!(
+                                "statement \"{statement}\" is a FETCH or EXECUTE, whose rows the \
+                                 server stores whole before it sends one: it binds only to the \
+                                 unnamed portal (a named one, \"{portal}\", could be read in part \
+                                 with SQL FETCH, leaving rows built but never sent)"
+                            ),
+                        )));
+                    }
+                    s.stored_portals.insert(portal.clone());
+                }
                 push(s, Expect::Bind { portal, statement })
             }
             b'E' => {
                 let portal = cstr_at(&f.body, 0)?;
+                let max_rows = Reader::new(after_cstrs(&f.body, 1)?).i32()?;
+                if max_rows != 0 && s.stored_portals.contains(&portal) {
+                    return Ok(Some(Refusal::new(
+                        Rule::ConstructNotAllowed,
+                        "an Execute with a row limit of a portal bound from a FETCH or EXECUTE: \
+                         the server stores all its rows first, and those not sent would escape \
+                         the proxy's checks; execute it whole (a row limit of 0), or FETCH fewer \
+                         rows",
+                    )));
+                }
                 push(
                     s,
                     Expect::Execute {
