@@ -725,3 +725,49 @@ fn stored_portals_are_never_read_in_part() {
     );
     assert_eq!(out["closed"], serde_json::json!(false), "{text}");
 }
+
+/// A ninth review's finding: with `limits.max_message_bytes` near 1 GiB
+/// (PostgreSQL's own row limit), a padded row that fit on the server was
+/// sent (its sanitized note made it shorter) and one that did not ended
+/// the session: exact lengths. Rows with protected columns are now held
+/// to a limit that leaves room for every raw value the sanitizer takes
+/// (`engine.max_input_bytes` each), so a row the server would fail is
+/// over it by its padding alone. Shown cheaply with an input limit of
+/// 1 GiB less 1 MiB: rows with protected columns then get under 1 MiB
+/// whatever `max_message_bytes` says, and rows without them do not.
+#[test]
+fn rows_with_protected_columns_leave_room_for_raw_values() {
+    let Some(env) = env() else { return };
+    proxy_port(env);
+    let config = chan_config(
+        env,
+        db(),
+        "[[rule]]\ntable = \"chan_t\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n\
+         [limits]\nmax_message_bytes = 1073741824\n\
+         [engine]\nmax_input_bytes = 1072693248\n",
+    );
+    let port = spawn_proxy(&config).0;
+    let run = |sql: &str| {
+        text(
+            &psql_cmd(port, db(), "chan", "chan-pw")
+                .args(["-c", sql, "-c", "SELECT 'still here'"])
+                .output()
+                .expect("psql"),
+        )
+    };
+    let out = run("SELECT note, length(repeat('x', 500000)) FROM chan_t WHERE id = 1");
+    assert!(
+        out.contains("500000") && out.contains("still here"),
+        "{out}"
+    );
+    let out = run("SELECT note, repeat('x', 2000000) FROM chan_t WHERE id = 1");
+    let tail = &out[out.len().saturating_sub(300)..];
+    assert!(out.contains("ended early"), "{tail}");
+    assert!(!out.contains("still here"), "{tail}");
+    // Without a protected column the configured limit holds.
+    let out = run("SELECT id, length(repeat('x', 2000000)) FROM chan_t WHERE id = 1");
+    assert!(
+        out.contains("2000000") && out.contains("still here"),
+        "{out}"
+    );
+}

@@ -110,7 +110,8 @@ fn analyze_with(
             ),
         )),
         NodeEnum::FetchStmt(f)
-            if f.direction != pg_query::protobuf::FetchDirection::FetchForward as i32 =>
+            if f.direction != pg_query::protobuf::FetchDirection::FetchForward as i32
+                || f.how_many < 0 =>
         {
             // ABSOLUTE and RELATIVE skip rows without sending them, as MOVE
             // does; BACKWARD needs them stored. Refused whatever the cursor

@@ -43,6 +43,31 @@ use crate::wire::Frame;
 /// statement (54000 `out of memory`) before sending a larger one.
 pub const SERVER_MAX_ROW: usize = 0x3fff_ffff;
 
+/// Room left in a row for what PostgreSQL adds to its values (the field
+/// count and lengths, the message header) and for what is not a value.
+const ROW_MARGIN: usize = 64 << 10;
+
+/// The limit a result row with `protected` protected columns is held to,
+/// as it would be sent: `limits.max_message_bytes` (`max`), lowered so
+/// that any row the server cannot build is over it by its other fields
+/// alone. The server fails a row whose raw values and other fields pass
+/// 1 GiB ([`SERVER_MAX_ROW`]); the raw values take at most
+/// `max_input_bytes` each (a longer one ends the session in the
+/// sanitizer), so a row the server fails has other fields of more than
+/// `SERVER_MAX_ROW - protected * max_input_bytes`, and [`read_row`]
+/// refuses it on those alone, whatever its raw values: both outcomes end
+/// the session alike. With a limit above that (a `max_message_bytes`
+/// near 1 GiB) a padded row that fit would be sent and one that did not
+/// would end the session: a raw length, one bit per ask. Zero when
+/// `protected` columns of `max_input_bytes` could fill 1 GiB alone: no
+/// such row is served.
+pub fn protected_row_limit(max: usize, protected: usize, max_input_bytes: usize) -> usize {
+    let raw = protected
+        .saturating_mul(max_input_bytes)
+        .saturating_add(ROW_MARGIN);
+    max.min(SERVER_MAX_ROW.saturating_sub(raw))
+}
+
 /// Reads the body (`len` bytes, as its header declared) of a DataRow of
 /// a result whose protected columns are those `protected` says, field by
 /// field. `None` as soon as the row's framing and unprotected fields
@@ -204,5 +229,20 @@ mod tests {
         assert!(b.full());
         assert_eq!(b.take().len(), 3);
         assert!(b.is_empty() && !b.full());
+    }
+
+    #[test]
+    fn the_row_limit_leaves_room_for_every_raw_value() {
+        let mib = 1 << 20;
+        // Defaults: 64 MiB rows, 64 MiB inputs: the configured limit.
+        assert_eq!(protected_row_limit(64 * mib, 1, 64 * mib), 64 * mib);
+        // A limit of 1 GiB is lowered below what one raw value could fill.
+        let one = protected_row_limit(1 << 30, 1, 64 * mib);
+        assert!(one + 64 * mib < SERVER_MAX_ROW, "{one}");
+        // Three protected columns lower it further.
+        let three = protected_row_limit(1 << 30, 3, 64 * mib);
+        assert_eq!(one - three, 128 * mib);
+        // Sixteen of 64 MiB fill 1 GiB: nothing is served.
+        assert_eq!(protected_row_limit(1 << 30, 16, 64 * mib), 0);
     }
 }

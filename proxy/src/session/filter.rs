@@ -197,6 +197,10 @@ pub struct ProxyMode {
     pub sanitizer: Arc<Sanitizer>,
     /// Rows sanitized together.
     pub batch_rows: usize,
+    /// The engine's input limit (`engine.max_input_bytes`): the largest
+    /// raw value the sanitizer takes, which bounds the raw part of a row
+    /// ([`batch::protected_row_limit`]).
+    pub max_input_bytes: usize,
 }
 
 /// A protected column of a result: its position and rule label.
@@ -549,7 +553,9 @@ impl ProxyMode {
                 // sent, never by its raw length.
                 let f = if tag == b'D' && !current.is_empty() {
                     let protected = |i| current.iter().any(|(p, _)| *p == i);
-                    match batch::read_row(&mut ur, len, protected, max).await? {
+                    let limit =
+                        batch::protected_row_limit(max, current.len(), self.max_input_bytes);
+                    match batch::read_row(&mut ur, len, protected, limit).await? {
                         Some(body) => Frame::new(tag, body),
                         None => {
                             if !rows.is_empty() {
@@ -1029,7 +1035,8 @@ impl ProxyMode {
                 })
                 .collect();
             // Judged before it is built: no copy of a row that goes.
-            if batch::check_sent(wire::data_row_len(&sent), max).is_err() {
+            let limit = batch::protected_row_limit(max, protected.len(), self.max_input_bytes);
+            if batch::check_sent(wire::data_row_len(&sent), limit).is_err() {
                 return Err(fail_row(cw, max).await);
             }
             super::write(cw, &Frame::new(b'D', wire::data_row(&sent))).await?;

@@ -375,6 +375,7 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
                 cache: pm.cache.clone(),
                 sanitizer: pm.sanitizer.clone(),
                 batch_rows: shared.config.masking.batch_rows,
+                max_input_bytes: shared.config.masking.engine.max_input_bytes,
             };
             mode.relay(cr, cw.into_inner(), ur, uw, &shared.config.limits)
                 .await

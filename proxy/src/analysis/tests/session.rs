@@ -252,6 +252,8 @@ fn cursors_only_fetch_forward() {
         "FETCH LAST FROM c",
         "FETCH PRIOR FROM c",
         "FETCH BACKWARD 2 FROM c",
+        "FETCH FORWARD -1 FROM c",
+        "FETCH -1 FROM c",
     ] {
         for setup in [protected, plain] {
             let s = session_after(setup);
