@@ -771,3 +771,32 @@ fn rows_with_protected_columns_leave_room_for_raw_values() {
         "{out}"
     );
 }
+
+/// A tenth review's finding: a protected value over the engine's input
+/// limit ended the session without a message, while a row the server
+/// could not build ended it with the proxy's FATAL; with a padding column
+/// and `max_message_bytes` near 1 GiB, which of the two came told a long
+/// value's exact length. Now a value over the input limit is refused
+/// before it is read, and any value the sanitizer cannot take ends the
+/// session with the same FATAL.
+#[test]
+fn a_value_over_the_input_limit_ends_the_session_like_a_row_over_the_limit() {
+    let Some(env) = env() else { return };
+    proxy_port(env);
+    let config = chan_config(
+        env,
+        db(),
+        "[[rule]]\ntable = \"chan_t\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n\
+         [engine]\nmax_input_bytes = 100\n",
+    );
+    let port = spawn_proxy(&config).0;
+    let out = text(
+        &psql_cmd(port, db(), "chan", "chan-pw")
+            .args(["-c", "SELECT id, note FROM chan_t ORDER BY id"])
+            .output()
+            .expect("psql"),
+    );
+    assert_no_marker("a value over the input limit", &out);
+    // (psql drops the rows before it once the session ends.)
+    assert!(out.contains("ended early"), "{out}");
+}

@@ -73,12 +73,18 @@ pub fn protected_row_limit(max: usize, protected: usize, max_input_bytes: usize)
 /// field. `None` as soon as the row's framing and unprotected fields
 /// alone are over `max` as sent: it cannot be sent, whatever its
 /// protected values sanitize to, and that depends on no raw protected
-/// length. The rest of the row is then left unread.
+/// length. `None` too for a protected value longer than `max_value` (the
+/// engine's input limit), which the sanitizer could not take: the
+/// session ends the same way for both, and for a row the server could
+/// not build (which of them it was would tell a raw length, and with a
+/// padding column the exact one). The rest of the row is then left
+/// unread.
 pub async fn read_row<R: AsyncRead + Unpin>(
     r: &mut R,
     len: usize,
     protected: impl Fn(usize) -> bool,
     max: usize,
+    max_value: usize,
 ) -> Result<Option<Vec<u8>>> {
     if len > SERVER_MAX_ROW.max(max) {
         return Err(ProxyError::Protocol(format!(
@@ -102,6 +108,8 @@ pub async fn read_row<R: AsyncRead + Unpin>(
         };
         if !protected(i) {
             sent = sent.saturating_add(field);
+        } else if field > max_value {
+            return Ok(None);
         }
         if sent > max {
             return Ok(None);
@@ -176,7 +184,7 @@ mod tests {
     async fn read(fields: &[Option<&[u8]>], max: usize) -> Result<Option<Vec<u8>>> {
         let body = wire::data_row(fields);
         let mut r: &[u8] = &body;
-        read_row(&mut r, body.len(), |i| i == 0, max).await
+        read_row(&mut r, body.len(), |i| i == 0, max, 1 << 20).await
     }
 
     #[tokio::test]
@@ -196,13 +204,26 @@ mod tests {
         // A body that does not match its fields is an error.
         let body = wire::data_row(&[Some(&b"abc"[..])]);
         let mut r: &[u8] = &body;
-        assert!(read_row(&mut r, body.len() + 1, |_| true, 1024)
+        assert!(read_row(&mut r, body.len() + 1, |_| true, 1024, 1024)
             .await
             .is_err());
         let mut r: &[u8] = &body;
-        assert!(read_row(&mut r, body.len() - 1, |_| true, 1024)
+        assert!(read_row(&mut r, body.len() - 1, |_| true, 1024, 1024)
             .await
             .is_err());
+        // A protected value over the input limit: refused before it is
+        // read, as a row over the limit is.
+        let fields = [Some(&long[..]), Some(&b"x"[..])];
+        let body = wire::data_row(&fields);
+        let mut r: &[u8] = &body;
+        assert!(matches!(
+            read_row(&mut r, body.len(), |i| i == 0, 1 << 20, 4999).await,
+            Ok(None)
+        ));
+        let mut r: &[u8] = &body;
+        assert!(read_row(&mut r, body.len(), |i| i == 0, 1 << 20, 5000)
+            .await
+            .is_ok_and(|b| b.is_some()));
     }
 
     #[test]

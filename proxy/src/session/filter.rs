@@ -555,7 +555,9 @@ impl ProxyMode {
                     let protected = |i| current.iter().any(|(p, _)| *p == i);
                     let limit =
                         batch::protected_row_limit(max, current.len(), self.max_input_bytes);
-                    match batch::read_row(&mut ur, len, protected, limit).await? {
+                    match batch::read_row(&mut ur, len, protected, limit, self.max_input_bytes)
+                        .await?
+                    {
                         Some(body) => Frame::new(tag, body),
                         None => {
                             if !rows.is_empty() {
@@ -1012,7 +1014,15 @@ impl ProxyMode {
                 }
             }
         }
-        let mut out = self.sanitizer.run(items).await?.into_iter();
+        // A value the sanitizer cannot take ends the session as a row over
+        // the limit does (read_row already stops one over the input limit).
+        let mut out = match self.sanitizer.run(items).await {
+            Ok(out) => out.into_iter(),
+            Err(e) => {
+                tracing::warn!(error = %e, "a protected value could not be sanitized");
+                return Err(fail_row(cw, max).await);
+            }
+        };
         for fields in &parsed {
             // This row's sanitized values, in the order they are met.
             let mut replaced = Vec::new();
