@@ -799,4 +799,19 @@ fn a_value_over_the_input_limit_ends_the_session_like_a_row_over_the_limit() {
     assert_no_marker("a value over the input limit", &out);
     // (psql drops the rows before it once the session ends.)
     assert!(out.contains("ended early"), "{out}");
+    // An eleventh review's finding: this ending sent the rows held in the
+    // batch before the refused value, while a value the sanitizer refused
+    // (one over a detection rule's own limit) lost them: which rows came
+    // before the FATAL told which limit a value broke. Every ending of a
+    // protected result now loses its batch.
+    let conninfo = format!(
+        "host=127.0.0.1 port={port} user=chan password=chan-pw dbname={}",
+        db()
+    );
+    let Some(out) = python_client("proxy_mode_batch_end.py", &[&conninfo]) else {
+        return;
+    };
+    assert_eq!(out["values"], serde_json::json!([]), "{out}");
+    assert_eq!(out["errors"], serde_json::json!(["54000"]), "{out}");
+    assert_eq!(out["closed"], serde_json::json!(true), "{out}");
 }

@@ -559,17 +559,18 @@ impl ProxyMode {
                         .await?
                     {
                         Some(body) => Frame::new(tag, body),
-                        None => {
-                            if !rows.is_empty() {
-                                self.flush(rows.take(), &current, &mut cw, max).await?;
-                            }
-                            return Err(fail_row(&mut cw, max).await);
-                        }
+                        // Every ending of a protected result loses the
+                        // batch it was in, whatever ended it: which rows
+                        // came before the FATAL would tell which limit a
+                        // raw value broke.
+                        None => return Err(fail_row(&mut cw, max).await),
                     }
                 } else {
                     wire::read_body(&mut ur, tag, len, max).await?
                 };
-                if f.tag != b'D' && !rows.is_empty() {
+                // (An error is judged first: one that ends the session
+                // loses the held batch, below.)
+                if f.tag != b'D' && f.tag != b'E' && !rows.is_empty() {
                     self.flush(rows.take(), &current, &mut cw, max).await?;
                 }
                 // What to do with the message: relay it, keep it, or end.
@@ -774,6 +775,10 @@ impl ProxyMode {
                                 "the server failed a result with protected columns"
                             );
                             return Err(fail_row(&mut cw, max).await);
+                        }
+                        if f.tag == b'E' && !rows.is_empty() {
+                            // A relayed error: the rows before it go first.
+                            self.flush(rows.take(), &current, &mut cw, max).await?;
                         }
                         if f.tag == b'E' {
                             // The server skips the rest: of a Query, its other
@@ -985,8 +990,10 @@ impl ProxyMode {
     }
 
     /// Sanitizes the protected fields of `rows` (one batch) and writes
-    /// them. A row over `max` bytes as sent ends the session with a FATAL
-    /// error naming the limit, after the rows before it.
+    /// them. A row over its limit as sent, or a value the sanitizer cannot
+    /// take, ends the session with the FATAL naming `max`, and none of the
+    /// batch is sent: every ending of a protected result loses the batch
+    /// it was in (after the batches before it), whatever ended it.
     async fn flush<W: AsyncWrite + Unpin>(
         &self,
         rows: Vec<Frame>,
@@ -1023,6 +1030,7 @@ impl ProxyMode {
                 return Err(fail_row(cw, max).await);
             }
         };
+        let mut frames = Vec::with_capacity(parsed.len());
         for fields in &parsed {
             // This row's sanitized values, in the order they are met.
             let mut replaced = Vec::new();
@@ -1044,12 +1052,17 @@ impl ProxyMode {
                     other => *other,
                 })
                 .collect();
-            // Judged before it is built: no copy of a row that goes.
+            // Judged before it is built: no copy of a row that goes; and
+            // the whole batch before any of it is sent, so that a row over
+            // the limit loses its batch as every other ending does.
             let limit = batch::protected_row_limit(max, protected.len(), self.max_input_bytes);
             if batch::check_sent(wire::data_row_len(&sent), limit).is_err() {
                 return Err(fail_row(cw, max).await);
             }
-            super::write(cw, &Frame::new(b'D', wire::data_row(&sent))).await?;
+            frames.push(Frame::new(b'D', wire::data_row(&sent)));
+        }
+        for f in &frames {
+            super::write(cw, f).await?;
         }
         Ok(())
     }
