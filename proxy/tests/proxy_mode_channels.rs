@@ -273,6 +273,9 @@ fn errors_do_not_quote_values() {
 #[test]
 fn a_database_that_is_not_utf8_is_refused_at_the_start() {
     let Some(env) = env() else { return };
+    // The role is the cluster's: made once, by the shared set-up (two
+    // sessions checking for it and creating it at once would collide).
+    proxy_port(env);
     let ascii = format!("{}_ascii", db());
     let have = direct(
         "postgres",
