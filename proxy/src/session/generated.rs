@@ -49,11 +49,7 @@ pub(super) fn derived(
     let mut out: HashMap<u32, BTreeMap<String, String>> = HashMap::new();
     for g in generated {
         let q = row_security::read(&g.expression);
-        let foreign = q.functions.iter().find_map(|f| match functions.get(f) {
-            Some((name, _)) if name.schema == "pg_catalog" => None,
-            Some((name, _)) => Some(format!("function {name}")),
-            None => Some(format!("a function the proxy does not know (oid {f})")),
-        });
+        let foreign = row_security::foreign_function(&q, functions);
         let why = if q.opaque.is_some() {
             Some("an expression the proxy cannot follow".to_owned())
         } else if let Some(f) = foreign {

@@ -68,12 +68,7 @@ fn columns(index: &Index, functions: &HashMap<u32, (QualName, Volatility)>) -> C
     cols.extend(&index.depends);
     for tree in trees {
         let q = row_security::read(tree);
-        let foreign = q.functions.iter().any(|f| {
-            functions
-                .get(f)
-                .is_none_or(|(name, _)| name.schema != "pg_catalog")
-        });
-        if q.opaque.is_some() || foreign {
+        if q.opaque.is_some() || row_security::foreign_function(&q, functions).is_some() {
             return None;
         }
         // A whole-row reference (0) stands for every column.

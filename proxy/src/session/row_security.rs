@@ -137,6 +137,20 @@ fn construct(what: &str) -> Qual {
     }
 }
 
+/// The first function `q` calls that is not `pg_catalog`'s (or that
+/// `functions` does not know), named for a message: such a function may
+/// read any column it is given, or any table.
+pub(super) fn foreign_function(
+    q: &Qual,
+    functions: &HashMap<u32, (QualName, Volatility)>,
+) -> Option<String> {
+    q.functions.iter().find_map(|f| match functions.get(f) {
+        Some((name, _)) if name.schema == "pg_catalog" => None,
+        Some((name, _)) => Some(format!("function {name}")),
+        None => Some(format!("a function the proxy does not know (oid {f})")),
+    })
+}
+
 /// Reads a `USING` expression's node tree. What it cannot read is opaque.
 pub(super) fn read(tree: &str) -> Qual {
     let tokens = tokens(tree);
