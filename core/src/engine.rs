@@ -451,9 +451,10 @@ impl Engine {
             return Ok(m.clone());
         }
         let started = std::time::Instant::now();
-        let m = Arc::new(Detector::load(
+        let m = Arc::new(Detector::load_on(
             &self.config.assets_dir,
             self.config.model_threads,
+            self.config.device,
         )?);
         m.model().set_batch(self.config.detect_batch);
         m.set_custom(

@@ -319,10 +319,21 @@ pub struct Detector {
 }
 
 impl Detector {
-    /// Loads the model and the dictionaries from an assets directory.
+    /// Loads the model and the dictionaries from an assets directory (the
+    /// model on the CPU).
     pub fn load(assets: &std::path::Path, threads: usize) -> crate::Result<Self> {
+        Self::load_on(assets, threads, crate::runtime::Device::Cpu)
+    }
+
+    /// [`Detector::load`] with the model on `device` (CUDA falls back to
+    /// the CPU with one warning).
+    pub fn load_on(
+        assets: &std::path::Path,
+        threads: usize,
+        device: crate::runtime::Device,
+    ) -> crate::Result<Self> {
         Ok(Detector {
-            model: model::NerModel::load(assets, threads)?,
+            model: model::NerModel::load_on(assets, threads, device)?,
             lexicon: lexicon::Lexicon::load(assets)?,
             custom: Default::default(),
         })

@@ -42,6 +42,8 @@ const OVERLAP: usize = 64;
 /// A loaded token classifier.
 pub struct NerModel {
     session: Mutex<Session>,
+    /// Where the session runs (the CPU after a CUDA request fell back).
+    device: crate::runtime::Device,
     tokenizer: tokenizers::Tokenizer,
     /// Coarse label of each output class (`None` for `O`).
     classes: Vec<Option<Label>>,
@@ -61,7 +63,7 @@ impl std::fmt::Debug for NerModel {
     }
 }
 
-use crate::runtime::{environment, model_err};
+use crate::runtime::model_err;
 
 /// Maps a Rampart class name (`B-GIVEN_NAME`) to a coarse label.
 pub fn coarse(class: &str) -> Option<Label> {
@@ -80,8 +82,15 @@ pub fn coarse(class: &str) -> Option<Label> {
 
 impl NerModel {
     /// Loads the model from an assets directory (`rampart/` and the ONNX
-    /// Runtime library), with `threads` intra-op threads.
+    /// Runtime library), with `threads` intra-op threads, on the CPU.
     pub fn load(assets: &Path, threads: usize) -> Result<Self> {
+        Self::load_on(assets, threads, crate::runtime::Device::Cpu)
+    }
+
+    /// [`NerModel::load`] on `device`: a CUDA request that cannot start
+    /// runs on the CPU with one warning, as the masked LM's does
+    /// ([`crate::runtime::fallback_count`] counts it).
+    pub fn load_on(assets: &Path, threads: usize, device: crate::runtime::Device) -> Result<Self> {
         let lib = crate::runtime::ort_lib(&assets.join(ORT_LIB));
         let dir = assets.join(MODEL_DIR);
         for (asset, p) in [
@@ -123,19 +132,15 @@ impl NerModel {
             .token_to_id("[SEP]")
             .ok_or_else(|| model_err("no [SEP] token"))?;
         let pad = tokenizer.token_to_id("[PAD]").unwrap_or(0);
-        let env = environment(&lib)?;
-        let session = Session::builder(env)
-            .map_err(model_err)?
-            .with_intra_threads(threads.max(1))
-            .map_err(|e| model_err(e.to_string()))?
-            .commit_from_file(dir.join("model.onnx"))
-            .map_err(model_err)?;
+        let built = crate::runtime::build_session(&lib, &dir.join("model.onnx"), threads, device)?;
+        let session = built.session;
         let token_type_ids = session
             .inputs()
             .iter()
             .any(|i| i.name() == "token_type_ids");
         Ok(NerModel {
             session: Mutex::new(session),
+            device: built.device,
             tokenizer,
             classes,
             token_type_ids,
@@ -144,6 +149,12 @@ impl NerModel {
             pad,
             batch: std::sync::atomic::AtomicUsize::new(DEFAULT_BATCH),
         })
+    }
+
+    /// Where the model runs: the device asked for, or the CPU when a CUDA
+    /// request could not start.
+    pub fn device(&self) -> crate::runtime::Device {
+        self.device
     }
 
     /// Per-token (class, probability) for several windows in one model
@@ -394,6 +405,27 @@ mod tests {
 
     fn model() -> Option<NerModel> {
         crate::assets::load_or_skip(|dir| NerModel::load(dir, 1))
+    }
+
+    /// The model honours the device asked for: CUDA where it starts, else
+    /// the CPU with one counted fallback and the CPU's spans.
+    #[test]
+    fn a_cuda_request_runs_there_or_falls_back_with_the_same_spans() {
+        let Some(cpu) = model() else { return };
+        let before = crate::runtime::fallback_count();
+        let Some(gpu) = crate::assets::load_or_skip(|dir| {
+            NerModel::load_on(dir, 1, crate::runtime::Device::Cuda)
+        }) else {
+            return;
+        };
+        assert_eq!(cpu.device(), crate::runtime::Device::Cpu);
+        if gpu.device() == crate::runtime::Device::Cuda {
+            return;
+        }
+        assert!(crate::runtime::fallback_count() > before);
+        let t = "Seen by Dr. Anna Kowalski at 14 Elm Street, Springfield; call 555-201-7788.";
+        assert_eq!(found(&gpu, t), found(&cpu, t));
+        assert!(!found(&cpu, t).is_empty());
     }
 
     fn found(m: &NerModel, t: &str) -> Vec<(Label, String)> {
