@@ -252,9 +252,12 @@ fn main() {
         .map(|(a, b)| (a - b).abs())
         .fold(0.0, f64::max);
     // The pruned search must pick the naive computation's winner with its
-    // NDD (first of equals, as `min_by` does).
-    let mut same = 0;
-    let mut total = 0;
+    // NDD (first of equals, as `min_by` does). On the CPU that is exact; on
+    // CUDA a row's logits depend a little on the rows batched with it, so
+    // NDDs are equal within `tol` and a winner may differ only where the
+    // naive scores of the two candidates are that close (a near-tie).
+    let tol = if device == Device::Cpu { 0.0 } else { 1e-4 };
+    let (mut same, mut close, mut ties, mut total) = (0, 0, 0, 0);
     for (per_sentence, choices) in naive.iter().zip(&chosen) {
         for (scores, choice) in per_sentence.iter().zip(choices) {
             total += 1;
@@ -263,8 +266,18 @@ fn main() {
                 .enumerate()
                 .min_by(|a, b| a.1.total_cmp(b.1))
                 .map(|(i, &v)| (i, v));
-            if want == choice.map(|c| (c.index, c.ndd)) {
-                same += 1;
+            let got = choice.map(|c| (c.index, c.ndd));
+            match (want, got) {
+                _ if want == got => same += 1,
+                (Some((wi, wv)), Some((gi, gv))) if wi == gi && (wv - gv).abs() <= tol => {
+                    close += 1
+                }
+                (Some((_, wv)), Some((gi, gv)))
+                    if (scores[gi] - wv).abs() <= tol && (gv - wv).abs() <= tol =>
+                {
+                    ties += 1
+                }
+                _ => {}
             }
         }
     }
@@ -273,8 +286,13 @@ fn main() {
         best[0] / best[1]
     );
     println!(
-        "ratio with pruning / naive: {:.2}x (fastest layouts; same winner and NDD for {same} of {total} spans)",
+        "ratio with pruning / naive: {:.2}x (fastest layouts; same winner and NDD for {same} of {total} spans, \
+         same winner with NDD within {tol:e} for {close}, a near-tie's other candidate for {ties})",
         best[0] / best[2]
     );
-    assert_eq!(same, total, "the pruned search changed a winner");
+    assert_eq!(
+        same + close + ties,
+        total,
+        "the pruned search changed a winner"
+    );
 }
