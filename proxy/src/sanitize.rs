@@ -47,8 +47,28 @@ pub struct Sanitizer {
     /// Builds each rule once to check it (and loads what it needs).
     checker: Engine,
     specs: Specs,
-    tx: mpsc::Sender<Job>,
+    /// The queue's sending end; `None` once dropped (which stops the
+    /// workers).
+    tx: Option<mpsc::Sender<Job>>,
+    /// The workers, joined when the sanitizer is dropped.
+    handles: Vec<std::thread::JoinHandle<()>>,
     workers: usize,
+}
+
+impl Drop for Sanitizer {
+    /// Closes the queue and waits for every worker to drop its engine.
+    /// Without the wait, a process that returns from `main` right after
+    /// (the proxy at shutdown) runs ONNX Runtime's and CUDA's exit-time
+    /// teardown while workers are still destroying their CUDA sessions,
+    /// which crashed the process on a GPU machine. The last `Arc` is only
+    /// dropped when no session can send a job, so the workers are idle.
+    fn drop(&mut self) {
+        drop(self.tx.take());
+        for h in self.handles.drain(..) {
+            // A worker that panicked has nothing left to tear down.
+            let _ = h.join();
+        }
+    }
 }
 
 impl std::fmt::Debug for Sanitizer {
@@ -145,6 +165,18 @@ fn run_job(
         .collect()
 }
 
+/// Runs a worker's share, turning a panic (a bug in a mechanism or a
+/// model library, reachable by content) into an error of that share: the
+/// session fails closed as for any sanitizer error, and the worker stays
+/// in the pool instead of dying with its thread (after enough such values
+/// no worker would be left).
+fn guarded(share: impl FnOnce() -> Result<Vec<String>>) -> Result<Vec<String>> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(share)).unwrap_or_else(|_| {
+        tracing::error!("a sanitizing worker panicked; the value's session ends");
+        Err(ProxyError::Protocol("a sanitizing worker failed".into()))
+    })
+}
+
 /// A rule that cannot be built, named as the configuration names it.
 fn rule_error(r: &ColumnRule, e: &ProxyError) -> ProxyError {
     ProxyError::Config(format!(
@@ -169,12 +201,13 @@ impl Sanitizer {
         let mode = output_mode(key)?;
         let (tx, rx) = mpsc::channel::<Job>(workers * 4);
         let rx = Arc::new(std::sync::Mutex::new(rx));
+        let mut handles = Vec::with_capacity(workers);
         for i in 0..workers {
             let rx = rx.clone();
             let engine = engine(&config, custom.as_ref());
             let specs = specs.clone();
             let mode = mode.clone();
-            std::thread::Builder::new()
+            let handle = std::thread::Builder::new()
                 .name(format!("dptext-sanitize-{i}"))
                 .spawn(move || loop {
                     let job = {
@@ -182,15 +215,17 @@ impl Sanitizer {
                         guard.blocking_recv()
                     };
                     let Some(job) = job else { return };
-                    let out = run_job(&engine, &specs, &mode, &job.items);
+                    let out = guarded(|| run_job(&engine, &specs, &mode, &job.items));
                     let _ = job.reply.send(out);
                 })
                 .map_err(|e| ProxyError::Config(format!("starting a sanitizing thread: {e}")))?;
+            handles.push(handle);
         }
         let s = Arc::new(Sanitizer {
             checker: engine(&config, custom.as_ref()),
             specs,
-            tx,
+            tx: Some(tx),
+            handles,
             workers,
         });
         for r in rules {
@@ -245,13 +280,16 @@ impl Sanitizer {
         while items.peek().is_some() {
             let share: Vec<(Arc<str>, String)> = items.by_ref().take(per).collect();
             let (reply, wait) = oneshot::channel();
-            self.tx
-                .send(Job {
-                    items: share,
-                    reply,
-                })
-                .await
-                .map_err(|_| ProxyError::Protocol("the sanitizing workers stopped".into()))?;
+            let tx = self
+                .tx
+                .as_ref()
+                .ok_or_else(|| ProxyError::Protocol("the sanitizing workers stopped".into()))?;
+            tx.send(Job {
+                items: share,
+                reply,
+            })
+            .await
+            .map_err(|_| ProxyError::Protocol("the sanitizing workers stopped".into()))?;
             waits.push(wait);
         }
         let mut out = Vec::new();
@@ -268,6 +306,16 @@ impl Sanitizer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_panicking_share_is_an_error_and_a_normal_one_passes_through() {
+        let e = guarded(|| panic!("boom")).unwrap_err().to_string();
+        assert!(e.contains("a sanitizing worker failed"), "{e}");
+        assert_eq!(
+            guarded(|| Ok(vec!["x".into()])).unwrap(),
+            vec!["x".to_string()]
+        );
+    }
 
     #[test]
     fn a_recognizers_file_that_cannot_be_used_stops_the_check() {
