@@ -61,7 +61,9 @@ impl Drop for Sanitizer {
     /// (the proxy at shutdown) runs ONNX Runtime's and CUDA's exit-time
     /// teardown while workers are still destroying their CUDA sessions,
     /// which crashed the process on a GPU machine. The last `Arc` is only
-    /// dropped when no session can send a job, so the workers are idle.
+    /// dropped when no session can send a job, so the workers are idle or
+    /// finishing the share of a session that was cancelled (the wait is at
+    /// most that share: a configuration reload's old pool, or shutdown).
     fn drop(&mut self) {
         drop(self.tx.take());
         for h in self.handles.drain(..) {
