@@ -53,8 +53,9 @@ class Raw:
                 return None, None
             self.buf += d
 
-    def ready(self):
-        """Reads to the next ReadyForQuery, keeping values and errors."""
+    def ready(self, stop=b"Z"):
+        """Reads to the next ReadyForQuery (or message `stop`), keeping
+        values and errors."""
         while True:
             try:
                 tag, body = self.msg()
@@ -75,5 +76,5 @@ class Raw:
             elif tag == b"E":
                 fields = {chr(p[0]): p[1:].decode(errors="replace") for p in body.split(b"\0") if p}
                 self.errors.append(fields.get("C", ""))
-            elif tag == b"Z":
+            if tag == stop:
                 return

@@ -152,9 +152,31 @@ struct Shared {
     catalog: Arc<SessionCatalog>,
     /// Whether the last ReadyForQuery reported a transaction block.
     in_block: bool,
+    /// The server failed an extended-protocol message before the proxy had
+    /// read the client's `Sync` after it: the server discards every
+    /// message up to that `Sync`, so what the client sends until then
+    /// expects no answer ([`Shared::expect`]). Without it, an `Execute`
+    /// read after the error came expected an answer the server never sent,
+    /// and the session ended at the next ReadyForQuery (seen under load).
+    skip_to_sync: bool,
 }
 
 impl Shared {
+    /// Records the answer a message forwarded to the server will get,
+    /// unless the server is discarding messages up to a `Sync`
+    /// ([`Shared::skip_to_sync`]); the `ReadyForQuery` of that `Sync` (the
+    /// client's, or the one the proxy sends for a refused message) ends
+    /// the skip.
+    fn expect(&mut self, e: Expect) {
+        if self.skip_to_sync {
+            if !matches!(e, Expect::Ready(_)) {
+                return;
+            }
+            self.skip_to_sync = false;
+        }
+        self.expect.push_back(e);
+    }
+
     fn new(catalog: Arc<SessionCatalog>) -> Self {
         Shared {
             expect: VecDeque::new(),
@@ -168,6 +190,7 @@ impl Shared {
             path: SearchPath::new(&catalog.search_path),
             catalog,
             in_block: false,
+            skip_to_sync: false,
         }
     }
 
@@ -530,8 +553,7 @@ impl ProxyMode {
                         shared
                             .lock()
                             .unwrap_or_else(PoisonError::into_inner)
-                            .expect
-                            .push_back(Expect::Ready(Some(r)));
+                            .expect(Expect::Ready(Some(r)));
                         super::write(&mut uw, &sync()).await?;
                     }
                 }
@@ -794,6 +816,9 @@ impl ProxyMode {
                             }) {
                                 s.expect.pop_front();
                             }
+                            // The client's Sync not read yet: what comes
+                            // before it is discarded by the server too.
+                            s.skip_to_sync = to_sync && s.expect.is_empty();
                             s.path.error();
                             current.clear();
                             width = None;
@@ -853,7 +878,7 @@ impl ProxyMode {
         let catalog = s.catalog.clone();
         let ctx = self.context(&catalog, &search_path);
         let push = |s: &mut Shared, e: Expect| {
-            s.expect.push_back(e);
+            s.expect(e);
             Ok(None)
         };
         match f.tag {
@@ -863,7 +888,7 @@ impl ProxyMode {
                     Ok(a) => a,
                     Err(r) => return Ok(Some(r)),
                 };
-                let idle = s.expect.is_empty();
+                let idle = s.expect.is_empty() && !s.skip_to_sync;
                 let change = match s.path.query(&a.statements, idle) {
                     Ok(c) => c,
                     Err(r) => return Ok(Some(r)),
@@ -874,7 +899,7 @@ impl ProxyMode {
                     f.body = query_body(&a.forward);
                 }
                 for st in a.statements {
-                    s.expect.push_back(Expect::Statement {
+                    s.expect(Expect::Statement {
                         runs_named: st.kind.runs_named(),
                         output: st.output,
                         effect: st.effect,
@@ -882,7 +907,7 @@ impl ProxyMode {
                     });
                 }
                 if change == Some(PathChange::Set) {
-                    s.expect.push_back(Expect::PathProbe {
+                    s.expect(Expect::PathProbe {
                         schemas: Vec::new(),
                     });
                 }

@@ -201,6 +201,12 @@ pub fn spawn_proxy(config: &str) -> (u16, u16) {
 /// As [`spawn_proxy`], with the proxy itself, to reload it or look at its
 /// slots.
 pub fn start_proxy(config: &str) -> (u16, u16, std::sync::Arc<dptext_proxy::Proxy>) {
+    // The proxy's logs on stderr with DPTEXT_LOG (e.g. dptext_proxy=debug),
+    // as the binary; shown for failing tests.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_env("DPTEXT_LOG"))
+        .with_writer(std::io::stderr)
+        .try_init();
     let config = dptext_proxy::config::Config::parse(config).expect("config");
     config.validate().expect("valid");
     dptext_proxy::tls::check(&config).expect("TLS files load");
