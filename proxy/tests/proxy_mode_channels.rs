@@ -513,7 +513,7 @@ fn an_error_before_a_pipelined_query_keeps_the_proxy_in_step() {
     assert_eq!(out["plain"], serde_json::json!(["1"]), "{text}");
     assert_eq!(
         out["errors"],
-        serde_json::json!(["22012", "54000"]),
+        serde_json::json!(["22012", "42501", "54000"]),
         "{text}"
     );
     assert_eq!(out["closed"], serde_json::json!(true), "{text}");
@@ -703,7 +703,11 @@ fn statements_parsed_before_their_cursor_changed_do_not_run_unchecked() {
 /// no answer. The proxy expected one for an `Execute` read after the
 /// error, and ended the session at the Sync's ReadyForQuery (a test
 /// passed or failed with the machine's load). The script waits for the
-/// error before it sends the rest, so the order is forced.
+/// error before it sends the rest, so the order is forced. Also the
+/// twelfth review's finding: an error at a `Flush` (a statement timeout
+/// the server raises at the next message it reads), which the proxy did
+/// not record, desynchronized every later answer; a simple Query inside
+/// an unfinished batch is now refused, and a Flush recorded.
 #[test]
 fn the_rest_of_a_failed_batch_expects_no_answer() {
     let Some(env) = env() else { return };
@@ -722,23 +726,35 @@ fn the_rest_of_a_failed_batch_expects_no_answer() {
         serde_json::json!(["26000"]),
         "{text}"
     );
-    assert_eq!(
-        out["refused"]["errors"],
-        serde_json::json!(["26000", "42501"]),
-        "{text}"
-    );
-    for case in ["late", "refused"] {
+    for case in ["query", "refused"] {
         assert_eq!(
-            out[case]["closed"],
-            serde_json::json!(false),
+            out[case]["errors"],
+            serde_json::json!(["26000", "42501"]),
             "{case}: {text}"
         );
+    }
+    for case in ["late", "query", "refused", "timeout"] {
         assert_eq!(
             out[case]["values"],
             serde_json::json!(["still here"]),
             "{case}: {text}"
         );
     }
+    for case in ["late", "query", "refused"] {
+        assert_eq!(
+            out[case]["closed"],
+            serde_json::json!(false),
+            "{case}: {text}"
+        );
+    }
+    // The timeout at the Flush (57014), the refused Query, and the
+    // protected EXECUTE's failure ending the session (54000), in step.
+    assert_eq!(
+        out["timeout"]["errors"],
+        serde_json::json!(["57014", "42501", "54000"]),
+        "{text}"
+    );
+    assert_eq!(out["timeout"]["closed"], serde_json::json!(true), "{text}");
 }
 
 /// An eighth review's finding: a portal of a protocol-level `EXECUTE` or

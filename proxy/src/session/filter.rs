@@ -96,6 +96,11 @@ enum Expect {
     Ready(Option<Refusal>),
     /// The `ReadyForQuery` of a simple-protocol Query.
     QueryReady,
+    /// A `Flush`: no answer, but the server may fail at it (a
+    /// `statement_timeout` or cancel waiting for the next message it
+    /// reads), and then discards everything up to the next Sync; popped
+    /// when an answer to a later message comes.
+    Flush,
 }
 
 impl Expect {
@@ -110,6 +115,7 @@ impl Expect {
                 | Expect::Describe
                 | Expect::Execute { .. }
                 | Expect::Close { .. }
+                | Expect::Flush
         )
     }
 }
@@ -159,6 +165,13 @@ struct Shared {
     /// read after the error came expected an answer the server never sent,
     /// and the session ended at the next ReadyForQuery (seen under load).
     skip_to_sync: bool,
+    /// The client has sent extended-protocol messages since its last
+    /// `Sync` (or since the proxy sent one for a refused message): a
+    /// simple Query now is refused, because the server would run it or
+    /// discard it depending on whether an earlier message failed, and an
+    /// interrupt's error at a `Flush` before it could not be told from the
+    /// Query's own (a review desynchronized the answers that way).
+    batch_open: bool,
 }
 
 impl Shared {
@@ -191,6 +204,7 @@ impl Shared {
             catalog,
             in_block: false,
             skip_to_sync: false,
+            batch_open: false,
         }
     }
 
@@ -382,7 +396,8 @@ enum Answering {
 /// What the statement or portal whose answer the server is sending is
 /// (known from the analysis, before any RowDescription).
 fn answering(s: &Shared) -> Answering {
-    let output = match s.expect.front() {
+    // An error at a Flush is judged as one of the message after it.
+    let output = match s.expect.iter().find(|e| !matches!(e, Expect::Flush)) {
         Some(Expect::Statement {
             runs_named: true, ..
         }) => return Answering::Stored,
@@ -422,6 +437,19 @@ fn relayed_error(what: Answering, body: &[u8]) -> bool {
 }
 
 /// The SQLSTATE of an ErrorResponse, for the proxy's own log.
+/// The severity of an ErrorResponse (its non-localized `V` field, else
+/// `S`).
+fn error_severity(body: &[u8]) -> String {
+    let fields = wire::parse_fields(body).unwrap_or_default();
+    let find = |code| {
+        fields
+            .iter()
+            .find(|(c, _)| *c == code)
+            .map(|(_, v)| v.clone())
+    };
+    find(b'V').or_else(|| find(b'S')).unwrap_or_default()
+}
+
 fn server_sqlstate(body: &[u8]) -> String {
     wire::parse_fields(body)
         .ok()
@@ -550,10 +578,12 @@ impl ProxyMode {
                         tracing::info!(rule = r.rule.code(), "statement refused in proxy mode");
                         crate::metrics::inc(&crate::metrics::METRICS.masking_refused);
                         skipping = !matches!(f.tag, b'Q' | b'F');
-                        shared
-                            .lock()
-                            .unwrap_or_else(PoisonError::into_inner)
-                            .expect(Expect::Ready(Some(r)));
+                        {
+                            let mut s = shared.lock().unwrap_or_else(PoisonError::into_inner);
+                            // The proxy's Sync ends the server's batch.
+                            s.batch_open = false;
+                            s.expect(Expect::Ready(Some(r)));
+                        }
                         super::write(&mut uw, &sync()).await?;
                     }
                 }
@@ -597,6 +627,14 @@ impl ProxyMode {
                 }
                 // What to do with the message: relay it, keep it, or end.
                 let mut relay = true;
+                if !matches!(f.tag, b'D' | b'E' | b'N' | b'A' | b'S') {
+                    // The server answers a later message: it is past every
+                    // Flush before it. (A row never comes first.)
+                    let mut s = shared.lock().unwrap_or_else(PoisonError::into_inner);
+                    while matches!(s.expect.front(), Some(Expect::Flush)) {
+                        s.expect.pop_front();
+                    }
+                }
                 match f.tag {
                     b'T' | b'n' => {
                         let origins = if f.tag == b'T' {
@@ -802,6 +840,29 @@ impl ProxyMode {
                             // A relayed error: the rows before it go first.
                             self.flush(rows.take(), &current, &mut cw, max).await?;
                         }
+                        if f.tag == b'E'
+                            && shared
+                                .lock()
+                                .unwrap_or_else(PoisonError::into_inner)
+                                .expect
+                                .is_empty()
+                        {
+                            // An error answering nothing the proxy sent:
+                            // every message the server can fail at is
+                            // recorded, so it cannot be placed; the server
+                            // may be skipping to a Sync the proxy does not
+                            // know of. A FATAL ends the session anyway.
+                            if error_severity(&f.body) == "FATAL"
+                                || error_severity(&f.body) == "PANIC"
+                            {
+                                super::write(&mut cw, &scrub(f.tag, &f.body)?).await?;
+                                cw.flush().await?;
+                            }
+                            return Err(ProxyError::Protocol(
+                                "the server sent an error the proxy cannot place: session ended"
+                                    .into(),
+                            ));
+                        }
                         if f.tag == b'E' {
                             // The server skips the rest: of a Query, its other
                             // statements; of an extended-protocol message,
@@ -881,7 +942,17 @@ impl ProxyMode {
             s.expect(e);
             Ok(None)
         };
+        if matches!(f.tag, b'P' | b'B' | b'E' | b'D' | b'C' | b'H') {
+            // (A refused one closes the batch again: the proxy sends a
+            // Sync in its place.)
+            s.batch_open = true;
+        }
         match f.tag {
+            b'Q' if s.batch_open => Ok(Some(Refusal::new(
+                Rule::ConstructNotAllowed,
+                "a simple Query inside an unfinished extended-protocol batch: the server runs it \
+                 or discards it depending on the messages before it; send Sync first",
+            ))),
             b'Q' => {
                 let sql = cstr_at(&f.body, 0)?;
                 let a = match analysis::analyze(&sql, &ctx, &s.session) {
@@ -1001,8 +1072,12 @@ impl ProxyMode {
                     _ => Err(ProxyError::Protocol("a Close of neither S nor P".into())),
                 }
             }
-            b'S' => push(s, Expect::Ready(None)),
-            b'H' | b'X' => Ok(None),
+            b'S' => {
+                s.batch_open = false;
+                push(s, Expect::Ready(None))
+            }
+            b'H' => push(s, Expect::Flush),
+            b'X' => Ok(None),
             b'F' => Ok(Some(Refusal::new(
                 Rule::StatementKind,
                 "the function-call protocol message is not allowed in proxy mode",
