@@ -330,7 +330,7 @@ fn ndd_distorts_spans_with_the_given_model_device_and_threads() {
     );
     assert_eq!(lines[1], "No names here.");
     // Seeded: the same text again; CUDA without the cuda feature or a GPU
-    // falls back to the CPU with one warning and the same text.
+    // falls back to the CPU with one warning per model and the same text.
     assert_eq!(out, stdout(&run("cpu")));
     let cuda = run("cuda");
     let warnings = String::from_utf8_lossy(&cuda.stderr);
@@ -338,7 +338,10 @@ fn ndd_distorts_spans_with_the_given_model_device_and_threads() {
         .matches("CUDA unavailable, running on the CPU")
         .count();
     if fallbacks > 0 || !cfg!(feature = "cuda") {
-        assert_eq!(fallbacks, 1, "one fallback warning: {warnings}");
+        // One per model: the detection model and the masked LM.
+        assert_eq!(fallbacks, 2, "one fallback warning per model: {warnings}");
+        assert!(warnings.contains("rampart"), "{warnings}");
+        assert!(warnings.contains("mlm"), "{warnings}");
         assert_eq!(stdout(&cuda), out);
     } else {
         // A cuda build on a GPU machine: CUDA ran. Near-ties (about 1e-5)

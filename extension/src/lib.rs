@@ -85,14 +85,30 @@ fn run(spec: MechanismSpec, t: &str, funcname: &'static str) -> dptext_core::mec
     let engine = engine();
     vocabularies::ensure(&engine, &spec, funcname);
     let mechanism = engine.mechanism(&spec).or_raise(funcname);
-    engine
+    let out = engine
         .run(
             mechanism.as_ref(),
             t,
             &guc::random_mode().or_raise(funcname),
             &[],
         )
-        .or_raise(funcname)
+        .or_raise(funcname);
+    warn_fallback(None);
+    out
+}
+
+/// One WARNING per backend when a model asked to run on `dptext.device`
+/// (the detection model, the masked LM) runs on the CPU instead; with
+/// `reason` when the caller knows it.
+fn warn_fallback(reason: Option<&str>) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    if dptext_core::runtime::fallback_count() > 0 && !WARNED.swap(true, Ordering::Relaxed) {
+        let reason = reason.unwrap_or(
+            "a build without the cuda feature, a library without the CUDA provider, or no GPU",
+        );
+        pgrx::warning!("dptext.device = 'cuda' is not available ({reason}); running on the CPU");
+    }
 }
 
 fn embedding(e: &str, funcname: &'static str) -> EmbeddingChoice {
@@ -332,20 +348,12 @@ fn deidentify_epsilon(strategy: &str, p: f64) -> f64 {
     dptext_core::mechanisms::replace::strategy_epsilon(s, p).or_raise("deidentify_epsilon")
 }
 
-/// The masked LM for NDD, with one WARNING per backend when the
-/// requested device fell back to the CPU.
+/// The masked LM for NDD (its fallback, like the detection model's, is
+/// warned about once per backend: [`warn_fallback`]).
 fn mlm(funcname: &'static str) -> Arc<dptext_core::mlm::MaskedLm> {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    static WARNED: AtomicBool = AtomicBool::new(false);
     guc::device().or_raise(funcname);
     let m = engine().mlm().or_raise(funcname);
-    if let Some(reason) = m.fallback() {
-        if !WARNED.swap(true, Ordering::Relaxed) {
-            pgrx::warning!(
-                "dptext.device = 'cuda' is not available ({reason}); running on the CPU"
-            );
-        }
-    }
+    warn_fallback(m.fallback());
     m
 }
 

@@ -802,6 +802,24 @@ mod tests {
         assert!(err.contains("\"tpu\" is not one of 'cpu', 'cuda'"), "{err}");
     }
 
+    /// The detection model follows `dptext.device` as the masked LM does:
+    /// on a machine where CUDA cannot start, `deidentify` runs on the CPU
+    /// (the fallback counted, a WARNING) and gives the CPU's text.
+    #[pg_test]
+    fn deidentify_on_cuda_without_a_gpu_runs_on_the_cpu() {
+        Spi::run("SET dptext.seed = 7").unwrap();
+        let q = "SELECT deidentify('Call John Smith at (555) 123-4567 about Boston.')";
+        let cpu = Spi::get_one::<String>(q).unwrap().unwrap();
+        assert!(!cpu.contains("John Smith"), "{cpu}");
+        let before = dptext_core::runtime::fallback_count();
+        Spi::run("SET dptext.device = 'cuda'").unwrap();
+        let gpu = Spi::get_one::<String>(q).unwrap().unwrap();
+        if !cfg!(feature = "cuda") {
+            assert!(dptext_core::runtime::fallback_count() > before);
+            assert_eq!(cpu, gpu);
+        }
+    }
+
     #[pg_test]
     fn missing_model_names_its_directory() {
         Spi::run("SET dptext.mlm_model = '/nonexistent/model'").unwrap();
