@@ -111,6 +111,15 @@ fn chan_at(port: u16, sqls: &[&str]) -> String {
     text(&cmd.output().expect("psql"))
 }
 
+/// A libpq connection string for `chan` through the proxy at `port`
+/// (for the Python clients).
+fn conninfo_at(port: u16) -> String {
+    format!(
+        "host=127.0.0.1 port={port} user=chan password=chan-pw dbname={}",
+        db()
+    )
+}
+
 /// The raw octet length of row `id`'s note.
 fn raw_length(id: i32) -> usize {
     let out = direct(
@@ -343,10 +352,7 @@ fn rows_before_a_refused_value_get_out_by_count_not_by_raw_length() {
         ),
     );
     let port = spawn_proxy(&config).0;
-    let conninfo = format!(
-        "host=127.0.0.1 port={port} dbname={} user=chan password=chan-pw",
-        db()
-    );
+    let conninfo = conninfo_at(port);
     let rows_out = |pad: usize| {
         let sql = format!(
             "SELECT g.g, a.note, b.note, CASE WHEN g.g = 2 THEN pg_catalog.repeat('x', {pad}) ELSE '' END \
@@ -501,10 +507,7 @@ fn a_server_error_inside_a_protected_result_ends_the_session() {
 fn an_error_before_a_pipelined_query_keeps_the_proxy_in_step() {
     let Some(env) = env() else { return };
     let port = proxy_port(env);
-    let conninfo = format!(
-        "host=127.0.0.1 port={port} user=chan password=chan-pw dbname={}",
-        db()
-    );
+    let conninfo = conninfo_at(port);
     let Some(out) = python_client("proxy_mode_pipelined.py", &[&conninfo]) else {
         return;
     };
@@ -672,10 +675,7 @@ fn sorts_and_cursors_that_hold_rows_never_sent_are_refused() {
 fn statements_parsed_before_their_cursor_changed_do_not_run_unchecked() {
     let Some(env) = env() else { return };
     let port = proxy_port(env);
-    let conninfo = format!(
-        "host=127.0.0.1 port={port} user=chan password=chan-pw dbname={}",
-        db()
-    );
+    let conninfo = conninfo_at(port);
     let Some(out) = python_client("proxy_mode_stale.py", &[&conninfo]) else {
         return;
     };
@@ -712,10 +712,7 @@ fn statements_parsed_before_their_cursor_changed_do_not_run_unchecked() {
 fn the_rest_of_a_failed_batch_expects_no_answer() {
     let Some(env) = env() else { return };
     let port = proxy_port(env);
-    let conninfo = format!(
-        "host=127.0.0.1 port={port} user=chan password=chan-pw dbname={}",
-        db()
-    );
+    let conninfo = conninfo_at(port);
     let Some(out) = python_client("proxy_mode_late_sync.py", &[&conninfo]) else {
         return;
     };
@@ -768,10 +765,7 @@ fn the_rest_of_a_failed_batch_expects_no_answer() {
 fn stored_portals_are_never_read_in_part() {
     let Some(env) = env() else { return };
     let port = proxy_port(env);
-    let conninfo = format!(
-        "host=127.0.0.1 port={port} user=chan password=chan-pw dbname={}",
-        db()
-    );
+    let conninfo = conninfo_at(port);
     let Some(out) = python_client("proxy_mode_stored_portal.py", &[&conninfo]) else {
         return;
     };
@@ -864,10 +858,7 @@ fn a_value_over_the_input_limit_ends_the_session_like_a_row_over_the_limit() {
     // (one over a detection rule's own limit) lost them: which rows came
     // before the FATAL told which limit a value broke. Every ending of a
     // protected result now loses its batch.
-    let conninfo = format!(
-        "host=127.0.0.1 port={port} user=chan password=chan-pw dbname={}",
-        db()
-    );
+    let conninfo = conninfo_at(port);
     let Some(out) = python_client("proxy_mode_batch_end.py", &[&conninfo]) else {
         return;
     };
