@@ -277,15 +277,15 @@ impl Sanitizer {
             return Ok(Vec::new());
         }
         let per = items.len().div_ceil(self.workers).max(1);
+        let tx = self
+            .tx
+            .as_ref()
+            .ok_or_else(|| ProxyError::Protocol("the sanitizing workers stopped".into()))?;
         let mut waits = Vec::new();
         let mut items = items.into_iter().peekable();
         while items.peek().is_some() {
             let share: Vec<(Arc<str>, String)> = items.by_ref().take(per).collect();
             let (reply, wait) = oneshot::channel();
-            let tx = self
-                .tx
-                .as_ref()
-                .ok_or_else(|| ProxyError::Protocol("the sanitizing workers stopped".into()))?;
             tx.send(Job {
                 items: share,
                 reply,

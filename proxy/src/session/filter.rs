@@ -437,19 +437,6 @@ fn relayed_error(what: Answering, body: &[u8]) -> bool {
 }
 
 /// The SQLSTATE of an ErrorResponse, for the proxy's own log.
-/// The severity of an ErrorResponse (its non-localized `V` field, else
-/// `S`).
-fn error_severity(body: &[u8]) -> String {
-    let fields = wire::parse_fields(body).unwrap_or_default();
-    let find = |code| {
-        fields
-            .iter()
-            .find(|(c, _)| *c == code)
-            .map(|(_, v)| v.clone())
-    };
-    find(b'V').or_else(|| find(b'S')).unwrap_or_default()
-}
-
 fn server_sqlstate(body: &[u8]) -> String {
     wire::parse_fields(body)
         .ok()
@@ -852,9 +839,7 @@ impl ProxyMode {
                             // recorded, so it cannot be placed; the server
                             // may be skipping to a Sync the proxy does not
                             // know of. A FATAL ends the session anyway.
-                            if error_severity(&f.body) == "FATAL"
-                                || error_severity(&f.body) == "PANIC"
-                            {
+                            if scrub::ends_session(&f.body) {
                                 super::write(&mut cw, &scrub(f.tag, &f.body)?).await?;
                                 cw.flush().await?;
                             }

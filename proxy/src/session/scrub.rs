@@ -123,12 +123,24 @@ pub fn below_notice(body: &[u8]) -> bool {
     let Ok(fields) = wire::parse_fields(body) else {
         return true;
     };
-    let severity = fields
+    severity(&fields).is_some_and(|v| v == "LOG" || v.starts_with("DEBUG"))
+}
+
+/// Whether an ErrorResponse is `FATAL` or `PANIC` (the server ends the
+/// session after it); one that cannot be parsed is not.
+pub fn ends_session(body: &[u8]) -> bool {
+    wire::parse_fields(body)
+        .is_ok_and(|fields| severity(&fields).is_some_and(|v| v == "FATAL" || v == "PANIC"))
+}
+
+/// The severity of a parsed ErrorResponse or NoticeResponse: the
+/// untranslated one (`V`), else the localized one (`S`).
+fn severity(fields: &[(u8, String)]) -> Option<&str> {
+    fields
         .iter()
         .find(|(c, _)| *c == b'V')
         .or_else(|| fields.iter().find(|(c, _)| *c == b'S'))
-        .map(|(_, v)| v.as_str());
-    severity.is_some_and(|v| v == "LOG" || v.starts_with("DEBUG"))
+        .map(|(_, v)| v.as_str())
 }
 
 #[cfg(test)]
@@ -249,6 +261,24 @@ mod tests {
         let m: Vec<_> = fields(&f);
         assert!(m.contains(&(b'M', "permission denied for table secrets".into())));
         assert!(!m.iter().any(|(c, _)| *c == b'H'));
+    }
+
+    #[test]
+    fn only_fatal_and_panic_errors_end_the_session() {
+        let error = |fields: &[(u8, &str)]| {
+            let f: Vec<(u8, String)> = fields.iter().map(|(c, v)| (*c, (*v).to_owned())).collect();
+            wire::fields_body(&f)
+        };
+        assert!(ends_session(&error(&[(b'S', "FATAL"), (b'C', "57P01")])));
+        // The untranslated severity wins over a localized one.
+        assert!(ends_session(&error(&[
+            (b'S', "SCHWERWIEGEND"),
+            (b'V', "FATAL")
+        ])));
+        assert!(ends_session(&error(&[(b'V', "PANIC")])));
+        assert!(!ends_session(&error(&[(b'S', "ERROR"), (b'V', "ERROR")])));
+        assert!(!ends_session(&error(&[(b'C', "57014")])));
+        assert!(!ends_session(b"not fields"));
     }
 
     #[test]
