@@ -68,8 +68,7 @@ fn proxy_port(env: &Env) -> u16 {
             env,
             db(),
             &format!(
-                "[limits]\nmax_message_bytes = {MAX_MESSAGE}\n\
-                 [[rule]]\ntable = \"chan_t\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n\
+                "[limits]\nmax_message_bytes = {MAX_MESSAGE}\n{NOTE_RULE}\
                  [[rule]]\ntable = \"chan_gen\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n"
             ),
         );
@@ -79,6 +78,17 @@ fn proxy_port(env: &Env) -> u16 {
 
 /// `sql` through the channels' proxy, in a session of its own: stdout
 /// and stderr.
+/// The rule of `chan_t.note` in every channel proxy's configuration.
+const NOTE_RULE: &str =
+    "[[rule]]\ntable = \"chan_t\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n";
+
+/// A proxy of the tests' own with `chan_t.note`'s rule and `extra`
+/// sections (once the shared set-up has run); its port.
+fn note_rule_proxy(env: &Env, extra: &str) -> u16 {
+    proxy_port(env);
+    spawn_proxy(&chan_config(env, db(), &format!("{NOTE_RULE}{extra}"))).0
+}
+
 /// A proxy-mode configuration for user `chan` over database `db`, with
 /// `extra` sections (rules, limits) after `[masking]`.
 fn chan_config(env: &Env, db: &str, extra: &str) -> String {
@@ -356,8 +366,7 @@ fn rows_before_a_refused_value_get_out_by_count_not_by_raw_length() {
         db(),
         &format!(
             "[engine]\nmax_input_bytes = 1000000\n\
-             [limits]\nmax_message_bytes = {MAX_MESSAGE}\n\
-             [[rule]]\ntable = \"chan_t\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n\
+             [limits]\nmax_message_bytes = {MAX_MESSAGE}\n{NOTE_RULE}\
              [[rule]]\ntable = \"chan_big\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n"
         ),
     );
@@ -580,12 +589,7 @@ fn a_temp_file_limit_refuses_statements_that_store_protected_rows() {
          ALTER ROLE chan_limited SET temp_file_limit = '10MB';
          GRANT SELECT ON chan_t TO chan_limited;",
     );
-    let config = chan_config(
-        env,
-        db(),
-        "[[rule]]\ntable = \"chan_t\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n",
-    )
-    .replace(
+    let config = chan_config(env, db(), NOTE_RULE).replace(
         "upstream_user = \"chan_reader\"",
         "upstream_user = \"chan_limited\"",
     );
@@ -798,15 +802,10 @@ fn stored_portals_are_never_read_in_part() {
 #[test]
 fn rows_with_protected_columns_leave_room_for_raw_values() {
     let Some(env) = env() else { return };
-    proxy_port(env);
-    let config = chan_config(
+    let port = note_rule_proxy(
         env,
-        db(),
-        "[[rule]]\ntable = \"chan_t\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n\
-         [limits]\nmax_message_bytes = 1073741824\n\
-         [engine]\nmax_input_bytes = 1072693248\n",
+        "[limits]\nmax_message_bytes = 1073741824\n[engine]\nmax_input_bytes = 1072693248\n",
     );
-    let port = spawn_proxy(&config).0;
     let run = |sql: &str| chan_at(port, &[sql, "SELECT 'still here'"]);
     let out = run("SELECT note, repeat('x', 500000) FROM chan_t WHERE id = 1");
     let tail = &out[out.len().saturating_sub(300)..];
@@ -839,14 +838,7 @@ fn rows_with_protected_columns_leave_room_for_raw_values() {
 #[test]
 fn a_value_over_the_input_limit_ends_the_session_like_a_row_over_the_limit() {
     let Some(env) = env() else { return };
-    proxy_port(env);
-    let config = chan_config(
-        env,
-        db(),
-        "[[rule]]\ntable = \"chan_t\"\ncolumn = \"note\"\nrule = \"santext(eps => 2)\"\n\
-         [engine]\nmax_input_bytes = 100\n",
-    );
-    let port = spawn_proxy(&config).0;
+    let port = note_rule_proxy(env, "[engine]\nmax_input_bytes = 100\n");
     let out = chan_at(port, &["SELECT id, note FROM chan_t ORDER BY id"]);
     assert_no_marker("a value over the input limit", &out);
     // (psql drops the rows before it once the session ends.)
