@@ -31,10 +31,13 @@ CONF
   fi
   chown "$RUN_USER" "$DPTEXT_KEY_FILE" 2>/dev/null || true
   chmod 600 "$DPTEXT_KEY_FILE"
+  # The server runs with Rust backtraces asked for, as a careless
+  # environment would ask: the leak battery checks that none reaches a
+  # client (the extension turns them off for errors whatever is asked).
   if as_user "$PG_BIN/pg_ctl" -D "$DATA" status >/dev/null 2>&1; then
-    as_user "$PG_BIN/pg_ctl" -D "$DATA" -l "$LOG" -w restart >/dev/null
+    as_user env RUST_BACKTRACE=1 "$PG_BIN/pg_ctl" -D "$DATA" -l "$LOG" -w restart >/dev/null
   else
-    as_user "$PG_BIN/pg_ctl" -D "$DATA" -l "$LOG" -w start >/dev/null
+    as_user env RUST_BACKTRACE=1 "$PG_BIN/pg_ctl" -D "$DATA" -l "$LOG" -w start >/dev/null
   fi
   psql -X -q -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = '$PGDATABASE'" | grep -q 1 \
     || psql -X -q -d postgres -c "CREATE DATABASE $PGDATABASE"

@@ -267,6 +267,14 @@ BEGIN
         RAISE WARNING 'building % under dptext.seed: the seed is recorded in dptext.provenance, so anyone can rerun the mechanism with it and test guessed values against the view offline', qualified
             USING HINT = 'build published views under a secret key (dptext.key_file); keep seeds for tests';
     END IF;
+    IF NOT materialized AND rnd ->> 'mode' = 'keyed' THEN
+        -- A plain view computes at every read, as its reader: the reader
+        -- needs EXECUTE on the rule function, and under the key that
+        -- function on a guessed text gives the view's output for it.
+        RAISE EXCEPTION 'a plain sanitized view under a key would let its readers test guessed values against it: they would need EXECUTE on dptext.apply_rule, which gives the same output for the same text'
+            USING ERRCODE = '22023',
+                  HINT = pg_catalog.format('build a materialized view (materialized => true), or label the readers MASKED: they then read %s masked, with no function to call', source);
+    END IF;
     IF NOT materialized AND rnd ->> 'mode' = 'os' THEN
         RAISE WARNING 'the plain view % draws fresh randomness on every query, so every query spends the budget again', qualified
             USING HINT = 'use a materialized view, or set dptext.key so that repeated queries return the same output';

@@ -34,6 +34,14 @@ use ffi::interrupts::{Params, Utf8Text};
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
+    // pgrx appends the Rust backtrace it captured to an error's DETAIL
+    // when RUST_BACKTRACE or RUST_LIB_BACKTRACE asks for one; no client may
+    // get one (source paths, the code's structure, whatever a masked
+    // session could learn from where an error came from), whatever the
+    // server's environment. RUST_LIB_BACKTRACE takes precedence over
+    // RUST_BACKTRACE for captured backtraces; set here, in the process's
+    // only thread, before anything captured one.
+    std::env::set_var("RUST_LIB_BACKTRACE", "0");
     guc::init();
     ffi::labels::register_label_provider();
     ffi::hooks::install();
@@ -85,13 +93,17 @@ fn run(spec: MechanismSpec, t: &str, funcname: &'static str) -> dptext_core::mec
     let engine = engine();
     vocabularies::ensure(&engine, &spec, funcname);
     let mechanism = engine.mechanism(&spec).or_raise(funcname);
+    let mode = guc::random_mode().or_raise(funcname);
+    if matches!(mode, dptext_core::RandomMode::Keyed(_)) && masking::session_is_masked() {
+        // Under the key that masks its reads, a masked session's own call
+        // of a rule on a guessed text would give what a masked read of
+        // that text gives: an oracle for raw values.
+        masking::refuse(format!(
+            "masked sessions cannot call {funcname} while a key is set: its output for a guessed text would match masked reads of that text"
+        ));
+    }
     let out = engine
-        .run(
-            mechanism.as_ref(),
-            t,
-            &guc::random_mode().or_raise(funcname),
-            &[],
-        )
+        .run(mechanism.as_ref(), t, &mode, &[])
         .or_raise(funcname);
     warn_fallback(None);
     out

@@ -95,6 +95,12 @@ thread_local! {
     /// Set while this module runs its own catalog queries, whose planning
     /// must not be masked (and could not be: they read no labelled column).
     static IN_LOOKUP: Cell<bool> = const { Cell::new(false) };
+    /// Why masked sessions may not read a relation whose partition tree is
+    /// partitioned by a labelled column (`None`: they may), per relation.
+    static PARTITIONS: RefCell<HashMap<Oid, Option<String>>> = RefCell::new(HashMap::new());
+    /// Whether an index reads a column that masked sessions read only
+    /// masked (or not at all), per index.
+    static INDEXES: RefCell<HashMap<Oid, bool>> = RefCell::new(HashMap::new());
     /// Built mechanisms per (mechanism, params), for [`dptext::mask`].
     static MECHANISMS: RefCell<HashMap<(String, String), Arc<dyn dptext_core::mechanisms::Mechanism>>> =
         RefCell::new(HashMap::new());
@@ -104,6 +110,8 @@ thread_local! {
 pub(crate) fn invalidate() {
     ROLES.with(|r| r.borrow_mut().clear());
     RELATIONS.with(|r| r.borrow_mut().clear());
+    PARTITIONS.with(|p| p.borrow_mut().clear());
+    INDEXES.with(|i| i.borrow_mut().clear());
     FUNCTIONS.with(|f| f.borrow_mut().clear());
     // Cheap to refill (the engine keeps what it built), and a rule's
     // released vocabulary may have changed.
@@ -201,6 +209,85 @@ pub(crate) fn relation_policy(relid: Oid) -> Rc<RelationPolicy> {
     RELATIONS.with(|r| r.borrow_mut().insert(relid, p.clone()));
     p
 }
+
+/// True when a masked session reads any of `attnums` of a relation with
+/// `policy` only through a rule, or not at all (0: the whole row).
+fn reads_protected(policy: &RelationPolicy, attnums: &[i16]) -> bool {
+    policy.protects()
+        && attnums
+            .iter()
+            .any(|&a| a == 0 || policy.rule(a).is_some() || policy.refuses_column(a).is_some())
+}
+
+/// Why masked sessions may not read `relid` at all, when a partitioned
+/// table of its partition tree (its own, an ancestor's, a descendant's)
+/// is partitioned by a column they read only masked: which partition a
+/// row is stored in is a function of the raw value, and `tableoid`, a
+/// read of one partition, partition pruning and partition-wise plans all
+/// show it.
+pub(crate) fn partition_refusal(relid: Oid) -> Option<String> {
+    if let Some(p) = PARTITIONS.with(|p| p.borrow().get(&relid).cloned()) {
+        return p;
+    }
+    let keys = lookup(|| -> Result<Vec<(Oid, Vec<i16>)>, pgrx::spi::Error> {
+        Spi::connect(|client| {
+            let rows = client.select(PARTITION_KEYS_SQL, None, &oid_arg(relid))?;
+            let mut out = Vec::new();
+            for row in rows {
+                let table: Option<Oid> = row.get(1)?;
+                let mut cols: Vec<i16> = row.get::<Vec<i16>>(2)?.unwrap_or_default();
+                cols.retain(|&a| a != 0);
+                if let Some(exprs) = row.get::<String>(3)? {
+                    cols.extend(crate::ffi::catalog::expression_columns(&exprs));
+                }
+                if let Some(t) = table {
+                    out.push((t, cols));
+                }
+            }
+            Ok(out)
+        })
+    })
+    .unwrap_or_else(|e| {
+        refuse(format!(
+            "could not read the partition keys of a masked relation: {e}"
+        ))
+    });
+    let why = keys
+        .into_iter()
+        .find(|(table, cols)| reads_protected(&relation_policy(*table), cols))
+        .map(|(table, _)| {
+            format!(
+                "masked sessions cannot read {}: {} is partitioned by a column with a dptext rule, so which partition holds a row tells its raw value",
+                crate::ffi::catalog::relation_name(relid),
+                crate::ffi::catalog::relation_name(table)
+            )
+        });
+    PARTITIONS.with(|p| p.borrow_mut().insert(relid, why.clone()));
+    why
+}
+
+/// True when index `indexid` reads (by a key, an expression or its
+/// predicate) a column that masked sessions read only through a rule or
+/// not at all: masked planning never uses it (its order, and the counts
+/// of a partial index, are functions of raw values), and masked sessions
+/// see neither its `pg_class` row nor its statistics.
+pub(crate) fn index_reads_protected(indexid: Oid) -> bool {
+    if let Some(b) = INDEXES.with(|i| i.borrow().get(&indexid).copied()) {
+        return b;
+    }
+    let protected = crate::ffi::catalog::index_columns(indexid)
+        .is_some_and(|(table, cols)| reads_protected(&relation_policy(table), &cols));
+    INDEXES.with(|i| i.borrow_mut().insert(indexid, protected));
+    protected
+}
+
+/// Every partitioned table of the partition tree `$1` belongs to (from
+/// its root down), with its partition key's columns (0: an expression)
+/// and expressions.
+const PARTITION_KEYS_SQL: &str = "
+SELECT p.partrelid, p.partattrs::pg_catalog.int2[], p.partexprs::pg_catalog.text
+  FROM pg_catalog.pg_partition_tree(COALESCE(pg_catalog.pg_partition_root($1), $1)) t
+  JOIN pg_catalog.pg_partitioned_table p ON p.partrelid OPERATOR(pg_catalog.=) t.relid";
 
 /// Labels that apply to the columns of a relation: its own, else the
 /// nearest ancestor's (partitions, inheritance children; for a Citus
@@ -792,8 +879,11 @@ pub mod dptext {
     /// One labelled value through its rule, keyed: what a masked session
     /// reads instead of the raw value. Only the query rewrite may call it
     /// (a call written in SQL is refused, so nobody can use it as an
-    /// oracle to test guessed values against masked output).
-    #[pg_extern(stable, parallel_safe)]
+    /// oracle to test guessed values against masked output). `VOLATILE`
+    /// (though keyed, hence repeatable) so that the planner never pulls
+    /// the rewrite's masking subquery up into the query: the call stays in
+    /// the scan that reads the row.
+    #[pg_extern(volatile, parallel_safe)]
     fn mask(
         value: Utf8Text,
         mechanism: &str,
@@ -806,7 +896,8 @@ pub mod dptext {
     /// [`mask`] for a rule written `GROUPED BY column`: `grp` is that
     /// column's value in the row (NULL: no group), which fixes the date
     /// shift of every note of one group. Only the query rewrite may call it.
-    #[pg_extern(name = "mask", stable, parallel_safe)]
+    /// `VOLATILE`, as [`mask`].
+    #[pg_extern(name = "mask", volatile, parallel_safe)]
     fn mask_grouped(
         value: Option<Utf8Text>,
         mechanism: &str,
@@ -872,7 +963,23 @@ pub mod dptext {
     /// column reaches them.
     #[pg_extern(stable, parallel_safe)]
     fn statistics_visible(relid: pg_sys::Oid, attnum: i16) -> bool {
-        !super::session_is_masked() || super::column_statistics_visible(relid, attnum)
+        !super::session_is_masked()
+            || (super::column_statistics_visible(relid, attnum)
+                && !super::index_reads_protected(relid))
+    }
+
+    /// False when the calling session is masked and `relid`, of kind
+    /// `relkind`, is an index that reads a labelled column: masked
+    /// sessions read `pg_class` through this filter, so the row counts and
+    /// sizes of such indexes (a partial index's `reltuples` counts the raw
+    /// values that match its predicate) never reach them.
+    #[pg_extern(stable, parallel_safe)]
+    fn class_visible(relid: pg_sys::Oid, relkind: i8) -> bool {
+        let kind = relkind as u8;
+        if kind != pg_sys::RELKIND_INDEX && kind != pg_sys::RELKIND_PARTITIONED_INDEX {
+            return true;
+        }
+        !super::session_is_masked() || !super::index_reads_protected(relid)
     }
 
     /// False when the calling session is masked and the extended

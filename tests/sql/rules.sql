@@ -69,6 +69,12 @@ SET dptext.seed = 3;
 SELECT dptext.create_sanitized_view('records', 'public.records_seeded');
 RESET dptext.seed;
 SELECT dptext.create_sanitized_view('records', 'records_plain', materialized => false);
+-- Under a key a plain view is refused: its readers would need EXECUTE on
+-- dptext.apply_rule, which would test their guesses against it.
+SET dptext.key = 'regression key, not a real secret';
+SELECT dptext.create_sanitized_view('records', 'records_plain_keyed', materialized => false);
+\echo :LAST_ERROR_SQLSTATE
+RESET dptext.key;
 SELECT source_table, column_name, guarantee, releases, eps_total, unbounded
   FROM dptext.budget ORDER BY column_name;
 SELECT dptext.create_sanitized_view('records', 'records_safe');

@@ -1,6 +1,9 @@
 //! Masking at the source, against the real server the test command starts:
 //! the leak battery (`tests/leak_battery.py`) run by a role labelled
-//! `MASKED` directly, and `pg_dump` run as that role.
+//! `MASKED` directly, the plan invariant (`tests/plan_invariant.py`: no
+//! raw labelled value leaves the scan that reads it, in any plan shape the
+//! planner's settings can force) over its statements, and `pg_dump` run as
+//! that role.
 //!
 //! Needs `DPTEXT_TEST_DB`, `PGHOST`, `PGPORT`, `DPTEXT_KEY_FILE` (a key file
 //! the server can read) and psycopg 3 on `DPTEXT_PYLIB`; skipped without
@@ -49,6 +52,30 @@ fn masked_role_leaks_nothing_through_any_channel_directly() {
     assert!(
         out.status.success(),
         "the leak battery failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains(" 0 failed"), "no summary line: {stdout}");
+
+    // Every plan of the battery's statements and of the invariant's own,
+    // under every planner profile (run after the battery: it walks the
+    // battery's fixtures too).
+    let out = Command::new("python3")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/plan_invariant.py"))
+        .args([
+            "--owner-dsn",
+            &env.dsn,
+            "--key-file",
+            &env.key_file,
+            "--battery",
+        ])
+        .env("PYTHONPATH", &env.pylib)
+        .output()
+        .expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}");
+    assert!(
+        out.status.success(),
+        "the plan invariant failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains(" 0 failed"), "no summary line: {stdout}");

@@ -111,6 +111,31 @@ pub fn attribute_type(relid: pg_sys::Oid, attnum: i16) -> (pg_sys::Oid, i32, pg_
     (typ, typmod, coll)
 }
 
+/// Which columns of relation `relid` are dropped, in column order: its
+/// length is the relation's number of columns (dropped ones included);
+/// empty when the relation does not exist.
+pub fn dropped_columns(relid: pg_sys::Oid) -> Vec<bool> {
+    // SAFETY: the relation cache returns NULL for a missing relation, else
+    // a pinned entry whose descriptor holds `natts` attributes; the pin is
+    // released before returning. Callers hold a lock on the relation.
+    unsafe {
+        let rel = pg_sys::RelationIdGetRelation(relid);
+        if rel.is_null() {
+            return Vec::new();
+        }
+        let desc = (*rel).rd_att;
+        let natts = usize::try_from((*desc).natts).unwrap_or(0);
+        let out = (*desc)
+            .attrs
+            .as_slice(natts)
+            .iter()
+            .map(|a| a.attisdropped)
+            .collect();
+        pg_sys::RelationClose(rel);
+        out
+    }
+}
+
 /// A relation's name as `schema.name` (its oid when it does not exist).
 pub fn relation_name(relid: pg_sys::Oid) -> String {
     // SAFETY: syscache reads returning NULL for missing entries, else
@@ -230,4 +255,74 @@ pub fn read_only_rows(sql: &std::ffi::CStr) -> Result<Vec<Vec<Option<String>>>, 
         pg_sys::SPI_finish();
         Ok(rows)
     }
+}
+
+/// Column numbers a Var of range-table entry 1 reads in `node` (an
+/// expression or a list of them), 0 for a whole-row reference.
+///
+/// # Safety
+/// `node` is NULL or a valid expression tree whose Vars of level 0 read
+/// one relation as entry 1.
+unsafe fn varattnos(node: *mut pg_sys::Node) -> Vec<i16> {
+    // SAFETY: as the caller promises; the bitmapset is allocated by
+    // pull_varattnos in the current memory context and only read here.
+    unsafe {
+        let mut set: *mut pg_sys::Bitmapset = std::ptr::null_mut();
+        pg_sys::pull_varattnos(node, 1, &mut set);
+        let mut out = Vec::new();
+        let mut m = pg_sys::bms_next_member(set, -1);
+        while m >= 0 {
+            let attnum = m + pg_sys::FirstLowInvalidHeapAttributeNumber;
+            if let Ok(a) = i16::try_from(attnum) {
+                out.push(a);
+            }
+            m = pg_sys::bms_next_member(set, m);
+        }
+        out
+    }
+}
+
+/// The table index `indexid` is on and every column it reads: its keys,
+/// its expressions and its predicate (0: a whole-row reference). `None`
+/// when `indexid` is not an index.
+pub fn index_columns(indexid: pg_sys::Oid) -> Option<(pg_sys::Oid, Vec<i16>)> {
+    let kind = relkind(indexid);
+    if kind != pg_sys::RELKIND_INDEX && kind != pg_sys::RELKIND_PARTITIONED_INDEX {
+        return None;
+    }
+    // SAFETY: the index exists (its kind was read); index_open locks it
+    // (kept until the transaction ends, as the planner's own opens are),
+    // so its relcache entry, `rd_index` and the expression lists stay
+    // valid while read; `indkey` holds `indnatts` attribute numbers.
+    unsafe {
+        let rel = pg_sys::index_open(indexid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+        let index = (*rel).rd_index;
+        let table = (*index).indrelid;
+        let natts = usize::try_from((*index).indnatts).unwrap_or(0);
+        let mut cols: Vec<i16> = (*index)
+            .indkey
+            .values
+            .as_slice(natts)
+            .iter()
+            .copied()
+            .filter(|&a| a != 0)
+            .collect();
+        cols.extend(varattnos(pg_sys::RelationGetIndexExpressions(rel).cast()));
+        cols.extend(varattnos(pg_sys::RelationGetIndexPredicate(rel).cast()));
+        pg_sys::index_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+        Some((table, cols))
+    }
+}
+
+/// The columns (0: a whole-row reference) that the expressions of
+/// `node_text` read, a `pg_node_tree` of expressions over one relation
+/// (a partition key's `partexprs`), as entry 1.
+pub fn expression_columns(node_text: &str) -> Vec<i16> {
+    let Ok(text) = std::ffi::CString::new(node_text) else {
+        return vec![0];
+    };
+    // SAFETY: stringToNode parses a NUL-terminated node string written by
+    // PostgreSQL (a catalog's pg_node_tree) into fresh nodes in the
+    // current memory context; its Vars read the relation as entry 1.
+    unsafe { varattnos(pg_sys::stringToNode(text.as_ptr()).cast()) }
 }

@@ -22,6 +22,7 @@ static mut PREV_STATS: pg_sys::get_relation_stats_hook_type = None;
 static mut PREV_ATTAVGWIDTH: pg_sys::get_attavgwidth_hook_type = None;
 static mut PREV_NEEDS_FMGR: pg_sys::needs_fmgr_hook_type = None;
 static mut PREV_EXECUTOR_START: pg_sys::ExecutorStart_hook_type = None;
+static mut PREV_RELATION_INFO: pg_sys::get_relation_info_hook_type = None;
 
 thread_local! {
     /// How many invalidations of every relation this backend has accepted:
@@ -61,6 +62,8 @@ pub fn install() {
         pg_sys::needs_fmgr_hook = Some(needs_fmgr);
         PREV_EXECUTOR_START = pg_sys::ExecutorStart_hook;
         pg_sys::ExecutorStart_hook = Some(executor_start);
+        PREV_RELATION_INFO = pg_sys::get_relation_info_hook;
+        pg_sys::get_relation_info_hook = Some(relation_info);
         pg_sys::CacheRegisterRelcacheCallback(Some(relcache_changed), pg_sys::Datum::from(0));
     }
     super::side_channels::install();
@@ -204,6 +207,55 @@ unsafe extern "C-unwind" fn relation_stats(
         match PREV_STATS {
             Some(prev) => prev(root, rte, attnum, vardata),
             None => false,
+        }
+    }
+}
+
+/// The planner's view of a relation it reads (`get_relation_info`): when
+/// the read is masked (a masked session, or a view owned by a masked
+/// role), every index that reads a labelled column, by a key, an
+/// expression or its predicate, is taken out of the planner's list. An
+/// index scan returns rows in the order of its keys and a partial index
+/// holds the rows its predicate chose, both functions of raw values; the
+/// scan that reads a labelled table is then a sequential, bitmap or index
+/// scan over unlabelled columns only.
+#[pg_guard]
+unsafe extern "C-unwind" fn relation_info(
+    root: *mut pg_sys::PlannerInfo,
+    relid: Oid,
+    inhparent: bool,
+    rel: *mut pg_sys::RelOptInfo,
+) {
+    // SAFETY: the previous hook, with the arguments PostgreSQL passed.
+    if let Some(prev) = unsafe { PREV_RELATION_INFO } {
+        unsafe { prev(root, relid, inhparent, rel) };
+    }
+    // SAFETY: PostgreSQL passes a valid planner state and relation; the
+    // entry `rel.relid` of the planner's range-table array is the one the
+    // relation is read as; `indexlist` holds IndexOptInfo nodes.
+    unsafe {
+        if masking::in_lookup() || (*rel).indexlist.is_null() {
+            return;
+        }
+        let rte = *(*root).simple_rte_array.add((*rel).relid as usize);
+        let masked = masking::session_is_masked()
+            || (!rte.is_null()
+                && (*rte).checkAsUser != Oid::INVALID
+                && masking::role_is_masked((*rte).checkAsUser));
+        if !masked {
+            return;
+        }
+        let mut kept = PgList::<pg_sys::IndexOptInfo>::new();
+        let mut dropped = false;
+        for index in PgList::<pg_sys::IndexOptInfo>::from_pg((*rel).indexlist).iter_ptr() {
+            if masking::index_reads_protected((*index).indexoid) {
+                dropped = true;
+            } else {
+                kept.push(index);
+            }
+        }
+        if dropped {
+            (*rel).indexlist = kept.into_pg();
         }
     }
 }
@@ -403,16 +455,16 @@ unsafe fn check_utility(stmt: *mut pg_sys::Node) {
             }
         } else if is_a(stmt, NodeTag::T_VariableSetStmt) {
             refuse_dptext_setting((*stmt.cast::<pg_sys::VariableSetStmt>()).name);
-        } else if is_a(stmt, NodeTag::T_AlterRoleSetStmt) {
-            let s = (*stmt.cast::<pg_sys::AlterRoleSetStmt>()).setstmt;
-            if !s.is_null() {
-                refuse_dptext_setting((*s).name);
-            }
-        } else if is_a(stmt, NodeTag::T_AlterDatabaseSetStmt) {
-            let s = (*stmt.cast::<pg_sys::AlterDatabaseSetStmt>()).setstmt;
-            if !s.is_null() {
-                refuse_dptext_setting((*s).name);
-            }
+        } else if is_a(stmt, NodeTag::T_AlterRoleSetStmt)
+            || is_a(stmt, NodeTag::T_AlterDatabaseSetStmt)
+        {
+            // The defaults an administrator set for a masked role (a key
+            // file, max_parallel_workers_per_gather = 0, work_mem) are
+            // part of its masking: `ALTER ROLE self RESET ALL` or `SET x
+            // FROM CURRENT` would take them away from its next sessions.
+            masking::refuse(
+                "masked sessions cannot change role or database defaults (ALTER ROLE/DATABASE ... SET or RESET): an administrator sets them".into(),
+            );
         } else if is_a(stmt, NodeTag::T_ExplainStmt) {
             if super::side_channels::explain_analyzes(stmt.cast()) {
                 masking::refuse(

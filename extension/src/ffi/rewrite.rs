@@ -8,24 +8,39 @@
 //! same hook: prepared statements, SQL and PL/pgSQL functions (dynamic SQL
 //! included), cursors, `COPY (query)`, `CREATE TABLE AS`.
 //!
-//! Every `Var` that reads a labelled column, at any query level (target
-//! lists, `WHERE`, joins, `GROUP BY`, `ORDER BY`, windows, aggregates,
-//! sublinks, CTEs, `LATERAL`), becomes `dptext.mask(var, mechanism,
-//! params)`, and a whole-row reference becomes a row of masked columns.
-//! The range-table entries stay as they are, so privileges, row locks and
-//! system columns work unchanged; the rows themselves never reach an
-//! expression raw. Row-level security policies (security quals) are
-//! rewritten too: a masked role may own a table and write a policy whose
-//! subquery reads a labelled column. The rule functions are `STABLE`
-//! (keyed, hence deterministic), so a column the query does not reference
-//! is never computed.
+//! **The boundary is drawn at the read.** A relation read masked whose
+//! labelled columns the query reads, at any level (target lists, `WHERE`,
+//! joins, `GROUP BY`, `ORDER BY`, windows, aggregates, sublinks, CTEs,
+//! `LATERAL`, join aliases, whole-row references), is replaced in its
+//! range table by a subquery over it:
+//!
+//! ```sql
+//! (SELECT id, dptext.mask(note, mechanism, params) AS note, ... FROM t) t
+//! ```
+//!
+//! whose output columns keep the relation's column numbers, so every `Var`
+//! of the query keeps pointing at the same column, now the masked one.
+//! `dptext.mask` is `VOLATILE`, so the planner never pulls the subquery up
+//! into the query: the mask is computed in the scan node that reads the
+//! row, and no raw labelled value reaches a sort, hash, aggregate, window,
+//! material or memoize node, a parallel worker's queue or a temporary file.
+//! Quals on unlabelled columns are still pushed into the scan (indexes on
+//! them still serve); indexes that read a labelled column are taken from
+//! the planner by the `get_relation_info` hook ([`super::hooks`]). Labelled
+//! columns the query does not read are `NULL` in the subquery (never
+//! computed), unlabelled ones plain columns (the planner drops those it
+//! does not need). System columns become extra outputs (`ctid` of a
+//! protected relation is refused). The relation's entry moves into the
+//! subquery unchanged (privileges, `inh`, row locks pushed down), and
+//! row-level security policies stay on the outer entry, as a security
+//! barrier: they see masked values, before any leaky qual.
 //!
 //! A relation is read masked when the session is masked, and also when the
 //! role its privileges are checked as (`checkAsUser`: the owner of the view
 //! that reads it) is labelled `MASKED`: a view owned by a masked role gives
 //! nobody raw values.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::c_void;
 use std::rc::Rc;
 
@@ -142,7 +157,13 @@ impl Survey {
                 continue;
             }
             let policy = masking::relation_policy(relid);
+            if policy.protects() {
+                if let Some(why) = masking::partition_refusal(relid) {
+                    masking::refuse(why);
+                }
+            }
             if policy.protects()
+                || relid == pg_sys::RelationRelationId
                 || relid == pg_sys::StatisticRelationId
                 || relid == STATISTIC_EXT_DATA
             {
@@ -153,22 +174,34 @@ impl Survey {
     }
 }
 
+/// The columns of one relation read masked that a query level reads.
+#[derive(Default)]
+struct Reads {
+    /// Labelled columns read (their masked values are computed).
+    labelled: BTreeSet<i16>,
+    /// System columns read, in the order their outputs follow the
+    /// relation's columns in the subquery.
+    system: Vec<i16>,
+}
+
 /// Pass two's state.
 struct Rewrite<'a> {
     /// Range tables of the enclosing queries, innermost last.
     rtables: Vec<*mut pg_sys::List>,
+    /// What each enclosing query reads of its masked relations, by
+    /// range-table index, innermost last.
+    reads: Vec<BTreeMap<i32, Reads>>,
     policies: &'a HashMap<Oid, Rc<RelationPolicy>>,
     /// The whole session is masked (else only reads checked as a masked
     /// role are).
     session_masked: bool,
-    mask_fn: Oid,
     /// Labelled columns read (each occurrence).
     masked_reads: usize,
 }
 
 /// Pass two: rewrites `query` in place so that every read of a labelled
-/// column goes through its rule, and statistics catalogs hide labelled
-/// columns. Returns the number of masked reads.
+/// column goes through its rule at the scan that reads it, and statistics
+/// catalogs hide labelled columns. Returns the number of masked reads.
 ///
 /// # Safety
 /// `query` is a valid, rewritten `Query` of the planner hook, which the
@@ -178,12 +211,11 @@ pub(crate) unsafe fn rewrite(
     policies: &HashMap<Oid, Rc<RelationPolicy>>,
     session_masked: bool,
 ) -> usize {
-    let mask_fn = masking::mask_function();
     let mut r = Rewrite {
         rtables: Vec::new(),
+        reads: Vec::new(),
         policies,
         session_masked,
-        mask_fn,
         masked_reads: 0,
     };
     // SAFETY: as the caller promises; the top query is modified in place
@@ -193,12 +225,18 @@ pub(crate) unsafe fn rewrite(
 }
 
 /// Mutates one query level with its range table on the stack (security
-/// quals included), then filters the statistics catalogs it reads.
+/// quals included), filters the statistics catalogs it reads, then puts
+/// each masked relation whose labelled columns it reads behind its
+/// masking subquery.
 unsafe fn rewrite_query(q: *mut Query, r: &mut Rewrite<'_>, flags: i32) -> *mut Query {
     // SAFETY: `q` is a valid Query whose range table holds RangeTblEntry
-    // nodes; the mutator is handed `r`, which outlives the call.
+    // nodes; the mutator is handed `r`, which outlives the call. Join
+    // aliases are not walked: a Var that reads one is followed to the
+    // columns it stands for (`Rewrite::read_var`), and the aliases of
+    // columns nobody reads must not count as reads.
     unsafe {
         r.rtables.push((*q).rtable);
+        r.reads.push(BTreeMap::new());
         let out = pg_sys::query_tree_mutator(
             q,
             Some(std::mem::transmute::<
@@ -206,14 +244,18 @@ unsafe fn rewrite_query(q: *mut Query, r: &mut Rewrite<'_>, flags: i32) -> *mut 
                 unsafe extern "C-unwind" fn() -> *mut Node,
             >(mutator)),
             (r as *mut Rewrite<'_>).cast(),
-            flags,
+            flags | pg_sys::QTW_IGNORE_JOINALIASES as i32,
         );
         r.rtables.pop();
+        let reads = r.reads.pop().unwrap_or_default();
         for rte in PgList::<pg_sys::RangeTblEntry>::from_pg((*out).rtable).iter_ptr() {
             r.refuse_tablesample(rte);
             if r.session_masked {
                 r.hide_statistics(rte, (*out).rtable);
             }
+        }
+        for (rti, read) in &reads {
+            r.read_through_subquery(out, *rti, read);
         }
         out
     }
@@ -232,9 +274,7 @@ unsafe extern "C-unwind" fn mutator(node: *mut Node, ctx: *mut c_void) -> *mut N
             return rewrite_query(node.cast(), r, 0).cast();
         }
         if is_a(node, NodeTag::T_Var) {
-            if let Some(masked) = r.mask_var(node.cast()) {
-                return masked;
-            }
+            return r.read_var(node.cast()).unwrap_or(node);
         }
         if let Some(arg) = r.redundant_mask_call(node) {
             return mutator(arg, ctx);
@@ -250,9 +290,35 @@ unsafe extern "C-unwind" fn mutator(node: *mut Node, ctx: *mut c_void) -> *mut N
     }
 }
 
+/// Walks a join alias's expression at query level `level` (context: the
+/// `Rewrite` and the level), recording the columns it stands for.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn alias_walker(node: *mut Node, ctx: *mut c_void) -> bool {
+    if node.is_null() {
+        return false;
+    }
+    // SAFETY: `ctx` is the (Rewrite, level) pair of `record_join`, alive
+    // for the walk; `node` is a valid expression node, cast after its tag
+    // is checked. Join aliases hold Vars of their own level only.
+    unsafe {
+        let (r, level) = &mut *ctx.cast::<(&mut Rewrite<'_>, usize)>();
+        if is_a(node, NodeTag::T_Var) {
+            let var = node.cast::<pg_sys::Var>();
+            if (*var).varlevelsup == 0 {
+                r.record(*level, (*var).varno, (*var).varattno);
+            }
+            return false;
+        }
+        pg_sys::expression_tree_walker(node, Some(alias_walker as Walker), ctx)
+    }
+}
+
 impl<'a> Rewrite<'a> {
-    /// The masked form of `var`, when it reads a labelled column.
-    unsafe fn mask_var(&mut self, var: *mut pg_sys::Var) -> Option<*mut Node> {
+    /// What replaces `var`, when it reads a relation read masked: a
+    /// whole-row reference becomes a row of the masking subquery's
+    /// columns, a system column that subquery's extra output; a labelled
+    /// column is recorded (the subquery masks it) and the Var stays.
+    unsafe fn read_var(&mut self, var: *mut pg_sys::Var) -> Option<*mut Node> {
         // SAFETY: `var` is a valid Var of the query whose range tables are
         // on the stack; varlevelsup counts enclosing levels, varno indexes
         // that level's range table (1-based), as the parser guarantees.
@@ -260,27 +326,77 @@ impl<'a> Rewrite<'a> {
             let up = usize::try_from((*var).varlevelsup).ok()?;
             let level = self.rtables.len().checked_sub(1 + up)?;
             let rte = rt_fetch(self.rtables[level], (*var).varno);
-            let policy = self.masked_policy(rte)?;
-            if (*var).varattno == 0 {
-                if !policy.protects() {
-                    return None;
+            if (*rte).rtekind == pg_sys::RTEKind::RTE_JOIN {
+                self.record_join(level, rte, (*var).varattno);
+                return None;
+            }
+            let policy = self.masked_policy(rte).filter(|p| p.protects())?;
+            let attnum = (*var).varattno;
+            if attnum == 0 {
+                return Some(self.read_row(var, level, (*rte).relid, policy));
+            }
+            if attnum < 0 {
+                if i32::from(attnum) == pg_sys::SelfItemPointerAttributeNumber {
+                    // A row's place (page, item) follows from the lengths
+                    // of the rows stored before it, labelled values
+                    // included.
+                    masking::refuse(format!(
+                        "masked sessions cannot read ctid of {}, which has dptext rules: where a row is stored depends on the length of its labelled values",
+                        crate::ffi::catalog::relation_name((*rte).relid)
+                    ));
                 }
-                return Some(self.masked_row(var, (*rte).relid, policy));
+                let natts = crate::ffi::catalog::dropped_columns((*rte).relid).len();
+                let system = &mut self.reads[level].entry((*var).varno).or_default().system;
+                let slot = match system.iter().position(|&a| a == attnum) {
+                    Some(i) => i,
+                    None => {
+                        system.push(attnum);
+                        system.len() - 1
+                    }
+                };
+                let out = pg_sys::copyObjectImpl(var.cast()).cast::<pg_sys::Var>();
+                (*out).varattno = i16::try_from(natts + 1 + slot).ok()?;
+                (*out).varattnosyn = (*out).varattno;
+                return Some(out.cast());
             }
-            if i32::from((*var).varattno) == pg_sys::SelfItemPointerAttributeNumber
-                && policy.protects()
-            {
-                // A row's place (page, item) follows from the lengths of
-                // the rows stored before it, labelled values included.
-                masking::refuse(format!(
-                    "masked sessions cannot read ctid of {}, which has dptext rules: where a row is stored depends on the length of its labelled values",
-                    crate::ffi::catalog::relation_name((*rte).relid)
-                ));
+            self.record(level, (*var).varno, attnum);
+            None
+        }
+    }
+
+    /// Records a read of column `attnum` (0: every column) of entry
+    /// `varno` at query level `level`, when it is a relation read masked:
+    /// refuses a column masked sessions may not read, counts and records a
+    /// labelled one. A join's column is followed to what it stands for.
+    unsafe fn record(&mut self, level: usize, varno: i32, attnum: i16) {
+        // SAFETY: `varno` indexes the range table of `level`.
+        unsafe {
+            let rte = rt_fetch(self.rtables[level], varno);
+            if (*rte).rtekind == pg_sys::RTEKind::RTE_JOIN {
+                self.record_join(level, rte, attnum);
+                return;
             }
-            if let Some(why) = policy.refuses_column((*var).varattno) {
+            let Some(policy) = self.masked_policy(rte).filter(|p| p.protects()) else {
+                return;
+            };
+            if attnum == 0 {
+                let dropped = crate::ffi::catalog::dropped_columns((*rte).relid);
+                for (a, gone) in (1..).zip(dropped) {
+                    if !gone {
+                        self.record(level, varno, a);
+                    }
+                }
+                return;
+            }
+            if attnum < 0 {
+                return;
+            }
+            if let Some(why) = policy.refuses_column(attnum) {
                 masking::refuse(why);
             }
-            let rule = policy.rule((*var).varattno)?;
+            let Some(rule) = policy.rule(attnum) else {
+                return;
+            };
             self.masked_reads += 1;
             if let Some(g) = rule.group {
                 // The query now reads the grouping column too: its column
@@ -289,11 +405,34 @@ impl<'a> Rewrite<'a> {
                 // which rows share a value).
                 require_select(rte, g);
             }
-            Some(self.mask_expr(
-                pg_sys::copyObjectImpl(var.cast()).cast(),
-                (*rte).relid,
-                rule,
-            ))
+            self.reads[level]
+                .entry(varno)
+                .or_default()
+                .labelled
+                .insert(attnum);
+        }
+    }
+
+    /// Records the columns that column `attnum` (0: all) of join `rte`
+    /// at level `level` stands for.
+    unsafe fn record_join(&mut self, level: usize, rte: *mut pg_sys::RangeTblEntry, attnum: i16) {
+        // SAFETY: a join entry's alias list holds one expression (or NULL,
+        // for a dropped column) per join column, of the join's level.
+        unsafe {
+            let aliases = PgList::<Node>::from_pg((*rte).joinaliasvars);
+            let picked: Vec<*mut Node> = if attnum == 0 {
+                aliases.iter_ptr().collect()
+            } else {
+                usize::try_from(attnum - 1)
+                    .ok()
+                    .and_then(|i| aliases.get_ptr(i))
+                    .into_iter()
+                    .collect()
+            };
+            let mut ctx: (&mut Rewrite<'a>, usize) = (self, level);
+            for expr in picked {
+                alias_walker(expr, (&raw mut ctx).cast());
+            }
         }
     }
 
@@ -327,11 +466,7 @@ impl<'a> Rewrite<'a> {
             let args = PgList::<Node>::from_pg((*call).args);
             // The three-argument call, or the grouped one (whose group
             // argument the rule's own rewrite derives again).
-            let ours = match args.len() {
-                3 => (*call).funcid == self.mask_fn,
-                4 => is_mask_function((*call).funcid),
-                _ => false,
-            };
+            let ours = matches!(args.len(), 3 | 4) && is_mask_function((*call).funcid);
             if !ours {
                 return None;
             }
@@ -466,7 +601,10 @@ impl<'a> Rewrite<'a> {
             args.push(arg.cast());
             args.push(text_const(&rule.mechanism));
             args.push(text_const(&rule.params));
-            let mut func = self.mask_fn;
+            // Looked up (and the database's encoding checked) only when a
+            // column is masked: a query that reads a statistics catalog or
+            // pg_class alone needs neither.
+            let mut func = masking::mask_function();
             if let Some(g) = rule.group {
                 args.push(group_text(var, relid, g));
                 func = masking::mask_function_grouped();
@@ -497,10 +635,12 @@ impl<'a> Rewrite<'a> {
         }
     }
 
-    /// A whole-row reference as a row of its columns, labelled ones masked.
-    unsafe fn masked_row(
+    /// A whole-row reference as a row of its columns: the masking
+    /// subquery's, which every column of the relation is recorded for.
+    unsafe fn read_row(
         &mut self,
         var: *mut pg_sys::Var,
+        level: usize,
         relid: Oid,
         policy: &RelationPolicy,
     ) -> *mut Node {
@@ -508,6 +648,8 @@ impl<'a> Rewrite<'a> {
         // query holds a lock on it); the copied descriptor is ours to read.
         // Dropped columns get a NULL, which the executor ignores for them.
         unsafe {
+            let _ = policy;
+            self.record(level, (*var).varno, 0);
             let typid = pg_sys::get_rel_type_id(relid);
             let desc = pg_sys::lookup_rowtype_tupdesc_copy(typid, -1);
             let natts = usize::try_from((*desc).natts).unwrap_or(0);
@@ -529,17 +671,7 @@ impl<'a> Rewrite<'a> {
                     att.attcollation,
                     (*var).varlevelsup,
                 );
-                if let Some(why) = policy.refuses_column(attnum) {
-                    masking::refuse(why);
-                }
-                let field = match policy.rule(attnum) {
-                    Some(rule) => {
-                        self.masked_reads += 1;
-                        self.mask_expr(col, relid, rule)
-                    }
-                    None => col.cast(),
-                };
-                fields.push(field);
+                fields.push(col.cast());
                 names.push(pg_sys::makeString(pg_sys::pstrdup(att.attname.data.as_ptr())).cast());
             }
             let row = pgrx::PgBox::<pg_sys::RowExpr>::alloc_node(NodeTag::T_RowExpr).into_pg();
@@ -549,6 +681,108 @@ impl<'a> Rewrite<'a> {
             (*row).colnames = names.into_pg();
             (*row).location = -1;
             row.cast()
+        }
+    }
+
+    /// Replaces relation entry `rti` of `q` by its masking subquery: one
+    /// output per column of the relation, at the column's own number (the
+    /// query's Vars keep their meaning), the labelled columns `read`
+    /// records masked, other labelled or refused columns NULL, the rest
+    /// plain; then the system columns it records.
+    unsafe fn read_through_subquery(&self, q: *mut Query, rti: i32, read: &Reads) {
+        // SAFETY: `rti` indexes `q`'s range table (the mutator's copy, ours
+        // to change); the relation is locked by the query; every node is
+        // built fresh in the planner's memory context.
+        unsafe {
+            let rte = rt_fetch((*q).rtable, rti);
+            let Some(policy) = self.masked_policy(rte) else {
+                return;
+            };
+            let relid = (*rte).relid;
+            let inner = pg_sys::copyObjectImpl(rte.cast()).cast::<pg_sys::RangeTblEntry>();
+            (*inner).securityQuals = std::ptr::null_mut();
+            let mut tlist = PgList::<pg_sys::TargetEntry>::new();
+            let mut colnames = PgList::<Node>::from_pg(pg_sys::list_copy((*(*rte).eref).colnames));
+            let columns = crate::ffi::catalog::dropped_columns(relid);
+            let natts = columns.len();
+            for (attnum, dropped) in (1..).zip(columns) {
+                let (typ, typmod, coll) = crate::ffi::catalog::attribute_type(relid, attnum);
+                let expr: *mut pg_sys::Expr = if dropped {
+                    pg_sys::makeNullConst(pg_sys::INT4OID, -1, Oid::INVALID).cast()
+                } else if let Some(rule) = policy.rule(attnum) {
+                    if read.labelled.contains(&attnum) {
+                        let var = pg_sys::makeVar(1, attnum, typ, typmod, coll, 0);
+                        self.mask_expr(var, relid, rule).cast()
+                    } else {
+                        pg_sys::makeNullConst(typ, typmod, coll).cast()
+                    }
+                } else if policy.refuses_column(attnum).is_some() {
+                    pg_sys::makeNullConst(typ, typmod, coll).cast()
+                } else {
+                    pg_sys::makeVar(1, attnum, typ, typmod, coll, 0).cast()
+                };
+                let name = if dropped {
+                    pg_sys::pstrdup(c"".as_ptr())
+                } else {
+                    pg_sys::get_attname(relid, attnum, false)
+                };
+                tlist.push(pg_sys::makeTargetEntry(expr, attnum, name, false));
+            }
+            for (i, &attnum) in read.system.iter().enumerate() {
+                let def = pg_sys::SystemAttributeDefinition(attnum);
+                let var = pg_sys::makeVar(1, attnum, (*def).atttypid, -1, Oid::INVALID, 0);
+                let resno = i16::try_from(natts + 1 + i).unwrap_or(i16::MAX);
+                let name = pg_sys::pstrdup((*def).attname.data.as_ptr());
+                tlist.push(pg_sys::makeTargetEntry(var.cast(), resno, name, false));
+                colnames.push(pg_sys::makeString(pg_sys::pstrdup(name)).cast());
+            }
+            let sub = pgrx::PgBox::<Query>::alloc_node(NodeTag::T_Query).into_pg();
+            (*sub).commandType = pg_sys::CmdType::CMD_SELECT;
+            (*sub).querySource = pg_sys::QuerySource::QSRC_ORIGINAL;
+            (*sub).canSetTag = true;
+            let mut rtable = PgList::<pg_sys::RangeTblEntry>::new();
+            rtable.push(inner);
+            (*sub).rtable = rtable.into_pg();
+            let mut only = pgrx::PgBox::<pg_sys::RangeTblRef>::alloc_node(NodeTag::T_RangeTblRef);
+            only.rtindex = 1;
+            let mut from = PgList::<Node>::new();
+            from.push(only.into_pg().cast());
+            (*sub).jointree = pg_sys::makeFromExpr(from.into_pg(), std::ptr::null_mut());
+            (*sub).targetList = tlist.into_pg();
+            // Row locks (FOR UPDATE/SHARE) are taken where the rows are
+            // read: pushed into the subquery, as the parser does for a
+            // locked subquery in FROM.
+            for rc in PgList::<pg_sys::RowMarkClause>::from_pg((*q).rowMarks).iter_ptr() {
+                if (*rc).rti == rti as pg_sys::Index {
+                    let inner_rc =
+                        pg_sys::copyObjectImpl(rc.cast()).cast::<pg_sys::RowMarkClause>();
+                    (*inner_rc).rti = 1;
+                    (*inner_rc).pushedDown = false;
+                    (*sub).rowMarks = pg_sys::lappend((*sub).rowMarks, inner_rc.cast());
+                    (*sub).hasForUpdate = true;
+                    (*rc).pushedDown = true;
+                }
+            }
+            (*rte).rtekind = pg_sys::RTEKind::RTE_SUBQUERY;
+            (*rte).subquery = sub;
+            (*rte).relid = Oid::INVALID;
+            (*rte).relkind = 0;
+            (*rte).rellockmode = 0;
+            (*rte).tablesample = std::ptr::null_mut();
+            (*rte).inh = false;
+            (*rte).requiredPerms = 0;
+            (*rte).checkAsUser = Oid::INVALID;
+            (*rte).selectedCols = std::ptr::null_mut();
+            (*rte).insertedCols = std::ptr::null_mut();
+            (*rte).updatedCols = std::ptr::null_mut();
+            (*rte).extraUpdatedCols = std::ptr::null_mut();
+            // Row-level security policies stay here, over the masked
+            // columns; as a security barrier no leaky qual of the query
+            // runs before them.
+            (*rte).security_barrier = !(*rte).securityQuals.is_null();
+            let eref = pg_sys::copyObjectImpl((*rte).eref.cast()).cast::<pg_sys::Alias>();
+            (*eref).colnames = colnames.into_pg();
+            (*rte).eref = eref;
         }
     }
 
@@ -574,7 +808,8 @@ impl<'a> Rewrite<'a> {
 
     /// Puts a filter first among the security quals of a statistics
     /// catalog, so a masked session's `pg_stats`, `pg_stats_ext` and
-    /// `pg_stats_ext_exprs` show nothing of labelled columns.
+    /// `pg_stats_ext_exprs` show nothing of labelled columns, and of
+    /// `pg_class`, so it shows no index that reads one.
     unsafe fn hide_statistics(&self, rte: *mut pg_sys::RangeTblEntry, rtable: *mut pg_sys::List) {
         // SAFETY: `rte` is an entry of `rtable`; the filter's Vars point at
         // it by its index in that list, at level 0, with the catalog's
@@ -585,7 +820,19 @@ impl<'a> Rewrite<'a> {
                 return;
             }
             let relid = (*rte).relid;
-            let (func, cols): (&str, &[(i16, Oid)]) = if relid == pg_sys::StatisticRelationId {
+            let relkind_col = [
+                (1, pg_sys::OIDOID),
+                (
+                    crate::ffi::catalog::attnum(pg_sys::RelationRelationId, "relkind").unwrap_or(0),
+                    pg_sys::CHAROID,
+                ),
+            ];
+            let (func, cols): (&str, &[(i16, Oid)]) = if relid == pg_sys::RelationRelationId {
+                (
+                    "dptext.class_visible(pg_catalog.oid,pg_catalog.\"char\")",
+                    &relkind_col,
+                )
+            } else if relid == pg_sys::StatisticRelationId {
                 (
                     "dptext.statistics_visible(pg_catalog.oid,pg_catalog.int2)",
                     &[(1, pg_sys::OIDOID), (2, pg_sys::INT2OID)],
