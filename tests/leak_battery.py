@@ -433,7 +433,18 @@ CREATE TABLE leak_byname (id int, name text) PARTITION BY RANGE (name);
 CREATE TABLE leak_byname_am PARTITION OF leak_byname FOR VALUES FROM (MINVALUE) TO ('N');
 CREATE TABLE leak_byname_nz PARTITION OF leak_byname FOR VALUES FROM ('N') TO (MAXVALUE);
 SECURITY LABEL FOR dptext ON COLUMN leak_byname.name IS 'MASKED WITH santext(eps => 2)';
-GRANT SELECT ON leak_ord, leak_byname, leak_byname_am, leak_byname_nz TO leak_masked;
+DROP TABLE IF EXISTS leak_cl, leak_inh, leak_big CASCADE;
+CREATE TABLE leak_cl (id int, name text);
+CREATE INDEX leak_cl_name ON leak_cl (name);
+SECURITY LABEL FOR dptext ON COLUMN leak_cl.name IS 'MASKED WITH santext(eps => 2)';
+CREATE TABLE leak_inh (id int, name text);
+CREATE TABLE leak_inh_am (CHECK (name < 'N')) INHERITS (leak_inh);
+CREATE TABLE leak_inh_nz (CHECK (name >= 'N')) INHERITS (leak_inh);
+SECURITY LABEL FOR dptext ON COLUMN leak_inh.name IS 'MASKED WITH santext(eps => 2)';
+CREATE TABLE leak_big (id int, note text);
+SECURITY LABEL FOR dptext ON COLUMN leak_big.note IS 'MASKED WITH santext(eps => 2)';
+GRANT SELECT ON leak_ord, leak_byname, leak_byname_am, leak_byname_nz, leak_cl, leak_inh, leak_inh_am,
+  leak_inh_nz, leak_big TO leak_masked;
 GRANT EXECUTE ON FUNCTION dptext.apply_rule(text, text, jsonb),
   santext(text, double precision, text, text) TO leak_masked;
 """
@@ -448,7 +459,18 @@ def below_the_mask(b):
         for i, name in enumerate(SURNAMES, 1):
             owner.execute("INSERT INTO leak_ord VALUES (%s, %s, %s)", (i, f"w{i % 2}", name))
             owner.execute("INSERT INTO leak_byname VALUES (%s, %s)", (i, name))
+            owner.execute("INSERT INTO leak_cl VALUES (%s, %s)", (i, name))
+            owner.execute(f"INSERT INTO leak_inh_{'am' if name < 'N' else 'nz'} VALUES (%s, %s)", (i, name))
         owner.execute("ANALYZE leak_ord, leak_byname")
+        # Stored in the names' order or hash order, by the owner.
+        owner.execute("CLUSTER leak_cl USING leak_cl_name")
+        owner.execute("CREATE MATERIALIZED VIEW leak_ord_sorted AS SELECT id, name FROM leak_ord ORDER BY name")
+        owner.execute("CREATE MATERIALIZED VIEW leak_ord_distinct AS SELECT DISTINCT name FROM leak_ord")
+        owner.execute("CREATE MATERIALIZED VIEW leak_ord_grouped AS SELECT name, count(*) AS n FROM leak_ord GROUP BY name")
+        owner.execute("GRANT SELECT ON leak_ord_sorted, leak_ord_distinct, leak_ord_grouped TO leak_masked")
+        # One value over the input limit the masked role reads under.
+        owner.execute("INSERT INTO leak_big VALUES (1, repeat('Quincewhistle ', 1000))")
+        owner.execute("ALTER ROLE leak_masked SET dptext.max_input_bytes = 8192")
     by_name = [i for _, i in sorted((n, i) for i, n in enumerate(SURNAMES, 1))]
     w1_by_name = [i for i in by_name if i % 2 == 1]
     guesses = "ARRAY[" + ", ".join(f"'{n}'" for n in SURNAMES + ["Smith", "Jones"]) + "]"
@@ -502,6 +524,40 @@ def below_the_mask(b):
         ("a count over a table partitioned by a labelled column", "SELECT count(*) FROM leak_byname"),
     ]:
         b.no_leak(name, b.run([stmt]), expect_error="42501")
+
+    # 4b. Rows placed by raw values: clustered on an index over the
+    # labelled column, a materialized view sorted, deduplicated or grouped
+    # by it (stored in raw or hash order), inheritance routed by CHECK
+    # constraints on it; which rows an owner's statement wrote (xmin).
+    for name, stmt in [
+        ("a table clustered on an index over a labelled column", "SELECT id FROM leak_cl"),
+        ("a materialized view sorted by a labelled column", "SELECT id FROM leak_ord_sorted"),
+        ("a materialized view sorted by a labelled column, its masked column", "SELECT name FROM leak_ord_sorted"),
+        ("a materialized view deduplicated on a labelled column", "SELECT name FROM leak_ord_distinct"),
+        ("a materialized view grouped by a labelled column", "SELECT n FROM leak_ord_grouped"),
+        ("inheritance routed by CHECK constraints on a labelled column", "SELECT tableoid::regclass, id FROM leak_inh"),
+        ("one child of inheritance routed by a labelled column", "SELECT id FROM leak_inh_am"),
+        ("xmin of a labelled table", "SELECT xmin, id FROM leak_ord"),
+    ]:
+        b.no_leak(name, b.run([stmt]), expect_error="42501")
+
+    # 4c. A value over the input limit: refused, without its size.
+    cap = b.run(["SELECT note FROM leak_big"])
+    size = str(len("Quincewhistle " * 1000))
+    b.check("a value over the limit is refused with 54000", cap.error and cap.error[0] == "54000", f"{cap.error}")
+    b.check("the refusal does not tell the value's size", not any(size in t for t in cap.texts), f"{cap.texts[:3]}")
+
+    # 4d. Masked reads in parallel workers, in transactions after the
+    # first (a worker cannot take a transaction id; a lookup that asked for
+    # one failed every parallel masked read after a session's first).
+    with b.connect() as c:
+        guc = "debug_parallel_query" if c.info.server_version >= 160000 else "force_parallel_mode"
+        c.execute(f"SET {guc} = on")
+        try:
+            got = [c.execute(f"SELECT name FROM leak_ord WHERE id = {i}").fetchone()[0] for i in (1, 2, 3)]
+            b.check("masked reads in parallel workers, transaction after transaction", len(got) == 3, f"{got}")
+        except psycopg.Error as e:
+            b.check("masked reads in parallel workers, transaction after transaction", False, str(e))
 
     # 5. The plan of an aggregate over a labelled column: the sort below
     # the aggregate holds masked values only (a spilled sort's tie order

@@ -21,6 +21,14 @@ pub enum ExtError {
     /// object that cannot carry a rule).
     #[error("{0}")]
     Unsupported(String),
+    /// A labelled value over the input limit, read by a masked session:
+    /// the message names the limit, never the value's size (the exact
+    /// length of a raw value is what masking keeps).
+    #[error("a labelled value exceeds the input limit of {limit} bytes, so it cannot be masked")]
+    MaskedTooLarge {
+        /// The limit in force, in bytes.
+        limit: usize,
+    },
     /// A masked session asked for something masking does not allow, or
     /// masking could not decide (which refuses the statement: fail closed).
     #[error("{0}")]
@@ -41,6 +49,7 @@ impl ExtError {
                 K::Model => PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
             },
             ExtError::Unsupported(_) => PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            ExtError::MaskedTooLarge { .. } => PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
             ExtError::Masked(_) => PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
         }
     }
@@ -58,6 +67,9 @@ impl ExtError {
                 ),
                 _ => e.hint(),
             },
+            ExtError::MaskedTooLarge { .. } => Some(
+                "raise dptext.max_input_bytes (dptext.max_detect_bytes for detect_pii, deidentify, ndd and ndd_distort) for the masked role",
+            ),
             ExtError::Unsupported(_) | ExtError::Masked(_) => None,
         }
     }

@@ -95,9 +95,9 @@ thread_local! {
     /// Set while this module runs its own catalog queries, whose planning
     /// must not be masked (and could not be: they read no labelled column).
     static IN_LOOKUP: Cell<bool> = const { Cell::new(false) };
-    /// Why masked sessions may not read a relation whose partition tree is
-    /// partitioned by a labelled column (`None`: they may), per relation.
-    static PARTITIONS: RefCell<HashMap<Oid, Option<String>>> = RefCell::new(HashMap::new());
+    /// Why masked sessions may not read a relation whose family's rows were
+    /// placed by raw values ([`family_refusal`]; `None`: they may).
+    static FAMILIES: RefCell<HashMap<Oid, Option<String>>> = RefCell::new(HashMap::new());
     /// Whether an index reads a column that masked sessions read only
     /// masked (or not at all), per index.
     static INDEXES: RefCell<HashMap<Oid, bool>> = RefCell::new(HashMap::new());
@@ -106,11 +106,33 @@ thread_local! {
         RefCell::new(HashMap::new());
 }
 
+/// The first row's first value of a read-only catalog query. pgrx's
+/// `Spi::get_one*` run their query as a write (they take a transaction id
+/// first), which a parallel worker cannot do (a masked read planned there
+/// through SPI failed: "cannot assign XIDs during a parallel operation"),
+/// which a hot standby refuses, and which gave every masked session's
+/// first statement a transaction id of its own; the masking lookups only
+/// read.
+fn read_one<T: FromDatum + IntoDatum>(
+    sql: &str,
+    args: &[pgrx::datum::DatumWithOid<'_>],
+) -> Result<Option<T>, pgrx::spi::Error> {
+    Spi::connect(|client| client.select(sql, Some(1), args)?.first().get_one::<T>())
+}
+
+/// [`read_one`] of the first row's first two values.
+fn read_two<A: FromDatum + IntoDatum, B: FromDatum + IntoDatum>(
+    sql: &str,
+    args: &[pgrx::datum::DatumWithOid<'_>],
+) -> Result<(Option<A>, Option<B>), pgrx::spi::Error> {
+    Spi::connect(|client| client.select(sql, Some(1), args)?.first().get_two::<A, B>())
+}
+
 /// Drops every cached decision; called on relation-cache invalidations.
 pub(crate) fn invalidate() {
     ROLES.with(|r| r.borrow_mut().clear());
     RELATIONS.with(|r| r.borrow_mut().clear());
-    PARTITIONS.with(|p| p.borrow_mut().clear());
+    FAMILIES.with(|p| p.borrow_mut().clear());
     INDEXES.with(|i| i.borrow_mut().clear());
     FUNCTIONS.with(|f| f.borrow_mut().clear());
     // Cheap to refill (the engine keeps what it built), and a rule's
@@ -171,7 +193,7 @@ pub(crate) fn role_is_masked(role: Oid) -> bool {
     }
     let masked = crate::ffi::catalog::role_label(role).is_some()
         || (!crate::ffi::catalog::is_superuser(role)
-            && lookup(|| Spi::get_one_with_args::<bool>(INHERITS_MASKED_SQL, &[role.into()]))
+            && lookup(|| read_one::<bool>(INHERITS_MASKED_SQL, &[role.into()]))
                 .unwrap_or_else(|e| refuse(format!("could not read the roles' dptext labels: {e}")))
                 .unwrap_or(false));
     ROLES.with(|r| r.borrow_mut().insert(role, masked));
@@ -219,50 +241,63 @@ fn reads_protected(policy: &RelationPolicy, attnums: &[i16]) -> bool {
             .any(|&a| a == 0 || policy.rule(a).is_some() || policy.refuses_column(a).is_some())
 }
 
-/// Why masked sessions may not read `relid` at all, when a partitioned
-/// table of its partition tree (its own, an ancestor's, a descendant's)
-/// is partitioned by a column they read only masked: which partition a
-/// row is stored in is a function of the raw value, and `tableoid`, a
-/// read of one partition, partition pruning and partition-wise plans all
-/// show it.
-pub(crate) fn partition_refusal(relid: Oid) -> Option<String> {
-    if let Some(p) = PARTITIONS.with(|p| p.borrow().get(&relid).cloned()) {
+/// Why masked sessions may not read `relid` at all, when the rows of its
+/// inheritance or partition family were placed by raw values of a column
+/// they read only masked:
+///
+/// - a partitioned table of the family (its own, an ancestor's, a
+///   descendant's) is partitioned by such a column: which partition holds
+///   a row is a function of its raw value, and `tableoid`, a read of one
+///   partition, partition pruning and partition-wise plans all show it;
+/// - a member of a family of more than one table has a CHECK constraint
+///   on such a column (partitioning by inheritance: `CHECK (name < 'N')`
+///   on one child): which child holds a row follows the raw value;
+/// - a member is clustered on an index over such a column (`CLUSTER`):
+///   its rows are stored in raw order, which any unordered read shows.
+pub(crate) fn family_refusal(relid: Oid) -> Option<String> {
+    if let Some(p) = FAMILIES.with(|p| p.borrow().get(&relid).cloned()) {
         return p;
     }
-    let keys = lookup(|| -> Result<Vec<(Oid, Vec<i16>)>, pgrx::spi::Error> {
+    type Row = (String, Oid, Vec<i16>, Option<String>, Option<Oid>);
+    let rows = lookup(|| -> Result<Vec<Row>, pgrx::spi::Error> {
         Spi::connect(|client| {
-            let rows = client.select(PARTITION_KEYS_SQL, None, &oid_arg(relid))?;
+            let rows = client.select(FAMILY_PLACEMENT_SQL, None, &oid_arg(relid))?;
             let mut out = Vec::new();
             for row in rows {
-                let table: Option<Oid> = row.get(1)?;
-                let mut cols: Vec<i16> = row.get::<Vec<i16>>(2)?.unwrap_or_default();
-                cols.retain(|&a| a != 0);
-                if let Some(exprs) = row.get::<String>(3)? {
-                    cols.extend(crate::ffi::catalog::expression_columns(&exprs));
-                }
-                if let Some(t) = table {
-                    out.push((t, cols));
-                }
+                let (Some(kind), Some(table)) = (row.get::<String>(1)?, row.get::<Oid>(2)?) else {
+                    continue;
+                };
+                let cols = row.get::<Vec<i16>>(3)?.unwrap_or_default();
+                out.push((kind, table, cols, row.get::<String>(4)?, row.get::<Oid>(5)?));
             }
             Ok(out)
         })
     })
     .unwrap_or_else(|e| {
         refuse(format!(
-            "could not read the partition keys of a masked relation: {e}"
+            "could not read how the rows of a masked relation are placed: {e}"
         ))
     });
-    let why = keys
-        .into_iter()
-        .find(|(table, cols)| reads_protected(&relation_policy(*table), cols))
-        .map(|(table, _)| {
+    let why = rows.into_iter().find_map(|(kind, table, mut cols, exprs, index)| {
+        let placed_by_raw = match index {
+            Some(index) => index_reads_protected(index),
+            None => {
+                cols.retain(|&a| a != 0);
+                if let Some(exprs) = exprs {
+                    cols.extend(crate::ffi::catalog::expression_columns(&exprs));
+                }
+                reads_protected(&relation_policy(table), &cols)
+            }
+        };
+        placed_by_raw.then(|| {
             format!(
-                "masked sessions cannot read {}: {} is partitioned by a column with a dptext rule, so which partition holds a row tells its raw value",
+                "masked sessions cannot read {}: {} has a {kind} on a column with a dptext rule, so where a row is stored tells its raw value",
                 crate::ffi::catalog::relation_name(relid),
                 crate::ffi::catalog::relation_name(table)
             )
-        });
-    PARTITIONS.with(|p| p.borrow_mut().insert(relid, why.clone()));
+        })
+    });
+    FAMILIES.with(|p| p.borrow_mut().insert(relid, why.clone()));
     why
 }
 
@@ -281,13 +316,29 @@ pub(crate) fn index_reads_protected(indexid: Oid) -> bool {
     protected
 }
 
-/// Every partitioned table of the partition tree `$1` belongs to (from
-/// its root down), with its partition key's columns (0: an expression)
-/// and expressions.
-const PARTITION_KEYS_SQL: &str = "
-SELECT p.partrelid, p.partattrs::pg_catalog.int2[], p.partexprs::pg_catalog.text
-  FROM pg_catalog.pg_partition_tree(COALESCE(pg_catalog.pg_partition_root($1), $1)) t
-  JOIN pg_catalog.pg_partitioned_table p ON p.partrelid OPERATOR(pg_catalog.=) t.relid";
+/// How the rows of `$1`'s inheritance and partition family are placed:
+/// each partition key (kind, table, its columns (0: an expression), its
+/// expressions), each CHECK constraint when the family has more than one
+/// table, and each index a member is clustered on (its oid last).
+const FAMILY_PLACEMENT_SQL: &str = "
+WITH RECURSIVE fam(rel) AS (
+    SELECT $1::pg_catalog.oid
+    UNION
+    SELECT CASE WHEN i.inhrelid OPERATOR(pg_catalog.=) fam.rel THEN i.inhparent ELSE i.inhrelid END
+      FROM pg_catalog.pg_inherits i
+      JOIN fam ON i.inhrelid OPERATOR(pg_catalog.=) fam.rel OR i.inhparent OPERATOR(pg_catalog.=) fam.rel
+)
+SELECT 'partition key', p.partrelid, p.partattrs::pg_catalog.int2[], p.partexprs::pg_catalog.text,
+       NULL::pg_catalog.oid
+  FROM fam JOIN pg_catalog.pg_partitioned_table p ON p.partrelid OPERATOR(pg_catalog.=) fam.rel
+UNION ALL
+SELECT 'CHECK constraint', c.conrelid, c.conkey, c.conbin::pg_catalog.text, NULL
+  FROM fam JOIN pg_catalog.pg_constraint c ON c.conrelid OPERATOR(pg_catalog.=) fam.rel
+ WHERE c.contype OPERATOR(pg_catalog.=) 'c'
+   AND (SELECT pg_catalog.count(*) FROM fam) OPERATOR(pg_catalog.>) 1
+UNION ALL
+SELECT 'clustered index', x.indrelid, NULL, NULL, x.indexrelid
+  FROM fam JOIN pg_catalog.pg_index x ON x.indrelid OPERATOR(pg_catalog.=) fam.rel AND x.indisclustered";
 
 /// Labels that apply to the columns of a relation: its own, else the
 /// nearest ancestor's (partitions, inheritance children; for a Citus
@@ -399,7 +450,7 @@ SELECT COALESCE((SELECT s.logicalrelid FROM pg_catalog.pg_dist_shard s
 /// otherwise serve the role's own guesses through the table's rule, an
 /// oracle for its masked values. Without Citus this is one catalog probe.
 fn shard_parent(relid: Oid) -> Oid {
-    let has_shards = Spi::get_one::<bool>(HAS_SHARDS_SQL)
+    let has_shards = read_one::<bool>(HAS_SHARDS_SQL, &[])
         .unwrap_or_else(|e| refuse(format!("could not look for Citus shards: {e}")))
         .unwrap_or(false);
     if !has_shards {
@@ -414,7 +465,7 @@ fn shard_parent(relid: Oid) -> Oid {
     else {
         return Oid::INVALID;
     };
-    let parent = Spi::get_one_with_args::<Oid>(SHARD_OF_SQL, &[shard_id.into()])
+    let parent = read_one::<Oid>(SHARD_OF_SQL, &[shard_id.into()])
         .unwrap_or_else(|e| refuse(format!("could not read Citus's shard catalog: {e}")))
         .unwrap_or(Oid::INVALID);
     let same_owner = crate::ffi::catalog::relation_owner(relid).is_some()
@@ -521,14 +572,16 @@ fn read_policy(relid: Oid) -> RelationPolicy {
 /// for relation `relid`: its source and build number; `None` when it did
 /// not build it (or the extension's catalog is missing).
 fn last_build(relid: Oid) -> Option<(Oid, i64)> {
-    let has_provenance =
-        Spi::get_one::<bool>("SELECT pg_catalog.to_regclass('dptext.provenance') IS NOT NULL")
-            .unwrap_or_else(|e| refuse(format!("could not look for dptext.provenance: {e}")))
-            .unwrap_or(false);
+    let has_provenance = read_one::<bool>(
+        "SELECT pg_catalog.to_regclass('dptext.provenance') IS NOT NULL",
+        &[],
+    )
+    .unwrap_or_else(|e| refuse(format!("could not look for dptext.provenance: {e}")))
+    .unwrap_or(false);
     if !has_provenance {
         return None;
     }
-    let (source, build) = Spi::get_two_with_args::<Oid, i64>(LAST_BUILD_SQL, &oid_arg(relid))
+    let (source, build) = read_two::<Oid, i64>(LAST_BUILD_SQL, &oid_arg(relid))
         .unwrap_or_else(|e| refuse(format!("could not read dptext.provenance: {e}")));
     source.zip(build)
 }
@@ -610,6 +663,23 @@ fn matview_policy(relid: Oid, mut rules: Vec<ColumnRule>) -> RelationPolicy {
             crate::ffi::catalog::relation_name(rel)
         )
     };
+    for &(src, att) in &lineage.arranged_by {
+        let p = relation_policy(src);
+        if (att == 0 && p.protects()) || p.rule(att).is_some() || p.refuses_column(att).is_some() {
+            // Which rows are stored, and in what order, follow raw values:
+            // any column read in stored order tells them (sorted names
+            // give their ranks; a DISTINCT stores them in hash order), so
+            // no column is served, masked or not; count(*) still is.
+            return RelationPolicy::Derived {
+                rules: Vec::new(),
+                why: format!(
+                    "masked sessions cannot read materialized view {}: its rows were sorted, grouped or deduplicated by the labelled {}, so the order they are stored in tells raw values; build it with dptext.create_sanitized_view, or without that clause",
+                    crate::ffi::catalog::relation_name(relid),
+                    column(src, att)
+                ),
+            };
+        }
+    }
     for &(src, att) in &lineage.reads {
         let p = relation_policy(src);
         if (att == 0 && p.protects()) || p.rule(att).is_some() || p.refuses_column(att).is_some() {
@@ -772,7 +842,7 @@ pub(crate) fn function_oid(signature: &'static str) -> Oid {
         return oid;
     }
     let oid = lookup(|| {
-        Spi::get_one_with_args::<Oid>(
+        read_one::<Oid>(
             "SELECT pg_catalog.to_regprocedure($1)::pg_catalog.oid",
             &[signature.into()],
         )
@@ -850,7 +920,12 @@ fn mask_value(
         .unwrap_or_else(|e| refuse(format!("the masking key could not be read: {e}")));
     crate::engine()
         .run(m.as_ref(), value, &mode, &[])
-        .unwrap_or_else(|e| raise(e.into(), "dptext.mask"))
+        .unwrap_or_else(|e| match e {
+            dptext_core::Error::InputTooLarge { limit, .. } => {
+                raise(ExtError::MaskedTooLarge { limit }, "dptext.mask")
+            }
+            e => raise(e.into(), "dptext.mask"),
+        })
         .text
 }
 
@@ -935,11 +1010,12 @@ pub mod dptext {
             _ => (false, None),
         };
         let writable = super::lookup(|| {
-            Spi::get_one::<i64>(
+            super::read_one::<i64>(
                 "SELECT pg_catalog.count(*) FROM pg_catalog.pg_class c
                   WHERE c.relkind OPERATOR(pg_catalog.=) ANY ('{r,p}'::pg_catalog.\"char\"[])
                     AND c.relnamespace OPERATOR(pg_catalog.<>) ALL (ARRAY['pg_catalog'::pg_catalog.regnamespace, 'information_schema'::pg_catalog.regnamespace])
                     AND pg_catalog.has_table_privilege(c.oid, 'INSERT, UPDATE, DELETE, TRUNCATE')",
+                &[],
             )
         })
         .ok()
@@ -991,7 +1067,7 @@ pub mod dptext {
             return true;
         }
         let rel = super::lookup(|| {
-            Spi::get_one_with_args::<pg_sys::Oid>(
+            super::read_one::<pg_sys::Oid>(
                 "SELECT stxrelid FROM pg_catalog.pg_statistic_ext WHERE oid OPERATOR(pg_catalog.=) $1",
                 &[stxoid.into()],
             )

@@ -21,6 +21,11 @@ pub(crate) struct Lineage {
     pub copies: Vec<Option<(Oid, i16)>>,
     /// Table columns read anywhere else (0: a whole row).
     pub reads: Vec<(Oid, i16)>,
+    /// Table columns the stored rows were sorted, grouped, deduplicated or
+    /// windowed by (`ORDER BY`, `DISTINCT`, `GROUP BY`, `PARTITION BY`):
+    /// the order the rows are stored in, and which rows exist, follow
+    /// their raw values.
+    pub arranged_by: Vec<(Oid, i16)>,
     /// Why the lineage cannot be followed, if it cannot.
     pub opaque: Option<String>,
 }
@@ -97,6 +102,30 @@ unsafe fn read_query(q: *mut pg_sys::Query, out: &mut Lineage) {
         }
         walker((*q).jointree.cast(), (&raw mut w).cast());
         walker((*q).havingQual, (&raw mut w).cast());
+        // The target entries that sort, group, deduplicate or window the
+        // rows: the columns they read arrange the stored rows.
+        let mut refs: Vec<pg_sys::Index> = Vec::new();
+        for list in [(*q).sortClause, (*q).distinctClause, (*q).groupClause] {
+            for c in PgList::<pg_sys::SortGroupClause>::from_pg(list).iter_ptr() {
+                refs.push((*c).tleSortGroupRef);
+            }
+        }
+        for wc in PgList::<pg_sys::WindowClause>::from_pg((*q).windowClause).iter_ptr() {
+            for list in [(*wc).partitionClause, (*wc).orderClause] {
+                for c in PgList::<pg_sys::SortGroupClause>::from_pg(list).iter_ptr() {
+                    refs.push((*c).tleSortGroupRef);
+                }
+            }
+        }
+        let before = w.out.reads.len();
+        for tle in PgList::<pg_sys::TargetEntry>::from_pg((*q).targetList).iter_ptr() {
+            if (*tle).ressortgroupref != 0 && refs.contains(&(*tle).ressortgroupref) {
+                walker((*tle).expr.cast(), (&raw mut w).cast());
+            }
+        }
+        // What the walk found there arranges the rows (and stays a read).
+        let arranged: Vec<(Oid, i16)> = w.out.reads[before..].to_vec();
+        w.out.arranged_by = arranged;
     }
 }
 

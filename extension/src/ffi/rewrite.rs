@@ -158,7 +158,7 @@ impl Survey {
             }
             let policy = masking::relation_policy(relid);
             if policy.protects() {
-                if let Some(why) = masking::partition_refusal(relid) {
+                if let Some(why) = masking::family_refusal(relid) {
                     masking::refuse(why);
                 }
             }
@@ -342,6 +342,15 @@ impl<'a> Rewrite<'a> {
                     // included.
                     masking::refuse(format!(
                         "masked sessions cannot read ctid of {}, which has dptext rules: where a row is stored depends on the length of its labelled values",
+                        crate::ffi::catalog::relation_name((*rte).relid)
+                    ));
+                }
+                if i32::from(attnum) != pg_sys::TableOidAttributeNumber {
+                    // xmin, xmax, cmin, cmax: which transaction (and
+                    // command) wrote a row, so which rows an owner's
+                    // `UPDATE ... WHERE name LIKE 'M%'` matched.
+                    masking::refuse(format!(
+                        "masked sessions cannot read the transaction columns (xmin, xmax, cmin, cmax) of {}, which has dptext rules: which rows a statement wrote can follow their raw values",
                         crate::ffi::catalog::relation_name((*rte).relid)
                     ));
                 }
