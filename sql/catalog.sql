@@ -116,6 +116,26 @@ COMMENT ON COLUMN dptext.budget.delta_total IS
 COMMENT ON COLUMN dptext.budget.eps0_total IS
   'SanText+ only: the additive term ln(1/p) per token, summed over independent releases';
 
+-- The callers the SECURITY DEFINER recorders below accept: a session
+-- that is not masked, whose login role owns `tgt` (or is a member of its
+-- owner; superusers are). They write the provenance, the budget and the
+-- fill queries that refresh_sanitized_table runs as whoever refreshes, so
+-- a role granted EXECUTE on them must not be able to rewrite another
+-- owner's records.
+CREATE FUNCTION dptext._require_owner(tgt regclass)
+RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF (dptext.session_masking() ->> 'masked')::boolean THEN
+        RAISE EXCEPTION 'masked sessions cannot record dptext provenance' USING ERRCODE = '42501';
+    END IF;
+    IF NOT pg_catalog.pg_has_role(session_user,
+            (SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = tgt), 'USAGE') THEN
+        RAISE EXCEPTION 'only the owner of % may record its dptext provenance', tgt USING ERRCODE = '42501';
+    END IF;
+END $$;
+REVOKE EXECUTE ON FUNCTION dptext._require_owner(regclass) FROM PUBLIC;
+
 -- Records one provenance row per rule of the source, as the view was
 -- just built from them. SECURITY DEFINER so that builders need no INSERT
 -- on the table; it copies rules from the catalog, never from its caller.
@@ -126,6 +146,7 @@ DECLARE
     rnd jsonb := dptext.randomness();
     b bigint := nextval('dptext.build_seq');
 BEGIN
+    PERFORM dptext._require_owner(tgt);
     INSERT INTO dptext.provenance (build, event, source_oid, source_schema, source_table,
                                    target_oid, target_name, materialized, column_name,
                                    mechanism, params, guarantee, randomness, random_id, assets)
@@ -176,6 +197,7 @@ DECLARE
     rnd jsonb := dptext.randomness();
     b bigint;
 BEGIN
+    PERFORM dptext._require_owner(tgt::regclass);
     SELECT max(p.build) INTO last_build FROM dptext.provenance p
      WHERE p.target_oid = tgt AND p.event = 'create';
     IF last_build IS NULL THEN
@@ -201,6 +223,7 @@ REVOKE EXECUTE ON FUNCTION dptext._record_refresh(oid) FROM PUBLIC;
 CREATE FUNCTION dptext._record_table(tgt regclass, src regclass, fill text)
 RETURNS void
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT dptext._require_owner(tgt);
     INSERT INTO dptext.sanitized_tables (target_oid, source_oid, fill_query)
     VALUES (tgt, src, fill)
     ON CONFLICT (target_oid) DO UPDATE SET source_oid = EXCLUDED.source_oid, fill_query = EXCLUDED.fill_query;
@@ -446,6 +469,7 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     rnd jsonb := dptext.randomness();
 BEGIN
+    PERFORM dptext._require_owner(src);
     INSERT INTO dptext.vocabularies (name, source, source_oid, column_name, eps, delta, noise,
                                      threshold, max_words_per_value, embedding, embedding_rows,
                                      digest, words)

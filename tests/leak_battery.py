@@ -467,7 +467,14 @@ def below_the_mask(b):
         owner.execute("CREATE MATERIALIZED VIEW leak_ord_sorted AS SELECT id, name FROM leak_ord ORDER BY name")
         owner.execute("CREATE MATERIALIZED VIEW leak_ord_distinct AS SELECT DISTINCT name FROM leak_ord")
         owner.execute("CREATE MATERIALIZED VIEW leak_ord_grouped AS SELECT name, count(*) AS n FROM leak_ord GROUP BY name")
-        owner.execute("GRANT SELECT ON leak_ord_sorted, leak_ord_distinct, leak_ord_grouped TO leak_masked")
+        # The same hidden one level down, or read from a refused table.
+        owner.execute("CREATE MATERIALIZED VIEW leak_ord_sub AS "
+                      "SELECT id, name FROM (SELECT id, name FROM leak_ord ORDER BY name) s")
+        owner.execute("SECURITY LABEL FOR dptext ON COLUMN leak_ord_sub.name IS 'MASKED WITH santext(eps => 2)'")
+        owner.execute("CREATE MATERIALIZED VIEW leak_byname_mv AS SELECT id, name FROM leak_byname")
+        owner.execute("GRANT SELECT ON leak_ord_sorted, leak_ord_distinct, leak_ord_grouped, leak_ord_sub, "
+                      "leak_byname_mv TO leak_masked")
+        owner.execute("GRANT EXECUTE ON FUNCTION dptext._record_table(regclass, regclass, text) TO leak_masked")
         # One value over the input limit the masked role reads under.
         owner.execute("INSERT INTO leak_big VALUES (1, repeat('Quincewhistle ', 1000))")
         owner.execute("ALTER ROLE leak_masked SET dptext.max_input_bytes = 8192")
@@ -538,6 +545,13 @@ def below_the_mask(b):
         ("inheritance routed by CHECK constraints on a labelled column", "SELECT tableoid::regclass, id FROM leak_inh"),
         ("one child of inheritance routed by a labelled column", "SELECT id FROM leak_inh_am"),
         ("xmin of a labelled table", "SELECT xmin, id FROM leak_ord"),
+        ("a materialized view sorted by a labelled column in a subquery", "SELECT name FROM leak_ord_sub"),
+        ("the row count of a materialized view filtered on a labelled column", "SELECT count(*) FROM leak_mv_filter"),
+        ("a materialized view of a table partitioned by a labelled column", "SELECT id FROM leak_byname_mv"),
+        ("tableoid of a parent of plain inheritance (rows routed by the owner)",
+         "SELECT tableoid::regclass, id FROM leak_parent"),
+        ("rewriting the fill query a refresh of a sanitized table runs",
+         "SELECT dptext._record_table('leak_out', 'leak_t', 'INSERT INTO leak_out SELECT id, note FROM leak_t')"),
     ]:
         b.no_leak(name, b.run([stmt]), expect_error="42501")
 

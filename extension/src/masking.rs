@@ -58,6 +58,12 @@ pub(crate) enum RelationPolicy {
         /// Why unlabelled columns are refused.
         why: String,
     },
+    /// A relation masked sessions may not read at all, not even
+    /// `count(*)`: a materialized view whose stored rows (which exist, in
+    /// what order, what they hold) raw labelled values decided. Its masked
+    /// columns would still come back in the stored order, and its row
+    /// count counts raw matches.
+    Refused(String),
 }
 
 impl RelationPolicy {
@@ -67,7 +73,7 @@ impl RelationPolicy {
             RelationPolicy::Masked(rules) | RelationPolicy::Derived { rules, .. } => {
                 rules.iter().find(|r| r.attnum == attnum)
             }
-            RelationPolicy::Plain => None,
+            RelationPolicy::Plain | RelationPolicy::Refused(_) => None,
         }
     }
 
@@ -75,6 +81,7 @@ impl RelationPolicy {
     pub fn refuses_column(&self, attnum: i16) -> Option<String> {
         match self {
             RelationPolicy::Derived { why, .. } if self.rule(attnum).is_none() => Some(why.clone()),
+            RelationPolicy::Refused(why) => Some(why.clone()),
             _ => None,
         }
     }
@@ -670,14 +677,11 @@ fn matview_policy(relid: Oid, mut rules: Vec<ColumnRule>) -> RelationPolicy {
             // any column read in stored order tells them (sorted names
             // give their ranks; a DISTINCT stores them in hash order), so
             // no column is served, masked or not; count(*) still is.
-            return RelationPolicy::Derived {
-                rules: Vec::new(),
-                why: format!(
-                    "masked sessions cannot read materialized view {}: its rows were sorted, grouped or deduplicated by the labelled {}, so the order they are stored in tells raw values; build it with dptext.create_sanitized_view, or without that clause",
-                    crate::ffi::catalog::relation_name(relid),
-                    column(src, att)
-                ),
-            };
+            return RelationPolicy::Refused(format!(
+                "masked sessions cannot read materialized view {}: its rows were sorted, grouped or deduplicated by the labelled {}, so the order they are stored in tells raw values; build it with dptext.create_sanitized_view, or without that clause",
+                crate::ffi::catalog::relation_name(relid),
+                column(src, att)
+            ));
         }
     }
     for &(src, att) in &lineage.reads {
@@ -714,12 +718,29 @@ fn matview_policy(relid: Oid, mut rules: Vec<ColumnRule>) -> RelationPolicy {
             taint.get_or_insert(why);
         }
     }
-    conclude(rules, taint, |why| {
-        format!(
-            "masked sessions may read only the masked columns of materialized view {}: {why}, so its other columns may hold what raw values decided; label them, or build the view with dptext.create_sanitized_view",
+    // A source whose own rows were placed by raw values (partitioned or
+    // clustered by a labelled column) passes that placement on: the view
+    // stores the rows in the order it read them.
+    let sources = lineage.reads.iter().chain(lineage.copies.iter().flatten());
+    for &(src, _) in sources {
+        if relation_policy(src).protects() {
+            if let Some(why) = family_refusal(src) {
+                taint.get_or_insert(format!(
+                    "it reads a relation masked sessions cannot read ({why})"
+                ));
+            }
+        }
+    }
+    match taint {
+        // Which rows the view stores, in what order, or what they hold
+        // followed raw values: every column would tell them, the masked
+        // ones by their stored order, and count(*) by how many matched.
+        Some(why) => RelationPolicy::Refused(format!(
+            "masked sessions cannot read materialized view {}: {why}, so which rows it stores, their order or their values may follow raw values; build it with dptext.create_sanitized_view instead",
             crate::ffi::catalog::relation_name(relid)
-        )
-    })
+        )),
+        None => conclude(rules, None, |why| why),
+    }
 }
 
 /// Serves column `attnum` of a stored copy, a plain copy of column `att`
@@ -874,7 +895,7 @@ pub(crate) fn require_key() {
 pub(crate) fn column_statistics_visible(relid: Oid, attnum: i16) -> bool {
     match relation_policy(relid).as_ref() {
         RelationPolicy::Plain => true,
-        RelationPolicy::Derived { .. } => false,
+        RelationPolicy::Derived { .. } | RelationPolicy::Refused(_) => false,
         p @ RelationPolicy::Masked(_) => p.rule(attnum).is_none(),
     }
 }

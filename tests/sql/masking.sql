@@ -66,7 +66,8 @@ SELECT attname, most_common_vals IS NOT NULL OR histogram_bounds IS NOT NULL AS 
 CREATE MATERIALIZED VIEW notes_copy AS SELECT id, patient, note, visits * 2 AS twice FROM notes;
 SECURITY LABEL FOR dptext ON COLUMN notes_copy.note IS 'MASKED WITH santext(eps => 1)';
 -- ... and when its query reads a labelled column in a filter or an
--- expression, only its masked columns may be read.
+-- expression, nothing may be read, count(*) included (which rows it
+-- stores, and their order, followed raw values).
 CREATE MATERIALIZED VIEW notes_filtered AS SELECT id, upper(note) AS loud FROM notes WHERE note LIKE '%chest%';
 GRANT SELECT ON notes_copy, notes_filtered TO regress_masked;
 SET ROLE regress_masked;

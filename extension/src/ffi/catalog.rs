@@ -136,6 +136,23 @@ pub fn dropped_columns(relid: pg_sys::Oid) -> Vec<bool> {
     }
 }
 
+/// True when relation `relid` has (or had) inheritance children, and is
+/// not a partitioned table: a parent of plain inheritance (`INHERITS`).
+pub fn has_inheritance_children(relid: pg_sys::Oid) -> bool {
+    // SAFETY: as in `dropped_columns`: a pinned relcache entry, released.
+    unsafe {
+        let rel = pg_sys::RelationIdGetRelation(relid);
+        if rel.is_null() {
+            return false;
+        }
+        let form = (*rel).rd_rel;
+        let out =
+            (*form).relhassubclass && (*form).relkind as u8 != pg_sys::RELKIND_PARTITIONED_TABLE;
+        pg_sys::RelationClose(rel);
+        out
+    }
+}
+
 /// A relation's name as `schema.name` (its oid when it does not exist).
 pub fn relation_name(relid: pg_sys::Oid) -> String {
     // SAFETY: syscache reads returning NULL for missing entries, else

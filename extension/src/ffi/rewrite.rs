@@ -157,6 +157,9 @@ impl Survey {
                 continue;
             }
             let policy = masking::relation_policy(relid);
+            if let RelationPolicy::Refused(why) = policy.as_ref() {
+                masking::refuse(why.clone());
+            }
             if policy.protects() {
                 if let Some(why) = masking::family_refusal(relid) {
                     masking::refuse(why);
@@ -342,6 +345,18 @@ impl<'a> Rewrite<'a> {
                     // included.
                     masking::refuse(format!(
                         "masked sessions cannot read ctid of {}, which has dptext rules: where a row is stored depends on the length of its labelled values",
+                        crate::ffi::catalog::relation_name((*rte).relid)
+                    ));
+                }
+                if i32::from(attnum) == pg_sys::TableOidAttributeNumber
+                    && crate::ffi::catalog::has_inheritance_children((*rte).relid)
+                {
+                    // Which child of plain inheritance holds a row is the
+                    // owner's routing (a trigger, or CHECK constraints),
+                    // which may follow the raw value; a declarative
+                    // partition's key is checked instead (family_refusal).
+                    masking::refuse(format!(
+                        "masked sessions cannot read tableoid of {}, which has dptext rules and inheritance children: which child holds a row may follow its raw values",
                         crate::ffi::catalog::relation_name((*rte).relid)
                     ));
                 }
