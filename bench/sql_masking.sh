@@ -16,15 +16,7 @@ REPS="${2:-3}"
 DB=dptext_bench_masking
 
 notes_table "$DB" "$ROWS"
-psql -X -q -d "$DB" -v ON_ERROR_STOP=1 <<SQL
-SECURITY LABEL FOR dptext ON COLUMN t.note IS 'MASKED WITH santext(eps => 3)';
-DO \$\$ BEGIN
-  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'bench_masked') THEN CREATE ROLE bench_masked LOGIN; END IF;
-END \$\$;
-SECURITY LABEL FOR dptext ON ROLE bench_masked IS 'MASKED';
-ALTER ROLE bench_masked SET dptext.key_file = '$DPTEXT_KEY_FILE';
-GRANT SELECT ON t TO bench_masked;
-SQL
+masked_reader "$DB"
 
 # One session per measurement: warm first (vocabulary loaded, every
 # distinct note seen once), then the fastest of REPS timed runs, in ms,

@@ -18,15 +18,7 @@ DB=dptext_bench_masking_ab
 
 for port in "$BEFORE" "$AFTER"; do
   PGPORT="$port" notes_table "$DB" "$ROWS" >/dev/null
-  PGPORT="$port" psql -X -q -d "$DB" -v ON_ERROR_STOP=1 <<SQL
-SECURITY LABEL FOR dptext ON COLUMN t.note IS 'MASKED WITH santext(eps => 3)';
-DO \$\$ BEGIN
-  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'bench_masked') THEN CREATE ROLE bench_masked LOGIN; END IF;
-END \$\$;
-SECURITY LABEL FOR dptext ON ROLE bench_masked IS 'MASKED';
-ALTER ROLE bench_masked SET dptext.key_file = '$DPTEXT_KEY_FILE';
-GRANT SELECT ON t TO bench_masked;
-SQL
+  PGPORT="$port" masked_reader "$DB"
 done
 
 QUERIES=("SELECT count(*) FROM t WHERE id % 7 = 0" "SELECT note FROM t"

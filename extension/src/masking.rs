@@ -327,14 +327,9 @@ pub(crate) fn index_reads_protected(indexid: Oid) -> bool {
 /// each partition key (kind, table, its columns (0: an expression), its
 /// expressions), each CHECK constraint when the family has more than one
 /// table, and each index a member is clustered on (its oid last).
-const FAMILY_PLACEMENT_SQL: &str = "
-WITH RECURSIVE fam(rel) AS (
-    SELECT $1::pg_catalog.oid
-    UNION
-    SELECT CASE WHEN i.inhrelid OPERATOR(pg_catalog.=) fam.rel THEN i.inhparent ELSE i.inhrelid END
-      FROM pg_catalog.pg_inherits i
-      JOIN fam ON i.inhrelid OPERATOR(pg_catalog.=) fam.rel OR i.inhparent OPERATOR(pg_catalog.=) fam.rel
-)
+const FAMILY_PLACEMENT_SQL: &str = concat!(
+    crate::ffi::catalog::family_cte!(),
+    "
 SELECT 'partition key', p.partrelid, p.partattrs::pg_catalog.int2[], p.partexprs::pg_catalog.text,
        NULL::pg_catalog.oid
   FROM fam JOIN pg_catalog.pg_partitioned_table p ON p.partrelid OPERATOR(pg_catalog.=) fam.rel
@@ -345,7 +340,8 @@ SELECT 'CHECK constraint', c.conrelid, c.conkey, c.conbin::pg_catalog.text, NULL
    AND (SELECT pg_catalog.count(*) FROM fam) OPERATOR(pg_catalog.>) 1
 UNION ALL
 SELECT 'clustered index', x.indrelid, NULL, NULL, x.indexrelid
-  FROM fam JOIN pg_catalog.pg_index x ON x.indrelid OPERATOR(pg_catalog.=) fam.rel AND x.indisclustered";
+  FROM fam JOIN pg_catalog.pg_index x ON x.indrelid OPERATOR(pg_catalog.=) fam.rel AND x.indisclustered"
+);
 
 /// Labels that apply to the columns of a relation: its own, else the
 /// nearest ancestor's (partitions, inheritance children; for a Citus

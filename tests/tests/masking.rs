@@ -38,47 +38,34 @@ fn env() -> Option<Env> {
 
 const MARKERS: [&str; 4] = ["zebediah", "quincewhistle", "pennyfeather", "brambleworth"];
 
+/// Runs one of this folder's Python checks against the test database and
+/// asserts it passed, with its summary line: `N passed, 0 failed`.
+fn run_check(env: &Env, script: &str, extra: &[&str]) {
+    let out = Command::new("python3")
+        .arg(format!("{}/{script}", env!("CARGO_MANIFEST_DIR")))
+        .args(["--owner-dsn", &env.dsn, "--key-file", &env.key_file])
+        .args(extra)
+        .env("PYTHONPATH", &env.pylib)
+        .output()
+        .expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}");
+    assert!(
+        out.status.success(),
+        "{script} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains(" 0 failed"), "no summary line: {stdout}");
+}
+
 #[test]
 fn masked_role_leaks_nothing_through_any_channel_directly() {
     let Some(env) = env() else { return };
-    let out = Command::new("python3")
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/leak_battery.py"))
-        .args(["--owner-dsn", &env.dsn, "--key-file", &env.key_file])
-        .env("PYTHONPATH", &env.pylib)
-        .output()
-        .expect("python3 runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    println!("{stdout}");
-    assert!(
-        out.status.success(),
-        "the leak battery failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(stdout.contains(" 0 failed"), "no summary line: {stdout}");
-
+    run_check(&env, "leak_battery.py", &[]);
     // Every plan of the battery's statements and of the invariant's own,
     // under every planner profile (run after the battery: it walks the
     // battery's fixtures too).
-    let out = Command::new("python3")
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/plan_invariant.py"))
-        .args([
-            "--owner-dsn",
-            &env.dsn,
-            "--key-file",
-            &env.key_file,
-            "--battery",
-        ])
-        .env("PYTHONPATH", &env.pylib)
-        .output()
-        .expect("python3 runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    println!("{stdout}");
-    assert!(
-        out.status.success(),
-        "the plan invariant failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(stdout.contains(" 0 failed"), "no summary line: {stdout}");
+    run_check(&env, "plan_invariant.py", &["--battery"]);
 
     // pg_dump reads table data through COPY: as the masked role it dumps
     // sanitized values (run after the battery, which made the fixtures).

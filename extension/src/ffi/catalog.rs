@@ -6,6 +6,24 @@ use std::ffi::CStr;
 
 use pgrx::pg_sys;
 
+/// The start of a catalog query over the inheritance and partition family
+/// of relation `$1`: a CTE `fam(rel)` of every relation joined to it by
+/// `pg_inherits`, in either direction (its ancestors, descendants and
+/// their other parents). A macro, so that queries can `concat!` it.
+macro_rules! family_cte {
+    () => {
+        "
+WITH RECURSIVE fam(rel) AS (
+    SELECT $1::pg_catalog.oid
+  UNION
+    SELECT CASE WHEN i.inhrelid OPERATOR(pg_catalog.=) fam.rel THEN i.inhparent ELSE i.inhrelid END
+      FROM pg_catalog.pg_inherits i
+      JOIN fam ON i.inhrelid OPERATOR(pg_catalog.=) fam.rel OR i.inhparent OPERATOR(pg_catalog.=) fam.rel
+)"
+    };
+}
+pub(crate) use family_cte;
+
 /// The `dptext` label of role `role`, if it has one.
 pub fn role_label(role: pg_sys::Oid) -> Option<String> {
     let object = pg_sys::ObjectAddress {
@@ -111,46 +129,52 @@ pub fn attribute_type(relid: pg_sys::Oid, attnum: i16) -> (pg_sys::Oid, i32, pg_
     (typ, typmod, coll)
 }
 
+/// `f` of relation `relid`'s relation-cache entry; `None` when the
+/// relation does not exist.
+fn with_relation<T>(relid: pg_sys::Oid, f: impl FnOnce(pg_sys::Relation) -> T) -> Option<T> {
+    // SAFETY: the relation cache returns NULL for a missing relation, else
+    // a pinned entry, valid until the pin is released after `f`; callers
+    // hold a lock on the relation (the query that reads it).
+    unsafe {
+        let rel = pg_sys::RelationIdGetRelation(relid);
+        if rel.is_null() {
+            return None;
+        }
+        let out = f(rel);
+        pg_sys::RelationClose(rel);
+        Some(out)
+    }
+}
+
 /// Which columns of relation `relid` are dropped, in column order: its
 /// length is the relation's number of columns (dropped ones included);
 /// empty when the relation does not exist.
 pub fn dropped_columns(relid: pg_sys::Oid) -> Vec<bool> {
-    // SAFETY: the relation cache returns NULL for a missing relation, else
-    // a pinned entry whose descriptor holds `natts` attributes; the pin is
-    // released before returning. Callers hold a lock on the relation.
-    unsafe {
-        let rel = pg_sys::RelationIdGetRelation(relid);
-        if rel.is_null() {
-            return Vec::new();
+    with_relation(relid, |rel| {
+        // SAFETY: a pinned entry's descriptor holds `natts` attributes.
+        unsafe {
+            let desc = (*rel).rd_att;
+            let natts = usize::try_from((*desc).natts).unwrap_or(0);
+            (*desc)
+                .attrs
+                .as_slice(natts)
+                .iter()
+                .map(|a| a.attisdropped)
+                .collect()
         }
-        let desc = (*rel).rd_att;
-        let natts = usize::try_from((*desc).natts).unwrap_or(0);
-        let out = (*desc)
-            .attrs
-            .as_slice(natts)
-            .iter()
-            .map(|a| a.attisdropped)
-            .collect();
-        pg_sys::RelationClose(rel);
-        out
-    }
+    })
+    .unwrap_or_default()
 }
 
 /// True when relation `relid` has (or had) inheritance children, and is
 /// not a partitioned table: a parent of plain inheritance (`INHERITS`).
 pub fn has_inheritance_children(relid: pg_sys::Oid) -> bool {
-    // SAFETY: as in `dropped_columns`: a pinned relcache entry, released.
-    unsafe {
-        let rel = pg_sys::RelationIdGetRelation(relid);
-        if rel.is_null() {
-            return false;
-        }
-        let form = (*rel).rd_rel;
-        let out =
-            (*form).relhassubclass && (*form).relkind as u8 != pg_sys::RELKIND_PARTITIONED_TABLE;
-        pg_sys::RelationClose(rel);
-        out
-    }
+    with_relation(relid, |rel| {
+        // SAFETY: a pinned entry's `rd_rel` is its pg_class row.
+        let form = unsafe { &*(*rel).rd_rel };
+        form.relhassubclass && form.relkind as u8 != pg_sys::RELKIND_PARTITIONED_TABLE
+    })
+    .unwrap_or(false)
 }
 
 /// A relation's name as `schema.name` (its oid when it does not exist).

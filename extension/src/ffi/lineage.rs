@@ -69,6 +69,12 @@ unsafe fn read_query(q: *mut pg_sys::Query, out: &mut Lineage) {
                     out.opaque = Some("it reads a view".into());
                     return;
                 }
+                pg_sys::RTEKind::RTE_RELATION if !(*rte).tablesample.is_null() => {
+                    // A sample picks rows by where they are stored, which
+                    // the lengths of the rows stored before them decide.
+                    out.opaque = Some("it samples a table (TABLESAMPLE)".into());
+                    return;
+                }
                 pg_sys::RTEKind::RTE_RELATION | pg_sys::RTEKind::RTE_JOIN => {}
                 _ => {
                     out.opaque = Some("it reads a subquery, a function or a VALUES list".into());

@@ -85,14 +85,9 @@ pub fn lock_role_for_relabel(role: Oid) {
 /// read any of them, directly or through views and other materialized
 /// views. Views themselves are left out: a query expands a view, so it
 /// locks the tables the view reads.
-const AFFECTED_SQL: &str = "
-WITH RECURSIVE fam(rel) AS (
-    SELECT $1::pg_catalog.oid
-  UNION
-    SELECT CASE WHEN i.inhrelid OPERATOR(pg_catalog.=) fam.rel THEN i.inhparent ELSE i.inhrelid END
-      FROM pg_catalog.pg_inherits i
-      JOIN fam ON i.inhrelid OPERATOR(pg_catalog.=) fam.rel OR i.inhparent OPERATOR(pg_catalog.=) fam.rel
-), readers(rel) AS (
+const AFFECTED_SQL: &str = concat!(
+    super::catalog::family_cte!(),
+    ", readers(rel) AS (
     SELECT rel FROM fam
   UNION
     SELECT r.ev_class
@@ -104,7 +99,8 @@ WITH RECURSIVE fam(rel) AS (
        AND r.ev_class OPERATOR(pg_catalog.<>) readers.rel
 )
 SELECT r.rel FROM readers r JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) r.rel
- WHERE c.relkind OPERATOR(pg_catalog.=) 'm' OR r.rel IN (SELECT rel FROM fam)";
+ WHERE c.relkind OPERATOR(pg_catalog.=) 'm' OR r.rel IN (SELECT rel FROM fam)"
+);
 
 /// Waits until no transaction holds a lock on a relation whose rules a
 /// label on a column of `relid` can change, and keeps others from taking

@@ -185,6 +185,9 @@ struct Reads {
     /// System columns read, in the order their outputs follow the
     /// relation's columns in the subquery.
     system: Vec<i16>,
+    /// The relation is a parent of plain inheritance: its rows are read in
+    /// an order of their own (see [`Rewrite::read_through_subquery`]).
+    shuffle: bool,
 }
 
 /// Pass two's state.
@@ -255,6 +258,21 @@ unsafe fn rewrite_query(q: *mut Query, r: &mut Rewrite<'_>, flags: i32) -> *mut 
             r.refuse_tablesample(rte);
             if r.session_masked {
                 r.hide_statistics(rte, (*out).rtable);
+            }
+        }
+        let mut reads = reads;
+        for (i, rte) in PgList::<pg_sys::RangeTblEntry>::from_pg((*out).rtable)
+            .iter_ptr()
+            .enumerate()
+        {
+            let rti = i32::try_from(i + 1).unwrap_or(i32::MAX);
+            if rti != (*out).resultRelation
+                && (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION
+                && (*rte).inh
+                && r.masked_policy(rte).is_some_and(|p| p.protects())
+                && crate::ffi::catalog::has_inheritance_children((*rte).relid)
+            {
+                reads.entry(rti).or_default().shuffle = true;
             }
         }
         for (rti, read) in &reads {
@@ -725,6 +743,7 @@ impl<'a> Rewrite<'a> {
             let relid = (*rte).relid;
             let inner = pg_sys::copyObjectImpl(rte.cast()).cast::<pg_sys::RangeTblEntry>();
             (*inner).securityQuals = std::ptr::null_mut();
+            let mut shuffle: *mut pg_sys::List = std::ptr::null_mut();
             let mut tlist = PgList::<pg_sys::TargetEntry>::new();
             let mut colnames = PgList::<Node>::from_pg(pg_sys::list_copy((*(*rte).eref).colnames));
             let columns = crate::ffi::catalog::dropped_columns(relid);
@@ -760,6 +779,35 @@ impl<'a> Rewrite<'a> {
                 tlist.push(pg_sys::makeTargetEntry(var.cast(), resno, name, false));
                 colnames.push(pg_sys::makeString(pg_sys::pstrdup(name)).cast());
             }
+            if read.shuffle {
+                // A parent of plain inheritance returns its children's rows
+                // one child after the other, and which child holds a row is
+                // the owner's routing (a trigger on the raw value, say):
+                // the subquery hands its rows on in a random order instead,
+                // sorted (masked values only) by a junk `random()`.
+                let random = pg_sys::makeFuncExpr(
+                    Oid::from(pg_sys::F_RANDOM),
+                    pg_sys::FLOAT8OID,
+                    std::ptr::null_mut(),
+                    Oid::INVALID,
+                    Oid::INVALID,
+                    pg_sys::CoercionForm::COERCE_EXPLICIT_CALL,
+                );
+                let resno = i16::try_from(natts + read.system.len() + 1).unwrap_or(i16::MAX);
+                let te = pg_sys::makeTargetEntry(random.cast(), resno, std::ptr::null_mut(), true);
+                (*te).ressortgroupref = 1;
+                tlist.push(te);
+                let lt = Oid::from(pg_sys::Float8LessOperator);
+                let mut order =
+                    pgrx::PgBox::<pg_sys::SortGroupClause>::alloc_node(NodeTag::T_SortGroupClause);
+                order.tleSortGroupRef = 1;
+                order.sortop = lt;
+                order.eqop = pg_sys::get_equality_op_for_ordering_op(lt, std::ptr::null_mut());
+                order.nulls_first = false;
+                let mut sort = PgList::<pg_sys::SortGroupClause>::new();
+                sort.push(order.into_pg());
+                shuffle = sort.into_pg();
+            }
             let sub = pgrx::PgBox::<Query>::alloc_node(NodeTag::T_Query).into_pg();
             (*sub).commandType = pg_sys::CmdType::CMD_SELECT;
             (*sub).querySource = pg_sys::QuerySource::QSRC_ORIGINAL;
@@ -773,6 +821,7 @@ impl<'a> Rewrite<'a> {
             from.push(only.into_pg().cast());
             (*sub).jointree = pg_sys::makeFromExpr(from.into_pg(), std::ptr::null_mut());
             (*sub).targetList = tlist.into_pg();
+            (*sub).sortClause = shuffle;
             // Row locks (FOR UPDATE/SHARE) are taken where the rows are
             // read: pushed into the subquery, as the parser does for a
             // locked subquery in FROM.
