@@ -456,6 +456,7 @@ CREATE TABLE leak_big (id int, note text);
 SECURITY LABEL FOR dptext ON COLUMN leak_big.note IS 'MASKED WITH santext(eps => 2)';
 GRANT SELECT ON leak_ord, leak_byname, leak_byname_am, leak_byname_nz, leak_cl, leak_inh, leak_inh_am,
   leak_inh_nz, leak_big, leak_route TO leak_masked;
+GRANT REFERENCES ON leak_ord TO leak_masked;
 GRANT EXECUTE ON FUNCTION dptext.apply_rule(text, text, jsonb),
   santext(text, double precision, text, text) TO leak_masked;
 """
@@ -581,6 +582,22 @@ def below_the_mask(b):
                   for q in ("SELECT id FROM leak_route", "SELECT id, name FROM leak_route")]
     b.check("no child-by-child order through a routed inheritance parent",
             all(o not in (am + nz, nz + am) and sorted(o) == sorted(am + nz) for o in orders), f"{orders}")
+
+    # 4b''. A foreign key of the masked role's own table onto the labelled
+    # column (REFERENCES granted): NOT VALID skips the check, and ON
+    # UPDATE CASCADE would copy the owner's raw new values into it.
+    for name, stmts in [
+        ("a foreign key onto a labelled column (ALTER TABLE ... NOT VALID)",
+         ["DROP TABLE IF EXISTS leak_s.leak_fk", "CREATE TABLE leak_s.leak_fk (e text)",
+          "ALTER TABLE leak_s.leak_fk ADD CONSTRAINT leak_fk_e FOREIGN KEY (e) REFERENCES public.leak_ord (name) "
+          "ON UPDATE CASCADE ON DELETE CASCADE NOT VALID"]),
+        ("a foreign key onto a labelled column (CREATE TABLE)",
+         ["CREATE TABLE leak_s.leak_fk2 (e text REFERENCES public.leak_ord (name) ON DELETE CASCADE)"]),
+    ]:
+        cap = b.run(stmts)
+        b.no_leak(name, cap, expect_error="42501")
+        b.check(f"refused as a foreign key onto labels: {name}", cap.error and "foreign key" in cap.error[1],
+                f"{cap.error}")
 
     # 4c. A value over the input limit: refused, without its size.
     cap = b.run(["SELECT note FROM leak_big"])
@@ -723,6 +740,17 @@ def main():
         owner.execute("ALTER VIEW leak_masked_view OWNER TO leak_masked")
     b.no_leak("a masked role's view read by an unmasked role",
               b.run(["SELECT * FROM leak_masked_view"], conn=psycopg.connect(b.owner_dsn, autocommit=True)))
+
+    # A database without the extension and without labels (postgres): a
+    # masked role's catalog reads work there (pg_class is filtered only
+    # where there is something to hide).
+    other_db = re.sub(r"dbname=\S+", "dbname=postgres", masked_dsn)
+    try:
+        with psycopg.connect(other_db, autocommit=True) as c:
+            n = c.execute("SELECT count(*) FROM pg_class").fetchone()[0]
+        b.check("pg_class reads in a database without dptext", n > 0, f"{n}")
+    except psycopg.Error as e:
+        b.check("pg_class reads in a database without dptext", False, str(e))
 
     # Start-up options cannot turn masking off.
     try:

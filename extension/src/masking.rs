@@ -855,8 +855,15 @@ pub(crate) fn mask_function_grouped() -> Oid {
 /// The oid of the dptext function `signature` (schema-qualified, with
 /// argument types); refuses the statement when it does not exist.
 pub(crate) fn function_oid(signature: &'static str) -> Oid {
+    try_function_oid(signature).unwrap_or_else(|| {
+        refuse(format!("{signature} is missing, so masked reads cannot be enforced: this database has dptext labels but not the dptext extension (CREATE EXTENSION dptext), or an older version of it (ALTER EXTENSION dptext UPDATE)"))
+    })
+}
+
+/// The oid of the dptext function `signature`, when it exists.
+pub(crate) fn try_function_oid(signature: &'static str) -> Option<Oid> {
     if let Some(oid) = FUNCTIONS.with(|f| f.borrow().get(signature).copied()) {
-        return oid;
+        return Some(oid);
     }
     let oid = lookup(|| {
         read_one::<Oid>(
@@ -866,12 +873,23 @@ pub(crate) fn function_oid(signature: &'static str) -> Oid {
     })
     .ok()
     .flatten()
-    .filter(|o| *o != Oid::INVALID)
-    .unwrap_or_else(|| {
-        refuse(format!("{signature} is missing, so masked reads cannot be enforced: this database has dptext labels but not the dptext extension (CREATE EXTENSION dptext), or an older version of it (ALTER EXTENSION dptext UPDATE)"))
-    });
+    .filter(|o| *o != Oid::INVALID)?;
     FUNCTIONS.with(|f| f.borrow_mut().insert(signature, oid));
-    oid
+    Some(oid)
+}
+
+/// True when any column of this database carries a dptext label.
+pub(crate) fn database_has_column_labels() -> bool {
+    lookup(|| {
+        read_one::<bool>(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_seclabel l
+                             WHERE l.provider OPERATOR(pg_catalog.=) 'dptext'
+                               AND l.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass)",
+            &[],
+        )
+    })
+    .unwrap_or_else(|e| refuse(format!("could not read the dptext labels: {e}")))
+    .unwrap_or(true)
 }
 
 /// Refuses masked reads unless a key is in force: seeded or OS randomness

@@ -138,6 +138,58 @@ pub unsafe fn leaves_code(stmt: *mut Node) -> Option<&'static str> {
 /// What [`leaves_code`] calls expressions stored in a relation.
 const STORED: &str = "column defaults other than literals, generated columns, check or exclusion constraints, expression partition keys, or LIKE ... INCLUDING DEFAULTS, GENERATED, CONSTRAINTS, INDEXES or STATISTICS";
 
+/// The tables the foreign keys a `CREATE TABLE` or `ALTER TABLE` adds
+/// reference (their `REFERENCES` targets, as written).
+///
+/// # Safety
+/// `stmt` is a valid parse node.
+pub unsafe fn referenced_tables(stmt: *mut Node) -> Vec<*mut pg_sys::RangeVar> {
+    // SAFETY: `stmt` and the nodes of its lists are valid parse nodes,
+    // cast after their tags are checked.
+    unsafe {
+        // Lists that may hold Constraint nodes.
+        let mut lists: Vec<*mut pg_sys::List> = Vec::new();
+        let mut single: Vec<*mut Node> = Vec::new();
+        if is_a(stmt, NodeTag::T_CreateStmt) {
+            let create = stmt.cast::<pg_sys::CreateStmt>();
+            lists.push((*create).constraints);
+            lists.push((*create).tableElts);
+            for e in PgList::<Node>::from_pg((*create).tableElts).iter_ptr() {
+                if is_a(e, NodeTag::T_ColumnDef) {
+                    lists.push((*e.cast::<pg_sys::ColumnDef>()).constraints);
+                }
+            }
+        } else if is_a(stmt, NodeTag::T_AlterTableStmt) {
+            let alter = stmt.cast::<pg_sys::AlterTableStmt>();
+            for cmd in PgList::<pg_sys::AlterTableCmd>::from_pg((*alter).cmds).iter_ptr() {
+                let def = (*cmd).def;
+                if def.is_null() {
+                    continue;
+                }
+                if is_a(def, NodeTag::T_ColumnDef) {
+                    lists.push((*def.cast::<pg_sys::ColumnDef>()).constraints);
+                } else {
+                    single.push(def);
+                }
+            }
+        }
+        let constraints: Vec<*mut pg_sys::Constraint> = lists
+            .into_iter()
+            .flat_map(|l| PgList::<Node>::from_pg(l).iter_ptr().collect::<Vec<_>>())
+            .chain(single)
+            .filter(|n| is_a(*n, NodeTag::T_Constraint))
+            .map(|n| n.cast())
+            .collect();
+        constraints
+            .into_iter()
+            .filter(|c| {
+                (**c).contype == pg_sys::ConstrType::CONSTR_FOREIGN && !(**c).pktable.is_null()
+            })
+            .map(|c| (*c).pktable)
+            .collect()
+    }
+}
+
 /// True when `CREATE TABLE` (or `CREATE FOREIGN TABLE`) would store an
 /// expression: in a column, a table constraint, a `LIKE` clause that
 /// copies expressions, or the partition key.

@@ -474,6 +474,27 @@ unsafe fn check_utility(stmt: *mut pg_sys::Node) {
         } else if let Some(what) = super::ddl::leaves_code(stmt) {
             refuse_planted(what);
         }
+        // A foreign key onto a labelled table: its checks compare raw keys
+        // (refused when this session runs them), and its ON UPDATE/DELETE
+        // actions, run by the owner's writes in the owner's session, copy
+        // raw values into the referencing table (CASCADE) or delete the
+        // rows whose guessed key the owner deleted; NOT VALID skips the
+        // check that would refuse it. Refused whatever its actions.
+        for rv in super::ddl::referenced_tables(stmt) {
+            let relid = pg_sys::RangeVarGetRelidExtended(
+                rv,
+                pg_sys::NoLock as _,
+                pg_sys::RVROption::RVR_MISSING_OK,
+                None,
+                std::ptr::null_mut(),
+            );
+            if relid != Oid::INVALID && masking::relation_policy(relid).protects() {
+                masking::refuse(format!(
+                    "masked sessions cannot create a foreign key that references {}, which has dptext rules: its checks and cascades would run on raw values",
+                    super::catalog::relation_name(relid)
+                ));
+            }
+        }
     }
 }
 
