@@ -138,6 +138,24 @@ pub unsafe fn leaves_code(stmt: *mut Node) -> Option<&'static str> {
 /// What [`leaves_code`] calls expressions stored in a relation.
 const STORED: &str = "column defaults other than literals, generated columns, check or exclusion constraints, expression partition keys, or LIKE ... INCLUDING DEFAULTS, GENERATED, CONSTRAINTS, INDEXES or STATISTICS";
 
+/// The relation a `RangeVar` names now, without a lock (`InvalidOid`
+/// when there is none).
+///
+/// # Safety
+/// `rv` is a valid RangeVar.
+pub unsafe fn relation_named(rv: *mut pg_sys::RangeVar) -> Oid {
+    // SAFETY: as the caller promises; missing_ok, no lock, no callback.
+    unsafe {
+        pg_sys::RangeVarGetRelidExtended(
+            rv,
+            pg_sys::NoLock as _,
+            pg_sys::RVROption::RVR_MISSING_OK,
+            None,
+            std::ptr::null_mut(),
+        )
+    }
+}
+
 /// The tables the foreign keys a `CREATE TABLE` or `ALTER TABLE` adds
 /// reference (their `REFERENCES` targets, as written).
 ///
@@ -406,13 +424,7 @@ unsafe fn existing_temporary(rv: *mut pg_sys::RangeVar) -> bool {
     // no other session can create or rename a relation into this
     // session's temporary schema); the names set are palloc'd copies.
     unsafe {
-        let relid = pg_sys::RangeVarGetRelidExtended(
-            rv,
-            pg_sys::NoLock as _,
-            pg_sys::RVROption::RVR_MISSING_OK,
-            None,
-            std::ptr::null_mut(),
-        );
+        let relid = relation_named(rv);
         if relid == Oid::INVALID {
             (*rv).schemaname = pg_sys::pstrdup(c"pg_temp".as_ptr());
             return true;

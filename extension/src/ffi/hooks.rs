@@ -481,13 +481,7 @@ unsafe fn check_utility(stmt: *mut pg_sys::Node) {
         // rows whose guessed key the owner deleted; NOT VALID skips the
         // check that would refuse it. Refused whatever its actions.
         for rv in super::ddl::referenced_tables(stmt) {
-            let relid = pg_sys::RangeVarGetRelidExtended(
-                rv,
-                pg_sys::NoLock as _,
-                pg_sys::RVROption::RVR_MISSING_OK,
-                None,
-                std::ptr::null_mut(),
-            );
+            let relid = super::ddl::relation_named(rv);
             if relid != Oid::INVALID && masking::relation_policy(relid).protects() {
                 masking::refuse(format!(
                     "masked sessions cannot create a foreign key that references {}, which has dptext rules: its checks and cascades would run on raw values",
