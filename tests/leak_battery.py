@@ -763,6 +763,32 @@ def main():
         b.check("start-up options that would unmask are refused",
                 e.sqlstate == "42501" or "permission denied to set parameter" in str(e), str(e))
 
+    # A key the session chose: with SET ON PARAMETER granted (a generous
+    # administrator), a start-up option or set_config() could point
+    # dptext.key_file at any file the server may read (each a key of its
+    # own: a fresh release of every value per file). Masked reads under it
+    # are refused.
+    with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+        datadir = owner.execute("SHOW data_directory").fetchone()[0]
+        owner.execute("GRANT SET ON PARAMETER dptext.key_file TO leak_masked")
+    other_key = f"{datadir}/postmaster.opts"
+    try:
+        cap = Capture()
+        try:
+            with psycopg.connect(masked_dsn, autocommit=True, options=f"-c dptext.key_file={other_key}") as c:
+                cap.add(c.execute("SELECT note FROM leak_t WHERE id = 1").fetchone())
+        except psycopg.Error as e:
+            cap.error = (e.sqlstate, str(e))
+        b.check("a key file chosen by a start-up option is refused", cap.error and cap.error[0] == "42501",
+                f"{cap.error} {cap.texts}")
+        cap = b.run([f"SELECT set_config('dptext.key_file', '{other_key}', false)",
+                     "SELECT note FROM leak_t WHERE id = 1"])
+        b.check("a key file chosen by set_config() is refused", cap.error and cap.error[0] == "42501",
+                f"{cap.error} {cap.texts[:3]}")
+    finally:
+        with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+            owner.execute("REVOKE SET ON PARAMETER dptext.key_file FROM leak_masked")
+
     print(f"\nleak battery: {b.passed} passed, {b.failed} failed")
     sys.exit(1 if b.failed else 0)
 

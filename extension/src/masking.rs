@@ -895,6 +895,17 @@ pub(crate) fn database_has_column_labels() -> bool {
 /// Refuses masked reads unless a key is in force: seeded or OS randomness
 /// would let a masked session see fresh draws (or replay a public seed).
 pub(crate) fn require_key() {
+    // The key of a masked session is the administrator's: one the session
+    // chose (a start-up option, SET or set_config, where SET ON PARAMETER
+    // was granted) would give it a fresh release of every value per key,
+    // or a key it knows.
+    for name in ["dptext.key_file", "dptext.key"] {
+        if crate::ffi::settings::chosen_by_session(name) {
+            refuse(format!(
+                "masked sessions read labelled columns only under the key an administrator set, and this session set {name} itself (a start-up option or SET): reconnect without it"
+            ));
+        }
+    }
     match crate::guc::random_mode() {
         Ok(dptext_core::RandomMode::Keyed(_)) => {}
         Ok(_) => refuse(

@@ -40,3 +40,57 @@ pub fn define_secret_guc(
         );
     }
 }
+
+thread_local! {
+    /// PostgreSQL's record of each setting asked about by name: the
+    /// records live as long as the process, so each is found once.
+    static RECORDS: std::cell::RefCell<std::collections::HashMap<&'static str, usize>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// True when the current value of setting `name` was chosen by the
+/// session itself, as a role that is not a superuser: a start-up option
+/// of the client (`PGOPTIONS=-c ...`), a `SET` or `set_config()` (where
+/// `SET ON PARAMETER` was granted), rather than the server's
+/// configuration, an administrator's `ALTER ROLE/DATABASE ... SET` or a
+/// superuser's `SET` before `SET ROLE`. False for a setting that does not
+/// exist.
+pub fn chosen_by_session(name: &'static str) -> bool {
+    let record = RECORDS.with(|r| r.borrow().get(name).copied()).or_else(|| {
+        // SAFETY: PostgreSQL's array of setting records holds
+        // GetNumConfigOptions() valid pointers, each with a NUL-terminated
+        // name; read in the backend's only thread.
+        let found = unsafe {
+            let vars = pg_sys::get_guc_variables();
+            let n = usize::try_from(pg_sys::GetNumConfigOptions()).unwrap_or(0);
+            (0..n)
+                .map(|i| *vars.add(i))
+                .find(|g| {
+                    !g.is_null()
+                        && CStr::from_ptr((**g).name)
+                            .to_bytes()
+                            .eq_ignore_ascii_case(name.as_bytes())
+                })
+                .map(|g| g as usize)
+        };
+        if let Some(g) = found {
+            RECORDS.with(|r| r.borrow_mut().insert(name, g));
+        }
+        found
+    });
+    let Some(record) = record else {
+        return false;
+    };
+    // SAFETY: a setting's record is never freed or moved (the array of
+    // pointers may be re-sorted, the records are not); `source` and
+    // `srole` are plain fields.
+    let (source, srole) = unsafe {
+        let g = record as *const pg_sys::config_generic;
+        ((*g).source, (*g).srole)
+    };
+    use pg_sys::GucSource as S;
+    matches!(
+        source,
+        S::PGC_S_CLIENT | S::PGC_S_INTERACTIVE | S::PGC_S_TEST | S::PGC_S_SESSION
+    ) && !super::catalog::is_superuser(srole)
+}
