@@ -667,8 +667,7 @@ fn matview_policy(relid: Oid, mut rules: Vec<ColumnRule>) -> RelationPolicy {
         )
     };
     for &(src, att) in &lineage.arranged_by {
-        let p = relation_policy(src);
-        if (att == 0 && p.protects()) || p.rule(att).is_some() || p.refuses_column(att).is_some() {
+        if reads_protected(&relation_policy(src), &[att]) {
             // Which rows are stored, and in what order, follow raw values:
             // any column read in stored order tells them (sorted names
             // give their ranks; a DISTINCT stores them in hash order), so
@@ -681,8 +680,7 @@ fn matview_policy(relid: Oid, mut rules: Vec<ColumnRule>) -> RelationPolicy {
         }
     }
     for &(src, att) in &lineage.reads {
-        let p = relation_policy(src);
-        if (att == 0 && p.protects()) || p.rule(att).is_some() || p.refuses_column(att).is_some() {
+        if reads_protected(&relation_policy(src), &[att]) {
             taint.get_or_insert_with(|| {
                 format!("its query reads the labelled {}", column(src, att))
             });

@@ -253,14 +253,13 @@ unsafe fn rewrite_query(q: *mut Query, r: &mut Rewrite<'_>, flags: i32) -> *mut 
             flags | pg_sys::QTW_IGNORE_JOINALIASES as i32,
         );
         r.rtables.pop();
-        let reads = r.reads.pop().unwrap_or_default();
+        let mut reads = r.reads.pop().unwrap_or_default();
         for rte in PgList::<pg_sys::RangeTblEntry>::from_pg((*out).rtable).iter_ptr() {
             r.refuse_tablesample(rte);
             if r.session_masked {
                 r.hide_statistics(rte, (*out).rtable);
             }
         }
-        let mut reads = reads;
         for (i, rte) in PgList::<pg_sys::RangeTblEntry>::from_pg((*out).rtable)
             .iter_ptr()
             .enumerate()
@@ -351,10 +350,10 @@ impl<'a> Rewrite<'a> {
                 self.record_join(level, rte, (*var).varattno);
                 return None;
             }
-            let policy = self.masked_policy(rte).filter(|p| p.protects())?;
+            self.masked_policy(rte).filter(|p| p.protects())?;
             let attnum = (*var).varattno;
             if attnum == 0 {
-                return Some(self.read_row(var, level, (*rte).relid, policy));
+                return Some(self.read_row(var, level, (*rte).relid));
             }
             if attnum < 0 {
                 if i32::from(attnum) == pg_sys::SelfItemPointerAttributeNumber {
@@ -679,18 +678,11 @@ impl<'a> Rewrite<'a> {
 
     /// A whole-row reference as a row of its columns: the masking
     /// subquery's, which every column of the relation is recorded for.
-    unsafe fn read_row(
-        &mut self,
-        var: *mut pg_sys::Var,
-        level: usize,
-        relid: Oid,
-        policy: &RelationPolicy,
-    ) -> *mut Node {
+    unsafe fn read_row(&mut self, var: *mut pg_sys::Var, level: usize, relid: Oid) -> *mut Node {
         // SAFETY: the row type of a relation in the range table exists (the
         // query holds a lock on it); the copied descriptor is ours to read.
         // Dropped columns get a NULL, which the executor ignores for them.
         unsafe {
-            let _ = policy;
             self.record(level, (*var).varno, 0);
             let typid = pg_sys::get_rel_type_id(relid);
             let desc = pg_sys::lookup_rowtype_tupdesc_copy(typid, -1);
@@ -895,10 +887,7 @@ impl<'a> Rewrite<'a> {
             let relid = (*rte).relid;
             let relkind_col = [
                 (1, pg_sys::OIDOID),
-                (
-                    crate::ffi::catalog::attnum(pg_sys::RelationRelationId, "relkind").unwrap_or(0),
-                    pg_sys::CHAROID,
-                ),
+                (pg_sys::Anum_pg_class_relkind as i16, pg_sys::CHAROID),
             ];
             let (func, cols): (&str, &[(i16, Oid)]) = if relid == pg_sys::RelationRelationId {
                 (
