@@ -544,6 +544,67 @@ fn push(
     }
 }
 
+/// What follows a patient's name when a note introduces them: an age
+/// (`, a 65-year-old`, ` is a 45 yo`, `, age 72`) or a birth date (`(DOB`).
+fn age_after() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| {
+        let age = r"\d{1,3}(?:[- ](?:year|yr)s?[- ]old\b|\s?y/?o\b)";
+        Regex::new(&format!(
+            r"(?:,\s?(?:an?\s)?{age}|\s(?:is|was)\san?\s{age}|,\s?age:?\s\d|\s?\(\s?DOB\b)"
+        ))
+        .expect("valid regex")
+    })
+}
+
+/// The name that ends at byte `end` (up to four capitalised words or
+/// initials, or `LAST, FIRST`), when one does: a known first name in it,
+/// or two words or more none of them vocabulary (`Patient`, `The`; a lone
+/// word such as `Client` is not enough); a run that
+/// follows a fifth capitalised word is a heading, not a name.
+fn name_before(text: &str, ws: &[Word], lex: &Lexicon, end: usize) -> Option<(usize, usize)> {
+    let k = word_at(ws, end);
+    if k == 0 || ws[k - 1].end != end {
+        return None;
+    }
+    let mut first = k - 1;
+    let named = |w: &Word| {
+        let t = &text[w.start..w.end];
+        let title = matches!(
+            t.to_lowercase().as_str(),
+            "mr" | "mrs" | "ms" | "miss" | "mx" | "dr" | "prof"
+        );
+        matches!(shape(t), Shape::Cap | Shape::Upper | Shape::Initial)
+            && !is_credential(t)
+            && !title
+    };
+    if !named(&ws[first]) {
+        return None;
+    }
+    while first > 0 && k - first < 4 {
+        let between = &text[ws[first - 1].end..ws[first].start];
+        if !matches!(between, " " | ". " | ", ") || !named(&ws[first - 1]) {
+            break;
+        }
+        first -= 1;
+    }
+    if first > 0
+        && named(&ws[first - 1])
+        && matches!(&text[ws[first - 1].end..ws[first].start], " " | ". " | ", ")
+    {
+        return None;
+    }
+    let run: Vec<&str> = ws[first..k].iter().map(|w| &text[w.start..w.end]).collect();
+    let known = run
+        .iter()
+        .any(|w| lex.first(w).is_some() && !is_vocabulary(w));
+    if known || run.len() > 1 && !run.iter().any(|w| is_vocabulary(w)) {
+        Some((ws[first].start, end))
+    } else {
+        None
+    }
+}
+
 /// The index of the first word starting at or after `at`.
 fn word_at(ws: &[Word], at: usize) -> usize {
     ws.partition_point(|w| w.start < at)
@@ -705,6 +766,13 @@ fn names(text: &str, ws: &[Word], lex: &Lexicon, out: &mut Vec<Span>) {
                 "name_before_credential",
                 0.9,
             );
+        }
+    }
+    // Before an age or a birth date: `Grace Long, a 65-year-old woman`,
+    // `John Hill is a 45 yo M`, `HOLMES, ANN (DOB 1/2/1950)`.
+    for m in age_after().find_iter(text) {
+        if let Some((s, e)) = name_before(text, ws, lex, m.start()) {
+            push(out, s, e, Label::Person, "name_before_age", 0.85);
         }
     }
     // After relatives: `daughter Irena`, `husband, Tom`.
@@ -1364,6 +1432,34 @@ mod tests {
 
     fn has(t: &str, label: Label, value: &str) -> bool {
         found(t).contains(&(label, value.to_string()))
+    }
+
+    #[test]
+    fn a_name_before_an_age_or_birth_date_is_a_person() {
+        for (t, name) in [
+            ("Maria Long, a 65-year-old woman from Parma", "Maria Long"),
+            ("Tom Bell is a 45 yo M with CHF", "Tom Bell"),
+            ("Mrs. Maria Long was a 70-year-old", "Maria Long"),
+            ("HOLMES, ANN (DOB 1/2/1950) seen today", "HOLMES, ANN"),
+            (
+                "Seen today: Kowalczyk, Maria, age 72, for follow-up",
+                "Kowalczyk, Maria",
+            ),
+        ] {
+            assert!(has(t, Label::Person, name), "{t}: {:?}", found(t));
+        }
+        for t in [
+            "Patient is a 45 yo M with CHF",
+            "The patient, a 65-year-old woman, was seen",
+            "HISTORY OF PRESENT ILLNESS: Patient was a 70 yo",
+            "Client is a 24 yo single male",
+        ] {
+            assert!(
+                !found(t).iter().any(|(l, _)| *l == Label::Person),
+                "{t}: {:?}",
+                found(t)
+            );
+        }
     }
 
     #[test]
