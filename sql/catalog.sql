@@ -92,9 +92,12 @@ SELECT source_schema,
        column_name,
        guarantee ->> 'kind' AS guarantee,
        count(*) AS releases,
-       -- No epsilon (kind none, or an infinite one, which JSON stores as
-       -- null) counts as infinity.
-       CASE WHEN bool_or(NOT materialized AND random_id IS NULL) THEN 'infinity'::float8
+       -- Kind none has no epsilon to add up: NULL, and rests_on says why
+       -- and what to read instead. An infinite epsilon (JSON stores it as
+       -- null) and a plain view drawing anew on every query count as
+       -- infinity.
+       CASE WHEN guarantee ->> 'kind' = 'none' THEN NULL
+            WHEN bool_or(NOT materialized AND random_id IS NULL) THEN 'infinity'::float8
             ELSE sum(coalesce((guarantee ->> 'eps')::float8, 'infinity')) END AS eps_total,
        CASE WHEN guarantee ->> 'kind' <> 'umldp' THEN NULL
             WHEN bool_or(NOT materialized AND random_id IS NULL) THEN 'infinity'::float8
@@ -104,15 +107,21 @@ SELECT source_schema,
        max(built_at) AS last_release,
        -- Vocabulary releases (kind set_union) only: their deltas, summed.
        CASE WHEN guarantee ->> 'kind' <> 'set_union' THEN NULL
-            ELSE sum((guarantee ->> 'delta')::float8) END AS delta_total
+            ELSE sum((guarantee ->> 'delta')::float8) END AS delta_total,
+       -- What the latest release's guarantee rests on (detection's misses,
+       -- the stage a chain's guarantee comes from, why there is none).
+       (pg_catalog.array_agg(coalesce(guarantee ->> 'rests_on', guarantee ->> 'reason')
+                             ORDER BY built_at DESC))[1] AS rests_on
   FROM releases
  GROUP BY source_oid, source_schema, source_table, column_name, guarantee ->> 'kind';
 COMMENT ON VIEW dptext.budget IS
   'Epsilon spent per source column and kind of guarantee: per-token (per-span for deidentify) eps summed over independent releases';
 COMMENT ON COLUMN dptext.budget.eps_total IS
-  'Per token (per span for deidentify), summed over independent releases; NOT per value: a value of n tokens composes to up to n times this (the cost''s worst_case_eps states it per value)';
+  'Per token (per span for deidentify), summed over independent releases; NULL for kind none (rests_on says why); NOT per value: a value of n tokens composes to up to n times this (the cost''s worst_case_eps states it per value)';
 COMMENT ON COLUMN dptext.budget.delta_total IS
   'Vocabularies (kind set_union) only: delta summed over their releases; their eps is per value of the column, spent once per vocabulary however many mechanisms use it';
+COMMENT ON COLUMN dptext.budget.rests_on IS
+  'What the guarantee rests on, from the latest release: for detection-based rules, that spans detection misses pass unchanged (with the shipped detector''s measured recall); for a chain, which stage''s guarantee it is; for kind none, why there is none and what to read instead';
 COMMENT ON COLUMN dptext.budget.eps0_total IS
   'SanText+ only: the additive term ln(1/p) per token, summed over independent releases';
 

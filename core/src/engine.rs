@@ -624,6 +624,9 @@ impl Engine {
         context: &[&[u8]],
     ) -> Result<Sanitized> {
         self.check_size(text, mechanism.uses_detection())?;
+        if let Some(e) = key_refusal(mechanism, mode) {
+            return Err(e);
+        }
         let _scope = self.scope();
         let mut rng = value_rng(mechanism, &mechanism.params(), text, mode, context);
         mechanism.sanitize_in(text, &mut rng, mode)
@@ -641,6 +644,13 @@ impl Engine {
         mode: &RandomMode,
         context: &[&[u8]],
     ) -> Vec<Result<Sanitized>> {
+        if key_refusal(mechanism, mode).is_some() {
+            return texts
+                .iter()
+                .filter_map(|_| key_refusal(mechanism, mode))
+                .map(Err)
+                .collect();
+        }
         let _scope = self.scope();
         let params = mechanism.params();
         self.each_within_limit(texts, mechanism.uses_detection(), |ok| {
@@ -706,6 +716,18 @@ impl Engine {
     ) -> Result<Sanitized> {
         let m = self.mechanism(spec)?;
         self.run(m.as_ref(), text, mode, &[])
+    }
+}
+
+/// The refusal of a mechanism whose parameters need a secret key
+/// ([`Mechanism::needs_key`]) under any other random mode.
+fn key_refusal(mechanism: &dyn Mechanism, mode: &RandomMode) -> Option<Error> {
+    match (mechanism.needs_key(), mode) {
+        (Some(why), RandomMode::Os | RandomMode::Seeded(_)) => Some(Error::invalid(
+            "key",
+            format!("{why}: set dptext.key_file (SQL) or --key-file (the command line) to a secret key file"),
+        )),
+        _ => None,
     }
 }
 

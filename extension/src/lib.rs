@@ -430,8 +430,11 @@ fn ndd_distort(
 fn sanitize(t: Utf8Text, mechanism: &str, params: Params) -> JsonB {
     const F: &str = "sanitize";
     let spec = MechanismSpec::parse(mechanism, &params.0.or_raise(F)).or_raise(F);
+    let rests_on = spec.rests_on();
     let out = run(spec, t.0, F);
-    JsonB(serde_json::json!({ "text": out.text, "cost": out.cost }))
+    let mut cost = serde_json::json!(out.cost);
+    cost["rests_on"] = rests_on.into();
+    JsonB(serde_json::json!({ "text": out.text, "cost": cost }))
 }
 
 /// The random mode as JSON, with the key's public id, never the key.

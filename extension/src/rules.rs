@@ -211,7 +211,7 @@ pub mod dptext {
     fn parse_rule(label: &str) -> JsonB {
         const F: &str = "dptext.parse_rule";
         let rule = dptext_core::rules::parse_column_label(label).or_raise(F);
-        let guarantee = rule.spec.guarantee().or_raise(F);
+        let guarantee = rule.spec.stated_guarantee().or_raise(F);
         let mut out = serde_json::json!({
             "mechanism": rule.mechanism(),
             "params": rule.params(),

@@ -594,6 +594,11 @@ fn name_before(text: &str, ws: &[Word], lex: &Lexicon, end: usize) -> Option<(us
     {
         return None;
     }
+    // `Patient Dylan Robinson (DOB ...`: the name starts after the last
+    // vocabulary word of the run.
+    while first + 1 < k && is_vocabulary(&text[ws[first].start..ws[first].end]) {
+        first += 1;
+    }
     let run: Vec<&str> = ws[first..k].iter().map(|w| &text[w.start..w.end]).collect();
     let known = run
         .iter()
@@ -1440,6 +1445,10 @@ mod tests {
             ("Maria Long, a 65-year-old woman from Parma", "Maria Long"),
             ("Tom Bell is a 45 yo M with CHF", "Tom Bell"),
             ("Mrs. Maria Long was a 70-year-old", "Maria Long"),
+            (
+                "Patient Maria Lopez (DOB 12/23/1993) was seen",
+                "Maria Lopez",
+            ),
             ("HOLMES, ANN (DOB 1/2/1950) seen today", "HOLMES, ANN"),
             (
                 "Seen today: Kowalczyk, Maria, age 72, for follow-up",

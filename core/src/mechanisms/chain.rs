@@ -62,6 +62,10 @@ impl Mechanism for Chain {
         self.stages.iter().any(|s| s.uses_detection())
     }
 
+    fn needs_key(&self) -> Option<&'static str> {
+        self.stages.iter().find_map(|s| s.needs_key())
+    }
+
     fn sanitize(&self, text: &str, rng: &mut dyn RngCore) -> Result<Sanitized> {
         self.sanitize_in(text, rng, &RandomMode::Os)
     }
@@ -151,9 +155,88 @@ fn combine(text: String, costs: Vec<Cost>) -> Result<Sanitized> {
 
 #[cfg(test)]
 mod tests {
+    use crate::cost::Guarantee;
     use crate::mechanisms::MechanismSpec;
     use crate::{Engine, EngineConfig};
     use rand::SeedableRng;
+
+    /// A chain whose first stage shifts dates (no formal guarantee) states
+    /// its word-level stage's guarantee and what it rests on, never none.
+    #[test]
+    fn a_word_level_stage_after_detection_gives_the_chain_its_guarantee() {
+        let chain = |first: serde_json::Value| {
+            MechanismSpec::parse(
+                "chain",
+                &serde_json::json!({"stages": [
+                    {"mechanism": "deidentify", "params": first},
+                    {"mechanism": "santext_plus", "params": {"eps": 3}}]}),
+            )
+            .unwrap()
+        };
+        let shifted = chain(serde_json::json!({"operators": "DATE:shift,ID:redact"}));
+        assert!(
+            matches!(shifted.guarantee().unwrap(), Guarantee::Umldp { eps, .. } if eps == 3.0),
+            "{:?}",
+            shifted.guarantee()
+        );
+        let why = shifted.rests_on();
+        assert!(why.contains("santext_plus stage's"), "{why}");
+        assert!(why.contains("misses pass unchanged"), "{why}");
+        // A first stage with a guarantee keeps giving it (post-processing).
+        let replaced = chain(serde_json::json!({}));
+        assert!(matches!(
+            replaced.guarantee().unwrap(),
+            Guarantee::Replacement { .. }
+        ));
+        assert!(replaced.rests_on().contains("first stage's"));
+        let stated = shifted.stated_guarantee().unwrap();
+        assert_eq!(stated["kind"], "umldp");
+        assert!(stated["rests_on"].as_str().unwrap().contains("stage 2"));
+        // Detection-based and whole-value rules say which they are.
+        let d = MechanismSpec::parse("deidentify", &serde_json::json!({})).unwrap();
+        assert!(d.rests_on().contains("spans it misses pass unchanged"));
+        let w = MechanismSpec::parse("deidentify", &serde_json::json!({"whole": true})).unwrap();
+        assert!(w.rests_on().contains("no detection involved"));
+    }
+
+    /// A grouped date shift without a key would move each value by its
+    /// own shift: refused in every mode but keyed, naming the setting.
+    #[test]
+    fn a_grouped_shift_needs_a_key() {
+        let engine = Engine::new(EngineConfig::new(crate::assets::resolve_dir(None)));
+        let spec = MechanismSpec::parse(
+            "deidentify",
+            &serde_json::json!({"operators": "DATE:shift", "group": "patient 7"}),
+        )
+        .unwrap();
+        let Some(m) = crate::assets::load_or_skip(|_| engine.build(&spec)) else {
+            return;
+        };
+        for mode in [crate::RandomMode::Os, crate::RandomMode::Seeded(1)] {
+            let err = engine
+                .run(m.as_ref(), "Seen 2019-03-14.", &mode, &[])
+                .unwrap_err();
+            assert!(err.to_string().contains("dptext.key_file"), "{err}");
+            assert_eq!(err.sqlstate(), "22023");
+            let many = engine.run_many(m.as_ref(), &["a", "b"], &mode, &[]);
+            assert_eq!(many.len(), 2);
+            assert!(many.iter().all(|r| r.is_err()));
+        }
+        let key = crate::RandomMode::Keyed(crate::rng::Secret::new("k"));
+        assert!(engine
+            .run(m.as_ref(), "Seen 2019-03-14.", &key, &[])
+            .is_ok());
+        // Without a group value (a NULL grouping column) nothing is promised.
+        let plain = MechanismSpec::parse(
+            "deidentify",
+            &serde_json::json!({"operators": "DATE:shift"}),
+        )
+        .unwrap();
+        let p = engine.build(&plain).unwrap();
+        assert!(engine
+            .run(p.as_ref(), "Seen 2019-03-14.", &crate::RandomMode::Os, &[])
+            .is_ok());
+    }
 
     #[test]
     fn names_are_replaced_before_word_level_dp_and_every_stage_is_costed() {

@@ -295,6 +295,12 @@ impl Mechanism for Deidentify {
         self.spec.key_params()
     }
 
+    fn needs_key(&self) -> Option<&'static str> {
+        self.spec.group.as_ref().map(|_| {
+            "a rule GROUPED BY a column moves every value of a group by one date shift only under a secret key (without one, each value would move by its own)"
+        })
+    }
+
     fn sanitize(&self, text: &str, rng: &mut dyn RngCore) -> Result<Sanitized> {
         self.sanitize_in(text, rng, &RandomMode::Os)
     }

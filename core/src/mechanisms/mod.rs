@@ -89,6 +89,13 @@ pub trait Mechanism: Send + Sync {
     fn uses_detection(&self) -> bool {
         false
     }
+    /// What this mechanism's parameters promise that only a secret key can
+    /// deliver (a rule `GROUPED BY` a column: one date shift per group), if
+    /// anything: [`crate::Engine::run`] refuses other random modes rather
+    /// than break the promise silently.
+    fn needs_key(&self) -> Option<&'static str> {
+        None
+    }
     /// Sanitizes `text` with randomness from `rng`.
     fn sanitize(&self, text: &str, rng: &mut dyn RngCore) -> Result<Sanitized>;
     /// Like [`Mechanism::sanitize`], for mechanisms that also derive streams

@@ -37,6 +37,12 @@ pub enum MechanismSpec {
     CusText(CusTextSpec),
 }
 
+/// What the shipped detector achieved on notes it was never tuned on:
+/// what a detection-based guarantee's "misses pass unchanged" amounts to
+/// (docs/detection.md has the tables).
+pub const DETECTION_RECALL: &str =
+    "the shipped detector's span recall on held-out clinical notes: 0.91 to 0.96, docs/detection.md";
+
 impl MechanismSpec {
     /// Parses a mechanism name and its JSON parameters.
     ///
@@ -265,13 +271,93 @@ impl MechanismSpec {
             MechanismSpec::SanTextPlus(s) => s.guarantee(),
             MechanismSpec::CusText(s) => s.guarantee(),
             MechanismSpec::Deidentify(d) => d.guarantee()?,
-            // Later stages post-process the first one's output.
-            MechanismSpec::Chain(stages) => stages
-                .first()
-                .ok_or_else(|| Error::invalid("stages", "a chain has no stage"))?
-                .guarantee()?,
+            // Later stages post-process the first one's output, so its
+            // guarantee holds for the chain; when it has none, the last
+            // stage with one still bounds what it releases of the text it
+            // receives (detection's misses included): [`Self::rests_on`]
+            // says which.
+            MechanismSpec::Chain(stages) => {
+                let first = stages
+                    .first()
+                    .ok_or_else(|| Error::invalid("stages", "a chain has no stage"))?
+                    .guarantee()?;
+                if !matches!(first, Guarantee::None { .. }) {
+                    return Ok(first);
+                }
+                let mut last_formal = None;
+                for s in stages {
+                    let g = s.guarantee()?;
+                    if !matches!(g, Guarantee::None { .. }) {
+                        last_formal = Some(g);
+                    }
+                }
+                last_formal.unwrap_or(first)
+            }
             MechanismSpec::Ndd(s) => s.guarantee(),
         })
+    }
+
+    /// What the guarantee rests on, in words a privacy officer can check:
+    /// which tokens or spans it covers, what passes unchanged, and for
+    /// mechanisms without one what to read instead. `dptext.rules`,
+    /// provenance, the budget and every call's cost carry it.
+    pub fn rests_on(&self) -> String {
+        match self {
+            MechanismSpec::SanText(_) => "every token re-drawn near itself in embedding space: metric local DP per token, eps per unit of distance; it composes over the value's tokens (the cost's worst_case_eps)".into(),
+            MechanismSpec::SanTextPlus(_) => "every rare (sensitive) token re-drawn, common tokens kept unchanged with probability 1 - p (the eps0 term): utility-optimised metric local DP per token, composing over the value's tokens; no detection involved".into(),
+            MechanismSpec::CusText(_) => "each token drawn from its customized output set: eps-DP among the tokens that share the set, per token, composing over the value's tokens; no detection involved".into(),
+            MechanismSpec::Deidentify(d) if d.whole => "the whole value replaced by a surrogate drawn independently of it: no detection involved, nothing of the value passes".into(),
+            MechanismSpec::Deidentify(d) => {
+                let mut s = format!(
+                    "replacement of the spans detection finds; spans it misses pass unchanged ({DETECTION_RECALL})"
+                );
+                if d.group.is_some() || d.consistent || !d.operators.is_empty() {
+                    if matches!(d.guarantee(), Ok(Guarantee::None { .. })) {
+                        s.push_str("; no formal guarantee for the whole value (shifted or kept spans are outside the lemma): read each label's eps under the cost's labels, or add a word-level stage (THEN santext_plus) for a bound on every token");
+                    }
+                }
+                s
+            }
+            MechanismSpec::Ndd(_) => format!(
+                "no formal guarantee: detected spans replaced by the masked language model's best-fitting candidate, which depends on the context; spans detection misses pass unchanged ({DETECTION_RECALL}); for a bound on every token add a word-level stage (THEN santext_plus)"
+            ),
+            MechanismSpec::Chain(stages) => {
+                let first_formal = stages
+                    .first()
+                    .is_some_and(|s| !matches!(s.guarantee(), Ok(Guarantee::None { .. })));
+                let which = if first_formal {
+                    "the chain's guarantee is its first stage's (later stages post-process its output)".to_string()
+                } else {
+                    match stages
+                        .iter()
+                        .rev()
+                        .find(|s| !matches!(s.guarantee(), Ok(Guarantee::None { .. })))
+                    {
+                        Some(s) => format!(
+                            "the chain's guarantee is its {} stage's, for the text the stages before it leave: every token that reaches it, detection's misses included, is covered",
+                            s.name()
+                        ),
+                        None => "no stage has a formal guarantee".to_string(),
+                    }
+                };
+                let each: Vec<String> = stages
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| format!("stage {} ({}): {}", i + 1, s.name(), s.rests_on()))
+                    .collect();
+                format!("{which}; {}", each.join("; "))
+            }
+        }
+    }
+
+    /// [`Self::guarantee`] as JSON with [`Self::rests_on`] beside its fields:
+    /// what rules, provenance and the budget show.
+    pub fn stated_guarantee(&self) -> Result<serde_json::Value> {
+        let mut g = serde_json::to_value(self.guarantee()?)?;
+        if let Some(o) = g.as_object_mut() {
+            o.insert("rests_on".into(), self.rests_on().into());
+        }
+        Ok(g)
     }
 }
 
