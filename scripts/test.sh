@@ -69,6 +69,12 @@ grep -q "santext_plus" "$STATE/demo.out" || die "the demo printed no sanitized n
 grep -q "through the proxy" "$STATE/demo.out" || die "the demo's proxy part did not run"
 echo "demo ok ($(grep -c '^  *[0-9]* |' "$STATE/demo.out") result rows printed)"
 
+step "what the demo's masked analyst reads: names gone, clinical terms kept (tests/demo_quality.py)"
+PYTHONPATH="$STATE/pylib" python3 "$REPO/tests/demo_quality.py" \
+  --owner-dsn "host=$PGHOST port=$PGPORT user=postgres dbname=$PGDATABASE" \
+  --analyst-dsn "host=$PGHOST port=$PGPORT user=analyst dbname=$PGDATABASE" \
+  || die "the demo's masked view keeps names or loses clinical terms"
+
 step "README tour matches the demo"
 python3 "$REPO/scripts/check-tour.py" "$STATE/demo.out" "$REPO/README.md" || die "the README's tour is not what the demo prints"
 

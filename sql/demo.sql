@@ -48,10 +48,16 @@ SELECT id, ndd_distort(note) AS ndd_distort FROM records ORDER BY id LIMIT 3;
 \echo '--- what one call costs'
 SELECT jsonb_pretty(sanitize(note, 'santext_plus', '{"eps": 3}') -> 'cost') AS cost FROM records WHERE id = 1;
 
-\echo '--- rules declared once, in SQL, as security labels'
-SECURITY LABEL FOR dptext ON COLUMN records.note IS 'MASKED WITH santext_plus(eps => 3)';
-SECURITY LABEL FOR dptext ON COLUMN records.patient IS 'MASKED WITH deidentify(strategy => full_entity)';
-SELECT table_name, column_name, mechanism, params, guarantee FROM dptext.rules;
+\echo '--- rules declared once, in SQL, as security labels: the name column replaced whole, the notes'
+\echo '--- through detection (names and places replaced, IDs redacted, dates shifted alike for one patient)'
+SECURITY LABEL FOR dptext ON COLUMN records.note IS
+  'MASKED WITH deidentify(operators => ''DATE:shift,ID:redact'') GROUPED BY patient';
+SECURITY LABEL FOR dptext ON COLUMN records.patient IS 'MASKED WITH deidentify(whole => true)';
+SELECT column_name, label, guarantee ->> 'kind' AS guarantee, guarantee ->> 'rests_on' AS rests_on
+  FROM dptext.rules ORDER BY column_name;
+\echo '--- where a formal bound on every word is wanted: a word-level stage after detection'
+SELECT jsonb_pretty(dptext.parse_rule(
+  'MASKED WITH deidentify(operators => ''DATE:shift,ID:redact'') THEN santext_plus(eps => 3)') -> 'guarantee') AS guarantee;
 
 \echo '--- a sanitized materialized view built from the rules under a secret key, with provenance and a budget'
 -- Under a key, not a seed: a seed recorded in dptext.provenance would let
@@ -65,7 +71,7 @@ SELECT count(*) AS rows,
   FROM records_sanitized s JOIN records r USING (id);
 SELECT id, patient, note FROM records_sanitized ORDER BY id LIMIT 3;
 SELECT column_name, mechanism, randomness, random_id, event FROM dptext.provenance;
-SELECT source_table, column_name, guarantee, releases, eps_total, eps0_total FROM dptext.budget;
+SELECT source_table, column_name, guarantee, releases, eps_total, rests_on FROM dptext.budget ORDER BY column_name;
 
 \echo '--- masking at the source: the role analyst is labelled MASKED, and gets the same key'
 DO $$ BEGIN
@@ -80,12 +86,12 @@ SELECT role_name FROM dptext.masked_roles;
 
 \echo '--- the same queries as the owner (raw values) ...'
 SELECT id, patient, left(note, 80) AS note FROM records ORDER BY id LIMIT 3;
-SELECT count(*) AS notes_naming_herrera FROM records WHERE note LIKE '%Herrera%';
+SELECT count(*) AS notes_naming_kathryn_herrera FROM records WHERE note LIKE '%Kathryn Herrera%';
 \c - analyst
 \echo '--- ... and as analyst: every read of a labelled column goes through its rule, keyed,'
 \echo '--- so filters, functions and counts see only sanitized text'
 SELECT id, patient, left(note, 80) AS note FROM records ORDER BY id LIMIT 3;
-SELECT count(*) AS notes_naming_herrera FROM records WHERE note LIKE '%Herrera%';
+SELECT count(*) AS notes_naming_kathryn_herrera FROM records WHERE note LIKE '%Kathryn Herrera%';
 SELECT dptext.session_masking() ->> 'masked' AS masked, dptext.session_masking() ->> 'key_id' AS key_id;
 \echo '--- a masked role cannot write labelled tables (SQLSTATE 42501)'
 \set ON_ERROR_STOP 0

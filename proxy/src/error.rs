@@ -28,6 +28,15 @@ pub enum ProxyError {
         /// What the client reads.
         message: String,
     },
+    /// A client asked for a database the proxy does not serve (3D000, as
+    /// PostgreSQL answers for a database that does not exist).
+    #[error("dptext-proxy serves database \"{served}\" only, not \"{asked}\": connect with dbname={served}")]
+    OtherDatabase {
+        /// What the client's StartupMessage named.
+        asked: String,
+        /// The `[upstream] dbname` of the configuration.
+        served: String,
+    },
     /// Network I/O.
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
@@ -140,6 +149,7 @@ impl ProxyError {
             // served until an administrator fixes the upstream.
             ProxyError::MaskingUnavailable(_) => "28000",
             ProxyError::Limit { sqlstate, .. } => sqlstate,
+            ProxyError::OtherDatabase { .. } => "3D000",
             ProxyError::Io(_) => "08006",
             ProxyError::Sanitize(e) => e.sqlstate(),
         }

@@ -155,6 +155,37 @@ fn what_analysts_and_tools_send_works_and_protected_columns_come_back_sanitized(
     assert!(dt.contains("pm_t"), "{dt}");
 }
 
+/// SQLAlchemy 2.1's table reflection (`Table(autoload_with=...)`, which
+/// reads `current_setting('default_table_access_method')`) and pandas
+/// `read_sql_table` work through proxy mode with the pinned client
+/// versions, and give sanitized values.
+#[test]
+fn sqlalchemy_reflection_and_read_sql_table_work_in_proxy_mode() {
+    let Some(env) = env() else { return };
+    let port = proxy_port(&env).to_string();
+    let Some(out) = python_client(
+        "reflect_client.py",
+        &["pm", "pm-pw", "127.0.0.1", &port, no_extension_db(), "pm_t"],
+    ) else {
+        return;
+    };
+    assert!(
+        out["sqlalchemy"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("2.")),
+        "{out}"
+    );
+    assert_eq!(
+        out["columns"],
+        serde_json::json!(["id", "patient", "note", "ward"])
+    );
+    assert_eq!(out["primary_key"], serde_json::json!(["id"]));
+    let rows = out["rows"].as_array().cloned().unwrap_or_default();
+    assert_eq!(rows.len(), 3, "{out}");
+    assert_eq!(rows[0]["ward"], "north");
+    assert_no_marker("SQLAlchemy reflection in proxy mode", &out.to_string());
+}
+
 #[test]
 fn every_rule_of_the_allow_list_refuses_with_its_name() {
     let Some(env) = env() else { return };

@@ -28,8 +28,10 @@ pub const ALLOWED_SETTINGS: &[&str] = &[
 
 /// Settings `SHOW` may read besides [`ALLOWED_SETTINGS`]: the read-only
 /// ones drivers and tools ask for (psql, psycopg, SQLAlchemy's
-/// `standard_conforming_strings` and `max_identifier_length`, pgjdbc, BI
-/// tools), the locale and the path. Any other, `SHOW ALL` and settings of
+/// `standard_conforming_strings`, `max_identifier_length` and, through
+/// `current_setting`, `default_table_access_method`; pgjdbc, BI tools),
+/// the locale and the path. `current_setting` of one of these, named by
+/// a constant, is allowed as the same read. Any other, `SHOW ALL` and settings of
 /// extensions or made up (`SET my.x`, `set_config`) included, is refused:
 /// a custom setting holds whatever text was put there.
 pub const SHOWN_SETTINGS: &[&str] = &[
@@ -43,6 +45,11 @@ pub const SHOWN_SETTINGS: &[&str] = &[
     "lc_collate",
     "lc_ctype",
     "is_superuser",
+    "default_table_access_method",
+    "default_transaction_isolation",
+    "default_transaction_read_only",
+    "max_index_keys",
+    "block_size",
 ];
 
 /// `pg_catalog` functions refused whatever their volatility: they read

@@ -74,6 +74,10 @@ impl Walker<'_> {
             }
             NodeEnum::CollateClause(c) => self.opt(&c.arg, scope, cx),
             NodeEnum::FuncCall(f) => {
+                if self.setting_read(f)?.is_some() {
+                    // What SHOW of the same setting gives: no row data.
+                    return Ok(Origin::Catalog);
+                }
                 let used = self.check_function(&f.funcname)?;
                 let inner = Cx {
                     aggregate: cx.aggregate || used.aggregate || f.agg_star || f.agg_distinct,

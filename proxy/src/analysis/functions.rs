@@ -10,7 +10,7 @@
 //! resolution could pick it. Types must be `pg_catalog` types, since a
 //! cast or a literal of a type runs its input function.
 
-use pg_query::protobuf::TypeName;
+use pg_query::protobuf::{a_const, FuncCall, TypeName};
 use pg_query::{Node, NodeEnum};
 
 use super::catalog::{FunctionKind, Volatility};
@@ -226,6 +226,101 @@ impl Walker<'_> {
             }
         }
         Ok(())
+    }
+}
+
+impl Walker<'_> {
+    /// `current_setting('default_table_access_method')` (SQLAlchemy's
+    /// reflection asks for it), with an optional constant `missing_ok`: a
+    /// read of one setting that `SHOW` may read, named by a string
+    /// constant or a bound parameter, is the same read as `SHOW` and is
+    /// allowed although `current_setting` is on the deny-list (any other
+    /// constant, a computed name and the `dptext.*` settings stay refused;
+    /// a parameter is guarded in the forwarded text). `Ok(None)` when the
+    /// call is not such a read; the caller then checks it as any call.
+    pub(super) fn setting_read(&self, f: &FuncCall) -> Result<Option<()>, Refusal> {
+        let parts = names(&f.funcname).unwrap_or_default();
+        let schema = match parts.as_slice() {
+            ["current_setting"] => None,
+            ["pg_catalog", "current_setting"] => Some("pg_catalog"),
+            _ => return Ok(None),
+        };
+        if f.agg_star
+            || f.agg_distinct
+            || f.func_variadic
+            || f.over.is_some()
+            || f.agg_filter.is_some()
+            || !f.agg_order.is_empty()
+        {
+            return Ok(None);
+        }
+        let string = |n: &Node| match &n.node {
+            Some(NodeEnum::AConst(c)) => match &c.val {
+                Some(a_const::Val::Sval(s)) => Some(s.sval.to_ascii_lowercase()),
+                _ => None,
+            },
+            _ => None,
+        };
+        let boolean = |n: &Node| matches!(&n.node, Some(NodeEnum::AConst(c)) if matches!(c.val, Some(a_const::Val::Boolval(_))));
+        // `$1::VARCHAR` (how SQLAlchemy binds it) or `'name'::text`: one
+        // cast, to a type the analysis allows, around the name.
+        let uncast = |n: &Node| -> Result<Node, Refusal> {
+            match &n.node {
+                Some(NodeEnum::TypeCast(c)) => {
+                    if let Some(t) = &c.type_name {
+                        self.check_type(t)?;
+                    }
+                    Ok(c.arg.as_deref().cloned().unwrap_or_default())
+                }
+                _ => Ok(n.clone()),
+            }
+        };
+        let args: Vec<Node> = match f.args.as_slice() {
+            [a] => vec![uncast(a)?],
+            [a, b] => vec![uncast(a)?, b.clone()],
+            _ => return Ok(None),
+        };
+        let param = |n: &Node| matches!(&n.node, Some(NodeEnum::ParamRef(_)));
+        let name = match args.as_slice() {
+            [a] | [a, _] if param(a) => None,
+            [a] => Some(string(a)),
+            [a, b] if boolean(b) => Some(string(a)),
+            _ => return Ok(None),
+        };
+        match name {
+            // A bound parameter (SQLAlchemy binds the name): the forwarded
+            // text guards it, `current_setting(CASE WHEN lower($1) =
+            // ANY(<shown settings>) THEN $1 END)`, so the server reads
+            // NULL for any other name (`qualify::setting_guard`).
+            None => {
+                if f.args.get(1).is_some_and(|b| !boolean(b)) {
+                    return Ok(None);
+                }
+            }
+            Some(None) => return Ok(None),
+            Some(Some(setting)) => {
+                if setting.starts_with("dptext.")
+                    || !self.ctx.policy.shown_settings.contains(&setting)
+                {
+                    return Ok(None);
+                }
+            }
+        }
+        // Overload resolution must pick pg_catalog's.
+        let schemas = self.lookup_schemas(schema);
+        let shown = parts.join(".");
+        for c in self.ctx.catalog.functions("current_setting") {
+            if schemas.contains(&c.schema) && c.schema != "pg_catalog" {
+                return Err(function_refused(
+                    &shown,
+                    &format!(
+                        "schema {} on the search path defines a function of that name",
+                        c.schema
+                    ),
+                ));
+            }
+        }
+        Ok(Some(()))
     }
 }
 

@@ -120,6 +120,69 @@ fn bool_const(b: bool) -> Node {
     }))
 }
 
+/// The first argument of `current_setting` as the server gets it:
+/// `CASE WHEN pg_catalog.lower(x::text) = ANY (ARRAY[<the settings SHOW may
+/// read>]) THEN x::text END`, so that a name bound at execution (which
+/// the analysis cannot see) reads NULL unless SHOW could read it (the
+/// `dptext.*` settings never: none is on the lists).
+fn setting_guard(arg: &mut Node) {
+    let x = std::mem::replace(arg, null_const());
+    let as_text = |n: Node| {
+        node(NodeEnum::TypeCast(Box::new(pg_query::protobuf::TypeCast {
+            arg: Some(Box::new(n)),
+            type_name: Some(TypeName {
+                names: vec![string("pg_catalog"), string("text")],
+                typemod: -1,
+                location: -1,
+                ..Default::default()
+            }),
+            location: -1,
+        })))
+    };
+    let lower = node(NodeEnum::FuncCall(Box::new(pg_query::protobuf::FuncCall {
+        funcname: vec![string("pg_catalog"), string("lower")],
+        args: vec![as_text(x.clone())],
+        funcformat: pg_query::protobuf::CoercionForm::CoerceExplicitCall as i32,
+        location: -1,
+        ..Default::default()
+    })));
+    let names: Vec<Node> = super::defaults::ALLOWED_SETTINGS
+        .iter()
+        .chain(super::defaults::SHOWN_SETTINGS)
+        .map(|s| {
+            node(NodeEnum::AConst(AConst {
+                isnull: false,
+                val: Some(a_const::Val::Sval(pg_query::protobuf::String {
+                    sval: (*s).to_owned(),
+                })),
+                location: -1,
+            }))
+        })
+        .collect();
+    let any = node(NodeEnum::AExpr(Box::new(AExpr {
+        kind: AExprKind::AexprOpAny as i32,
+        name: vec![string("pg_catalog"), string("=")],
+        lexpr: Some(Box::new(lower)),
+        rexpr: Some(Box::new(node(NodeEnum::AArrayExpr(AArrayExpr {
+            elements: names,
+            location: -1,
+            ..Default::default()
+        })))),
+        location: -1,
+        ..Default::default()
+    })));
+    *arg = node(NodeEnum::CaseExpr(Box::new(CaseExpr {
+        args: vec![node(NodeEnum::CaseWhen(Box::new(CaseWhen {
+            expr: Some(Box::new(any)),
+            result: Some(Box::new(as_text(x))),
+            location: -1,
+            ..Default::default()
+        })))],
+        location: -1,
+        ..Default::default()
+    })));
+}
+
 fn null_const() -> Node {
     node(NodeEnum::AConst(AConst {
         isnull: true,
@@ -316,6 +379,16 @@ impl Qualifier<'_> {
             }
             NodeEnum::CollateClause(c) => self.opt(&mut c.arg),
             NodeEnum::FuncCall(f) => {
+                let named = f.funcname.last().and_then(|n| match &n.node {
+                    Some(NodeEnum::String(s)) => Some(s.sval.as_str()),
+                    _ => None,
+                });
+                if named == Some("current_setting") {
+                    if let Some(first) = f.args.first_mut() {
+                        setting_guard(first);
+                        self.changed = true;
+                    }
+                }
                 self.names(&mut f.funcname);
                 self.list(&mut f.args)?;
                 self.list(&mut f.agg_order)?;

@@ -286,9 +286,10 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     };
     let started = async {
         let user = &account.user;
+        let cfg = &shared.config.upstream;
+        startup::check_database(&params, &cfg.dbname)?;
         let mut params = startup::upstream_params(&params, user.masked)?;
         let login = Login::of(user);
-        let cfg = &shared.config.upstream;
         if let (true, Some(pm)) = (user.masked, &shared.proxy_mode) {
             // Proxy mode: the upstream needs no extension; the session's
             // own connection reads the catalog before any client message.

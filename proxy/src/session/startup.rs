@@ -59,6 +59,22 @@ pub fn upstream_params(client: &[(String, String)], masked: bool) -> Result<Vec<
     Ok(kept)
 }
 
+/// Refuses a StartupMessage that names a database other than the one
+/// the proxy serves (`[upstream] dbname`), rather than connect it to that
+/// one silently. No `database` parameter, or an empty one, takes the
+/// served database.
+pub fn check_database(client: &[(String, String)], served: &str) -> Result<()> {
+    match client.iter().find(|(k, _)| k == "database") {
+        Some((_, asked)) if !asked.is_empty() && asked != served => {
+            Err(ProxyError::OtherDatabase {
+                asked: asked.clone(),
+                served: served.to_string(),
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
 /// What a proxy-mode session adds to [`upstream_params`]: no parallel
 /// query. A Gather interleaves the rows its workers send as their queues
 /// fill, and a queue holds fewer rows the longer the raw values they
@@ -74,6 +90,26 @@ pub fn proxy_mode_params(params: &mut Vec<(String, String)>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn another_database_is_refused_by_name() {
+        let p = |db: &str| {
+            vec![
+                ("user".to_string(), "a".to_string()),
+                ("database".to_string(), db.to_string()),
+            ]
+        };
+        assert!(check_database(&p("clinic"), "clinic").is_ok());
+        assert!(check_database(&p(""), "clinic").is_ok());
+        assert!(check_database(&[("user".into(), "a".into())], "clinic").is_ok());
+        let e = check_database(&p("postgres"), "clinic").unwrap_err();
+        assert_eq!(e.sqlstate(), "3D000");
+        let m = e.to_string();
+        assert!(
+            m.contains("\"postgres\"") && m.contains("dbname=clinic"),
+            "{m}"
+        );
+    }
 
     fn params(p: &[(&str, &str)]) -> Vec<(String, String)> {
         p.iter()

@@ -247,6 +247,35 @@ fn sqlalchemy_introspection() {
     }
 }
 
+/// SQLAlchemy 2.1's table reflection compares each table's access method
+/// with `current_setting('default_table_access_method')`: a read of a
+/// setting SHOW may read, named by a constant, is allowed; a computed
+/// name, a setting SHOW may not read and the dptext settings are not.
+#[test]
+fn current_setting_of_a_shown_setting_is_allowed_by_name() {
+    for sql in [
+        "SELECT current_setting('default_table_access_method')",
+        "SELECT pg_catalog.current_setting('server_version_num', true)",
+        "SELECT c.relname, CASE WHEN am.amname IS NOT NULL AND am.amname <> \
+         pg_catalog.current_setting('default_table_access_method') THEN am.amname END \
+         FROM pg_catalog.pg_class c LEFT JOIN pg_catalog.pg_am am ON am.oid = c.relam",
+    ] {
+        ok(sql);
+    }
+    for sql in [
+        "SELECT current_setting('dptext.key')",
+        "SELECT current_setting('DPTEXT.KEY_FILE')",
+        "SELECT current_setting('my.secret')",
+        "SELECT current_setting('data_directory')",
+        "SELECT current_setting('default_table_' || 'access_method')",
+        "SELECT current_setting(r.patient) FROM records r",
+        "SELECT current_setting('server_version', r.id > 1) FROM records r",
+        "SELECT current_setting(relname) FROM pg_catalog.pg_class",
+    ] {
+        refused(sql, Rule::FunctionNotAllowed);
+    }
+}
+
 #[test]
 fn statistics_and_data_reading_functions_stay_refused() {
     for sql in [

@@ -172,3 +172,27 @@ fn using_and_natural_joins_are_refused() {
     }
     ok("SELECT 1 FROM (SELECT 1 AS a) x NATURAL JOIN (SELECT 2 AS b) y");
 }
+
+/// `current_setting` of a bound parameter (SQLAlchemy binds the name) is
+/// forwarded guarded: the server reads NULL for any name SHOW may not
+/// read, whatever the client binds. Constants get the same guard.
+#[test]
+fn current_setting_is_forwarded_behind_the_shown_settings_guard() {
+    for sql in [
+        "SELECT current_setting($1)",
+        "SELECT current_setting($1::VARCHAR) AS current_setting_1",
+        "SELECT pg_catalog.current_setting($1, true)",
+        "SELECT current_setting('default_table_access_method')",
+    ] {
+        let f = fwd(sql);
+        assert!(
+            f.contains("pg_catalog.current_setting(CASE WHEN pg_catalog.lower(")
+                && f.contains("OPERATOR(pg_catalog.=) ANY(ARRAY['application_name'")
+                && f.contains("'default_table_access_method'")
+                && !f.contains("dptext"),
+            "{sql}\n  {f}"
+        );
+    }
+    // A parameter with a missing_ok that is not a constant stays refused.
+    refused("SELECT current_setting($1, $2)", Rule::FunctionNotAllowed);
+}
