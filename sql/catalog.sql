@@ -25,7 +25,9 @@ SELECT n.nspname AS schema_name,
  WHERE l.provider = 'dptext'
    AND l.classoid = 'pg_catalog.pg_class'::regclass
    AND l.objsubid > 0
-   AND NOT a.attisdropped;
+   AND NOT a.attisdropped
+   -- `ALLOW` declares a column safe to read raw: not a rule.
+   AND pg_catalog.upper(pg_catalog.btrim(l.label)) <> 'ALLOW';
 COMMENT ON VIEW dptext.rules IS
   'dptext masking rules: one row per column labelled with SECURITY LABEL FOR dptext ... IS ''MASKED WITH mechanism(...)''';
 
@@ -540,7 +542,44 @@ COMMENT ON FUNCTION dptext.build_vocabulary(regclass, text, float8, float8, text
   'Draws a vocabulary from a column with (eps, delta)-DP set union, stores it in dptext.vocabularies and records the release in dptext.provenance';
 
 GRANT USAGE ON SCHEMA dptext TO PUBLIC;
-GRANT SELECT ON dptext.rules, dptext.masked_roles, dptext.provenance, dptext.budget TO PUBLIC;
+-- Text-like columns without a dptext label (neither a rule nor ALLOW,
+-- on the column or on the same-named column of an ancestor), with the
+-- masked roles that may read them: what dptext.deny_unlabelled_text
+-- refuses, and what masked roles read raw while it is off.
+CREATE VIEW dptext.unlabelled_text_columns AS
+WITH RECURSIVE anc(rel, anc) AS (
+    SELECT c.oid, c.oid FROM pg_catalog.pg_class c
+    UNION
+    SELECT anc.rel, i.inhparent FROM anc JOIN pg_catalog.pg_inherits i ON i.inhrelid = anc.anc
+)
+SELECT n.nspname AS schema_name,
+       c.relname AS table_name,
+       a.attname AS column_name,
+       pg_catalog.format_type(a.atttypid, a.atttypmod) AS type,
+       ARRAY(SELECT m.role_name FROM dptext.masked_roles m
+              WHERE pg_catalog.has_column_privilege(m.role_oid, c.oid, a.attnum, 'SELECT')
+              ORDER BY m.role_name)::text[] AS masked_readers
+  FROM pg_catalog.pg_class c
+  JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+  JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+  JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+  LEFT JOIN pg_catalog.pg_type base ON base.oid = CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END
+  LEFT JOIN pg_catalog.pg_type elem ON elem.oid = base.typelem AND base.typcategory = 'A'
+ WHERE c.relkind IN ('r', 'p', 'm', 'f')
+   AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast', 'dptext')
+   AND n.nspname NOT LIKE 'pg\_temp\_%' AND n.nspname NOT LIKE 'pg\_toast\_temp\_%'
+   AND (coalesce(elem.typcategory, base.typcategory) = 'S'
+        OR coalesce(elem.oid, base.oid) IN ('json'::regtype, 'jsonb'::regtype, 'xml'::regtype))
+   AND NOT EXISTS (
+       SELECT 1 FROM anc
+         JOIN pg_catalog.pg_attribute fa ON fa.attrelid = anc.anc AND fa.attname = a.attname
+         JOIN pg_catalog.pg_seclabel l ON l.objoid = anc.anc AND l.objsubid = fa.attnum
+              AND l.classoid = 'pg_catalog.pg_class'::regclass AND l.provider = 'dptext'
+        WHERE anc.rel = c.oid);
+COMMENT ON VIEW dptext.unlabelled_text_columns IS
+  'Text-like columns (text, varchar, char, name, citext, json, jsonb, xml, their domains and arrays) with no dptext label, and the masked roles that may read them: raw to those roles unless dptext.deny_unlabelled_text is on, refused to them when it is';
+
+GRANT SELECT ON dptext.rules, dptext.masked_roles, dptext.provenance, dptext.budget, dptext.unlabelled_text_columns TO PUBLIC;
 GRANT SELECT ON dptext.sanitized_tables TO PUBLIC;
 GRANT SELECT ON dptext.recognizers, dptext.allow_list TO PUBLIC;
 GRANT SELECT ON dptext.vocabularies TO PUBLIC;

@@ -228,6 +228,20 @@ fn keyword(toks: &mut std::iter::Peekable<std::vec::IntoIter<Tok>>, kw: &str) ->
     }
 }
 
+/// True for the column label `ALLOW` (any case, surrounding spaces
+/// ignored): the column is declared safe to read raw, so that it is not
+/// refused where `dptext.deny_unlabelled_text` denies unlabelled text. It
+/// is not a rule: a `MASKED WITH` label on the same column anywhere in its
+/// inheritance family wins over it.
+///
+/// ```
+/// assert!(dptext_core::rules::is_allow_label(" allow "));
+/// assert!(!dptext_core::rules::is_allow_label("MASKED WITH santext(eps => 3)"));
+/// ```
+pub fn is_allow_label(label: &str) -> bool {
+    label.trim().eq_ignore_ascii_case("allow")
+}
+
 /// Parses and validates a column label.
 ///
 /// ```

@@ -14,6 +14,7 @@
 //! | `dptext.device` | text | `'cpu'` | superuser | where models run: `cpu` or `cuda` (needs the `cuda` build and a GPU ONNX Runtime; falls back to the CPU with one warning) |
 //! | `dptext.mlm_batch` | int | 64 | superuser | masked copies per model call |
 //! | `dptext.label_admins` | text | `''` (superusers only) | superuser | comma-separated roles whose members (besides superusers) may set and remove `SECURITY LABEL FOR dptext` labels |
+//! | `dptext.deny_unlabelled_text` | bool | off | superuser (per database or role: `ALTER DATABASE/ROLE ... SET`) | masked sessions may not read a text-like column (text, varchar, char, name, citext, json, jsonb, xml, domains and arrays of them) that has neither a rule nor an `ALLOW` label; a value a masked session chose itself counts as on |
 //! | `dptext.custext_build` | bool | off | superuser | let a backend build a CusText mapping missing from the disk cache (minutes of CPU); off: an error names `dptext custext-map` |
 //!
 //! The engine settings map onto core's one settings type,
@@ -56,6 +57,7 @@ pub(crate) static DEVICE: GucSetting<Option<CString>> =
     }));
 pub(crate) static MLM_BATCH: GucSetting<i32> =
     GucSetting::<i32>::new(int(engine::DEFAULT_MLM_BATCH as u64));
+pub(crate) static DENY_UNLABELLED_TEXT: GucSetting<bool> = GucSetting::<bool>::new(false);
 pub(crate) static LABEL_ADMINS: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(None);
 pub(crate) static DETECT_THRESHOLD: GucSetting<f64> = GucSetting::<f64>::new(0.0);
@@ -175,6 +177,14 @@ pub fn init() {
         &MLM_BATCH,
         1,
         4096,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"dptext.deny_unlabelled_text",
+        c"Masked sessions may not read text columns that have no dptext rule.",
+        c"Deny by default: a text-like column (text, varchar, char, name, citext, json, jsonb, xml, their domains and arrays) read by a masked session needs a MASKED WITH rule, or the label ALLOW that declares it safe to read raw. Set it per database or per role (ALTER DATABASE/ROLE ... SET); a value a masked session chose itself counts as on.",
+        &DENY_UNLABELLED_TEXT,
         GucContext::Suset,
         GucFlags::default(),
     );
@@ -313,6 +323,13 @@ mod tests {
         let c = super::engine_config();
         assert_eq!(c, dptext_core::EngineConfig::new(c.assets_dir.clone()));
     }
+}
+
+/// `dptext.deny_unlabelled_text`, failing closed: a value the session
+/// chose itself (a `SET` by a role granted SET on it, a start-up option)
+/// counts as on, since a masked session could otherwise turn it off.
+pub fn deny_unlabelled_text() -> bool {
+    DENY_UNLABELLED_TEXT.get() || ffi::settings::chosen_by_session("dptext.deny_unlabelled_text")
 }
 
 /// `dptext.label_admins`: the roles (besides superusers) whose members

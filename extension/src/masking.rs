@@ -108,6 +108,9 @@ thread_local! {
     /// Whether an index reads a column that masked sessions read only
     /// masked (or not at all), per index.
     static INDEXES: RefCell<HashMap<Oid, bool>> = RefCell::new(HashMap::new());
+    /// Columns labelled `ALLOW` (declared safe to read raw), per relation,
+    /// filled with its policy ([`relation_policy`]).
+    static ALLOWED: RefCell<HashMap<Oid, Rc<Vec<i16>>>> = RefCell::new(HashMap::new());
     /// Built mechanisms per (mechanism, params), for [`dptext::mask`].
     static MECHANISMS: RefCell<HashMap<(String, String), Arc<dyn dptext_core::mechanisms::Mechanism>>> =
         RefCell::new(HashMap::new());
@@ -139,6 +142,7 @@ fn read_two<A: FromDatum + IntoDatum, B: FromDatum + IntoDatum>(
 pub(crate) fn invalidate() {
     ROLES.with(|r| r.borrow_mut().clear());
     RELATIONS.with(|r| r.borrow_mut().clear());
+    ALLOWED.with(|a| a.borrow_mut().clear());
     FAMILIES.with(|p| p.borrow_mut().clear());
     INDEXES.with(|i| i.borrow_mut().clear());
     FUNCTIONS.with(|f| f.borrow_mut().clear());
@@ -237,6 +241,60 @@ pub(crate) fn relation_policy(relid: Oid) -> Rc<RelationPolicy> {
     let p = Rc::new(lookup(|| read_policy(relid)));
     RELATIONS.with(|r| r.borrow_mut().insert(relid, p.clone()));
     p
+}
+
+/// Under `dptext.deny_unlabelled_text`: why a masked session may not read
+/// columns `attnums` (0: the whole row) of relation `relid`, when one of
+/// them is text-like ([`crate::ffi::catalog::text_like_type`]) with
+/// neither a rule nor an `ALLOW` label. The system catalogs and the
+/// extension's own schema are exempt (their text is definitions, not
+/// data people wrote).
+pub(crate) fn unlabelled_text_refusal(relid: Oid, attnums: &[i16]) -> Option<String> {
+    use crate::ffi::catalog;
+    let relkind = catalog::relkind(relid);
+    if ![
+        pg_sys::RELKIND_RELATION,
+        pg_sys::RELKIND_PARTITIONED_TABLE,
+        pg_sys::RELKIND_MATVIEW,
+        pg_sys::RELKIND_FOREIGN_TABLE,
+    ]
+    .contains(&relkind)
+    {
+        return None;
+    }
+    let schema = catalog::relation_schema(relid);
+    if matches!(
+        schema.as_str(),
+        "pg_catalog" | "information_schema" | "pg_toast" | "dptext"
+    ) {
+        return None;
+    }
+    let policy = relation_policy(relid);
+    let allowed = ALLOWED
+        .with(|m| m.borrow().get(&relid).cloned())
+        .unwrap_or_default();
+    let every: Vec<i16>;
+    let read: &[i16] = if attnums.contains(&0) {
+        every = (1..)
+            .zip(catalog::dropped_columns(relid))
+            .filter(|(_, gone)| !gone)
+            .map(|(a, _)| a)
+            .collect();
+        &every
+    } else {
+        attnums
+    };
+    read.iter()
+        .copied()
+        .filter(|&a| a > 0 && policy.rule(a).is_none() && !allowed.contains(&a))
+        .find(|&a| catalog::text_like_type(catalog::attribute_type(relid, a).0))
+        .map(|a| {
+            format!(
+                "column {} of {} is text without a dptext rule, and dptext.deny_unlabelled_text is on: a privacy officer labels it (MASKED WITH a rule, or ALLOW if it is safe to read raw)",
+                catalog::column_name(relid, a),
+                catalog::relation_name(relid)
+            )
+        })
 }
 
 /// True when a masked session reads any of `attnums` of a relation with
@@ -497,7 +555,13 @@ fn read_policy(relid: Oid) -> RelationPolicy {
         Ok(out)
     });
     let rows = rows.unwrap_or_else(|e| refuse(format!("could not read the masking rules: {e}")));
+    let mut allowed: Vec<i16> = Vec::new();
     for (attnum, label) in rows {
+        if dptext_core::rules::is_allow_label(&label) {
+            // Not a rule; a MASKED WITH label elsewhere in the family wins.
+            allowed.push(attnum);
+            continue;
+        }
         if rules.iter().any(|r| r.attnum == attnum) {
             continue; // the nearest label wins
         }
@@ -547,6 +611,8 @@ fn read_policy(relid: Oid) -> RelationPolicy {
             group,
         });
     }
+    allowed.retain(|a| !rules.iter().any(|r| r.attnum == *a));
+    ALLOWED.with(|m| m.borrow_mut().insert(relid, Rc::new(allowed)));
     let relkind = crate::ffi::catalog::relkind(relid);
     if relkind == pg_sys::RELKIND_VIEW && !rules.is_empty() {
         // Labels on a view's columns are refused when set; one set before

@@ -133,6 +133,10 @@ pub(crate) fn check_label(target: LabelTarget, label: Option<&str>) {
                     F,
                 );
             }
+            if dptext_core::rules::is_allow_label(label) {
+                // Declared safe to read raw (any type): nothing to parse.
+                return;
+            }
             if !TEXT_TYPES.contains(&type_oid) {
                 raise(
                     ExtError::Unsupported(format!(

@@ -129,6 +129,57 @@ pub fn attribute_type(relid: pg_sys::Oid, attnum: i16) -> (pg_sys::Oid, i32, pg_
     (typ, typmod, coll)
 }
 
+/// True for a type whose values are text a person may have written: the
+/// string category (`text`, `varchar`, `char`, `name`, `citext`...),
+/// `json`, `jsonb` and `xml`, a domain over one, or an array of one.
+pub fn text_like_type(typ: pg_sys::Oid) -> bool {
+    // SAFETY: syscache reads; getBaseType returns its argument for a type
+    // that is not a domain, get_element_type InvalidOid for a non-array,
+    // and get_type_category_preferred writes its out-pointers (valid
+    // locals) or raises an ERROR for a missing type.
+    unsafe {
+        let mut t = pg_sys::getBaseType(typ);
+        let elem = pg_sys::get_element_type(t);
+        if elem != pg_sys::Oid::INVALID {
+            t = pg_sys::getBaseType(elem);
+        }
+        if [pg_sys::JSONOID, pg_sys::JSONBOID, pg_sys::XMLOID].contains(&t) {
+            return true;
+        }
+        let (mut category, mut preferred) = (0 as std::ffi::c_char, false);
+        pg_sys::get_type_category_preferred(t, &mut category, &mut preferred);
+        category as u8 == b'S'
+    }
+}
+
+/// The name of relation `relid`'s schema (empty for a missing one).
+pub fn relation_schema(relid: pg_sys::Oid) -> String {
+    // SAFETY: syscache reads returning InvalidOid / NULL for missing
+    // entries, else a palloc'd NUL-terminated string.
+    unsafe {
+        let nsp = pg_sys::get_namespace_name(pg_sys::get_rel_namespace(relid));
+        if nsp.is_null() {
+            String::new()
+        } else {
+            CStr::from_ptr(nsp).to_string_lossy().into_owned()
+        }
+    }
+}
+
+/// A column's name (empty for a missing one).
+pub fn column_name(relid: pg_sys::Oid, attnum: i16) -> String {
+    // SAFETY: a syscache read returning NULL for a missing column, else a
+    // palloc'd NUL-terminated string.
+    unsafe {
+        let n = pg_sys::get_attname(relid, attnum, true);
+        if n.is_null() {
+            String::new()
+        } else {
+            CStr::from_ptr(n).to_string_lossy().into_owned()
+        }
+    }
+}
+
 /// `f` of relation `relid`'s relation-cache entry; `None` when the
 /// relation does not exist.
 fn with_relation<T>(relid: pg_sys::Oid, f: impl FnOnce(pg_sys::Relation) -> T) -> Option<T> {
@@ -310,7 +361,20 @@ unsafe fn varattnos(node: *mut pg_sys::Node) -> Vec<i16> {
     unsafe {
         let mut set: *mut pg_sys::Bitmapset = std::ptr::null_mut();
         pg_sys::pull_varattnos(node, 1, &mut set);
-        let mut out = Vec::new();
+        attnums_of(set)
+    }
+}
+
+/// The column numbers of a set offset by
+/// `FirstLowInvalidHeapAttributeNumber` (what `pull_varattnos` and a
+/// range-table entry's `selectedCols` hold; 0 a whole-row reference).
+///
+/// # Safety
+/// `set` is NULL or a valid bitmapset.
+pub unsafe fn attnums_of(set: *const pg_sys::Bitmapset) -> Vec<i16> {
+    let mut out = Vec::new();
+    // SAFETY: as the caller promises; bms_next_member only reads the set.
+    unsafe {
         let mut m = pg_sys::bms_next_member(set, -1);
         while m >= 0 {
             let attnum = m + pg_sys::FirstLowInvalidHeapAttributeNumber;
@@ -319,8 +383,8 @@ unsafe fn varattnos(node: *mut pg_sys::Node) -> Vec<i16> {
             }
             m = pg_sys::bms_next_member(set, m);
         }
-        out
     }
+    out
 }
 
 /// The table index `indexid` is on and every column it reads: its keys,

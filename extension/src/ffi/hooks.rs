@@ -99,6 +99,9 @@ unsafe extern "C-unwind" fn planner(
         unsafe {
             let survey = super::rewrite::survey(parse, session_masked);
             if session_masked || survey.reads_as_masked_role() {
+                if crate::guc::deny_unlabelled_text() {
+                    survey.refuse_unlabelled_text(session_masked);
+                }
                 let policies = survey.policies(session_masked);
                 // A query without labelled relations still goes through
                 // the rewrite when it calls dptext.mask: Citus runs the

@@ -59,6 +59,10 @@ pub(crate) struct Survey {
     /// Every relation read or written, at any level, with the role its
     /// privileges are checked as (0: the current role).
     relations: Vec<(Oid, Oid)>,
+    /// The columns each relation entry reads (its `selectedCols`: select
+    /// list, quals, grouping; 0 the whole row), with the role they are
+    /// checked as: what `dptext.deny_unlabelled_text` checks.
+    pub(crate) read_columns: Vec<(Oid, Oid, Vec<i16>)>,
     /// Relations a statement writes (INSERT, UPDATE, DELETE, MERGE), with
     /// the role the write is checked as.
     written: Vec<(Oid, Oid)>,
@@ -115,6 +119,12 @@ unsafe extern "C-unwind" fn survey_walker(node: *mut Node, ctx: *mut c_void) -> 
             let rte = node.cast::<pg_sys::RangeTblEntry>();
             if (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION {
                 s.relations.push(((*rte).relid, (*rte).checkAsUser));
+                // PostgreSQL 15 keeps the columns read on the entry itself.
+                let cols = crate::ffi::catalog::attnums_of((*rte).selectedCols);
+                if !cols.is_empty() {
+                    s.read_columns
+                        .push(((*rte).relid, (*rte).checkAsUser, cols));
+                }
             }
             return false;
         }
@@ -133,6 +143,18 @@ impl Survey {
             .iter()
             .chain(&self.written)
             .any(|&(_, as_user)| as_user != Oid::INVALID && masking::role_is_masked(as_user))
+    }
+
+    /// Under `dptext.deny_unlabelled_text`, refuses a masked read of a
+    /// text-like column that has neither a rule nor an `ALLOW` label.
+    pub(crate) fn refuse_unlabelled_text(&self, session_masked: bool) {
+        for (relid, as_user, cols) in &self.read_columns {
+            if Self::masked_as(session_masked, *as_user) {
+                if let Some(why) = masking::unlabelled_text_refusal(*relid, cols) {
+                    masking::refuse(why);
+                }
+            }
+        }
     }
 
     /// True when a read checked as `as_user` is masked.

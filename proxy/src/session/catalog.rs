@@ -379,6 +379,10 @@ async fn read(
     }
     for r in rows(up, "the dptext labels", DB_RULES_SQL).await? {
         let label = cell(&r, 3)?;
+        if dptext_core::rules::is_allow_label(label) {
+            // Declared safe to read raw: not a rule.
+            continue;
+        }
         let parsed = dptext_core::rules::parse_column_label(label).map_err(|e| {
             ProxyError::Upstream(format!("a dptext label could not be read ({e}): {label}"))
         })?;
