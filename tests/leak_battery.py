@@ -462,6 +462,46 @@ GRANT EXECUTE ON FUNCTION dptext.apply_rule(text, text, jsonb),
 """
 
 
+def deny_by_default(b):
+    """dptext.deny_unlabelled_text, set for the masked role by an
+    administrator: an unlabelled text column is refused in every form a
+    masked session might read it, and nothing of it reaches any channel."""
+    with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+        owner.execute("DROP TABLE IF EXISTS leak_deny CASCADE")
+        owner.execute("CREATE TABLE leak_deny (id int, memo text, tags varchar(40)[], doc jsonb, n int)")
+        owner.execute("INSERT INTO leak_deny VALUES (%s, %s, %s, %s, 1)",
+                      (1, NOTES[0][1], [MARKERS[1]], json.dumps({"who": MARKERS[2]})))
+        owner.execute("GRANT SELECT ON leak_deny TO PUBLIC")
+        with b.connect() as c:
+            role = c.execute("SELECT current_user").fetchone()[0]
+        owner.execute(f'ALTER ROLE "{role}" SET dptext.deny_unlabelled_text = on')
+    try:
+        for name, stmt in [
+            ("select list", "SELECT memo FROM leak_deny"),
+            ("filter", "SELECT id FROM leak_deny WHERE memo LIKE '%Seen%'"),
+            ("order", "SELECT id FROM leak_deny ORDER BY memo"),
+            ("length", "SELECT length(memo) FROM leak_deny"),
+            ("whole row", "SELECT d::text FROM leak_deny d"),
+            ("star", "SELECT * FROM leak_deny"),
+            ("array of varchar", "SELECT tags FROM leak_deny"),
+            ("jsonb", "SELECT doc ->> 'who' FROM leak_deny"),
+            ("COPY", "COPY leak_deny TO STDOUT"),
+            ("COPY of a query", "COPY (SELECT memo FROM leak_deny) TO STDOUT"),
+            ("a CTE", "WITH c AS (SELECT memo FROM leak_deny) SELECT count(*) FROM c WHERE memo > 'M'"),
+            ("a function body", "SELECT (SELECT string_agg(memo, ',') FROM leak_deny)"),
+        ]:
+            b.no_leak(f"deny by default: {name}", b.run([stmt]), expect_error="42501")
+        ok = b.run(["SELECT id, n FROM leak_deny", "SELECT count(*) FROM leak_deny"])
+        b.no_leak("deny by default: columns that are not text", ok)
+        b.check("deny by default: columns that are not text read as usual", ok.error is None, f"{ok.error}")
+        off = b.run(["SET dptext.deny_unlabelled_text = off", "SELECT memo FROM leak_deny"])
+        b.no_leak("deny by default: the session cannot turn it off", off, expect_error="42501")
+    finally:
+        with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+            owner.execute(f'ALTER ROLE "{role}" RESET dptext.deny_unlabelled_text')
+            owner.execute("DROP TABLE leak_deny")
+
+
 def below_the_mask(b):
     """The attacks of a masked analyst with SELECT and USERSET settings on
     what lies below the mask: each must be refused or give nothing."""
@@ -717,6 +757,7 @@ def main():
         sys.exit(1 if b.failed else 0)
 
     below_the_mask(b)
+    deny_by_default(b)
 
     # COPY and TRUNCATE resolve the relation they check under the lock the
     # command takes: a table of the same name renamed away in another

@@ -437,7 +437,11 @@ unsafe fn check_utility(stmt: *mut pg_sys::Node) {
                 return;
             };
             let policy = masking::relation_policy(relid);
-            if !policy.protects() {
+            // `COPY t TO` reads without the planner: under
+            // dptext.deny_unlabelled_text it goes through a query too, so
+            // that its unlabelled text columns are checked there.
+            let deny = !(*copy).is_from && crate::guc::deny_unlabelled_text();
+            if !policy.protects() && !deny {
                 return;
             }
             if (*copy).is_from {
