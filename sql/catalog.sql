@@ -586,8 +586,8 @@ GRANT SELECT ON dptext.vocabularies TO PUBLIC;
 
 -- Privileges: keyed or seeded outputs are a function of the value, so
 -- whoever may call the functions while a key is set can test guesses
--- against a sanitized view. Nobody may call them until granted (README,
--- "Privileges").
+-- against a sanitized view. Nobody may call them until granted
+-- (docs/sql-reference.md, "Privileges").
 REVOKE EXECUTE ON FUNCTION santext(text, double precision, text, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION santext_plus(text, double precision, double precision, double precision, text, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION sanitize(text, text, jsonb) FROM PUBLIC;

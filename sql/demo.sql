@@ -15,7 +15,7 @@ CREATE EXTENSION dptext;
 SELECT count(*) AS notes FROM records;
 
 -- A seed makes the demo reproducible; production uses the OS generator or
--- a secret key (dptext.key), see README.
+-- a secret key (dptext.key_file), see docs/settings.md, "Keys".
 SET dptext.seed = 2026;
 
 \echo '--- the raw notes'

@@ -10,7 +10,7 @@
 //! | `dptext.glove_words` | int | 50000 | superuser | size of the GloVe vocabulary (most frequent words) |
 //! | `dptext.cache_mb` | int | 64 | superuser | byte budget of each vocabulary's per-token cache |
 //! | `dptext.max_detect_bytes` | int | 1048576 | superuser | largest text `detect_pii` accepts (54000 beyond) |
-//! | `dptext.mlm_model` | text | `''` (the default model in `<assets>/mlm`) | superuser | directory of the masked LM for NDD: `model.onnx`, `tokenizer.json`, `config.json` (README, "Bring your own model") |
+//! | `dptext.mlm_model` | text | `''` (the default model in `<assets>/mlm`) | superuser | directory of the masked LM for NDD: `model.onnx`, `tokenizer.json`, `config.json` (docs/install.md, "Bring your own model") |
 //! | `dptext.device` | text | `'cpu'` | superuser | where models run: `cpu` or `cuda` (needs the `cuda` build and a GPU ONNX Runtime; falls back to the CPU with one warning) |
 //! | `dptext.mlm_batch` | int | 64 | superuser | masked copies per model call |
 //! | `dptext.label_admins` | text | `''` (superusers only) | superuser | comma-separated roles whose members (besides superusers) may set and remove `SECURITY LABEL FOR dptext` labels |

@@ -58,7 +58,7 @@ pub extern "C-unwind" fn _PG_init() {
 // privileges: keyed or seeded outputs are a function of the value, so
 // whoever may call the functions while a key is set can test guesses
 // against a sanitized view. Nobody may call them until granted (see
-// README, "Privileges").
+// docs/sql-reference.md, "Privileges").
 extension_sql_file!("../../sql/catalog.sql", name = "catalog", finalize);
 
 thread_local! {
