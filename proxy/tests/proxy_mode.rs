@@ -162,7 +162,7 @@ fn what_analysts_and_tools_send_works_and_protected_columns_come_back_sanitized(
 #[test]
 fn sqlalchemy_reflection_and_read_sql_table_work_in_proxy_mode() {
     let Some(env) = env() else { return };
-    let port = proxy_port(&env).to_string();
+    let port = proxy_port(env).to_string();
     let Some(out) = python_client(
         "reflect_client.py",
         &["pm", "pm-pw", "127.0.0.1", &port, no_extension_db(), "pm_t"],

@@ -311,10 +311,8 @@ impl MechanismSpec {
                 let mut s = format!(
                     "replacement of the spans detection finds; spans it misses pass unchanged ({DETECTION_RECALL})"
                 );
-                if d.group.is_some() || d.consistent || !d.operators.is_empty() {
-                    if matches!(d.guarantee(), Ok(Guarantee::None { .. })) {
-                        s.push_str("; no formal guarantee for the whole value (shifted or kept spans are outside the lemma): read each label's eps under the cost's labels, or add a word-level stage (THEN santext_plus) for a bound on every token");
-                    }
+                if matches!(d.guarantee(), Ok(Guarantee::None { .. })) {
+                    s.push_str("; no formal guarantee for the whole value (shifted or kept spans are outside the lemma): read each label's eps under the cost's labels, or add a word-level stage (THEN santext_plus) for a bound on every token");
                 }
                 s
             }
