@@ -595,7 +595,7 @@ REVOKE EXECUTE ON FUNCTION custext(text, double precision, integer, text, text, 
 REVOKE EXECUTE ON FUNCTION dptext_info() FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION detect_pii(text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION deidentify(text, text, double precision, boolean, text, boolean, integer, text) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION ndd_distort(text, text, integer) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION ndd_distort(text, text, integer, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION dptext.apply_rule(text, text, jsonb) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION dptext.apply_rule(text, text, jsonb, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION dptext.create_sanitized_view(regclass, text, boolean) FROM PUBLIC;

@@ -284,7 +284,7 @@ pub fn parse_column_label(label: &str) -> Result<Rule> {
         if !spec.has_deidentify() {
             return Err(Error::invalid(
                 "label",
-                "GROUPED BY fixes deidentify's date shift per group: the rule has no deidentify stage",
+                "GROUPED BY fixes the date shift per group: the rule has no deidentify stage (or ndd stage with operators)",
             ));
         }
         if spec.params_json().get("group").is_some()

@@ -400,20 +400,30 @@ fn ndd(
 /// candidates from the entity replacement surrogate lists of the span's
 /// label; `'generative'` fills the masked span by sampling the masked LM.
 /// No formal DP guarantee: `sanitize(t, 'ndd', ...) -> 'cost'` says so.
+/// `operators` takes `deidentify`'s per-label operators: spans of those
+/// labels get their operator instead of distortion, so
+/// `'DATE:shift,ID:redact'` keeps a note's timeline (one shift for all its
+/// dates; per patient with `sanitize(t, 'ndd', '{"operators": ...,
+/// "group": ...}')` or a rule `GROUPED BY`, under a key) and redacts IDs.
 ///
 /// ```sql
 /// SELECT ndd_distort('Kathryn Herrera was admitted to St. Mary''s Hospital on May 3, 2024.');
 /// SELECT ndd_distort(note, 'generative', candidates => 4) FROM records;
+/// SELECT ndd_distort(note, operators => 'DATE:shift,ID:redact') FROM records;
 /// ```
 #[pg_extern(volatile, parallel_safe)]
 fn ndd_distort(
     t: Utf8Text,
     mode: default!(&str, "'substitutive'"),
     candidates: default!(i32, 8),
+    operators: default!(Option<&str>, "NULL"),
 ) -> String {
     const F: &str = "ndd_distort";
     // mu and divergence are not arguments here: the spec's defaults.
-    let params = serde_json::json!({"mode": mode, "candidates": candidates});
+    let mut params = serde_json::json!({"mode": mode, "candidates": candidates});
+    if let Some(ops) = operators {
+        params["operators"] = ops.into();
+    }
     let spec = MechanismSpec::parse("ndd", &params).or_raise(F);
     mlm(F);
     run(spec, t.0, F).text

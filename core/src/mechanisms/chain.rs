@@ -9,7 +9,9 @@
 
 use rand::RngCore;
 
-use crate::cost::Cost;
+use std::ops::Range;
+
+use crate::cost::{Cost, Guarantee};
 use crate::error::{Error, Result};
 use crate::mechanisms::{Mechanism, Sanitized};
 use crate::rng::RandomMode;
@@ -43,7 +45,7 @@ impl Chain {
     }
 }
 
-const COMPOSITION: &str = "stages run in order; the chain's guarantee is the first stage's (later stages post-process its output); each later stage's guarantee holds for its own input and is listed under stages";
+const COMPOSITION: &str = "stages run in order, each leaving alone what an earlier stage replaced; the chain's guarantee is the first stage's (later stages post-process its output) or, when it has none, the last stage's that has one, for the text that stage receives; each stage's guarantee holds for its own input and is listed under stages";
 
 impl Mechanism for Chain {
     fn name(&self) -> &'static str {
@@ -82,16 +84,26 @@ impl Mechanism for Chain {
     }
 
     /// Each stage over every value still going, so that a stage that runs
-    /// detection shares its model calls among the values.
+    /// detection shares its model calls among the values. What a stage
+    /// replaced (a detection-based stage's surrogates, shifted dates,
+    /// redactions) later stages leave alone: a stage that detects drops the
+    /// spans overlapping it, a word mechanism is run on the text between.
     fn sanitize_many_in(
         &self,
         values: &mut [(&str, &mut dyn RngCore)],
         mode: &RandomMode,
     ) -> Vec<Result<Sanitized>> {
-        // Each value's text so far and its stages' costs, or its error.
-        let mut state: Vec<Result<(String, Vec<Cost>)>> = values
+        // Each value's text so far, what later stages leave alone in it,
+        // and its stages' costs; or its error.
+        let mut state: Vec<Result<Progress>> = values
             .iter()
-            .map(|(t, _)| Ok((t.to_string(), Vec::with_capacity(self.stages.len()))))
+            .map(|(t, _)| {
+                Ok(Progress {
+                    text: t.to_string(),
+                    protected: Vec::new(),
+                    costs: Vec::with_capacity(self.stages.len()),
+                })
+            })
             .collect();
         for stage in &self.stages {
             if let Err(e) = crate::cancel::check() {
@@ -101,21 +113,42 @@ impl Mechanism for Chain {
                 break;
             }
             let live: Vec<usize> = (0..state.len()).filter(|&i| state[i].is_ok()).collect();
-            let outs = {
+            let outs: Vec<Result<Sanitized>> = if stage.uses_detection() {
+                let keep: Vec<Vec<Range<usize>>> = live
+                    .iter()
+                    .filter_map(|&i| state[i].as_ref().ok().map(|p| p.protected.clone()))
+                    .collect();
                 let mut batch: Vec<(&str, &mut dyn RngCore)> = values
                     .iter_mut()
                     .zip(&state)
                     .filter_map(|((_, rng), s)| {
-                        Some((s.as_ref().ok()?.0.as_str(), &mut **rng as &mut dyn RngCore))
+                        Some((
+                            s.as_ref().ok()?.text.as_str(),
+                            &mut **rng as &mut dyn RngCore,
+                        ))
                     })
                     .collect();
-                stage.sanitize_many_in(&mut batch, mode)
+                stage.sanitize_many_keeping(&mut batch, &keep, mode)
+            } else {
+                live.iter()
+                    .map(|&i| {
+                        let p = state[i].as_ref().map_err(|e| e.again())?;
+                        between(
+                            stage.as_ref(),
+                            &p.text,
+                            &p.protected,
+                            &mut *values[i].1,
+                            mode,
+                        )
+                    })
+                    .collect()
             };
             for (i, out) in live.into_iter().zip(outs) {
                 match (out, &mut state[i]) {
-                    (Ok(o), Ok((text, costs))) => {
-                        *text = o.text;
-                        costs.push(o.cost);
+                    (Ok(o), Ok(p)) => {
+                        p.text = o.text;
+                        p.protected = o.protected;
+                        p.costs.push(o.cost);
                     }
                     (Err(e), s) => *s = Err(e),
                     (Ok(_), Err(_)) => {}
@@ -124,24 +157,96 @@ impl Mechanism for Chain {
         }
         state
             .into_iter()
-            .map(|s| s.and_then(|(text, costs)| combine(text, costs)))
+            .map(|s| s.and_then(|p| combine(p.text, p.protected, p.costs)))
             .collect()
     }
 }
 
+/// One value on its way through the chain.
+struct Progress {
+    text: String,
+    protected: Vec<Range<usize>>,
+    costs: Vec<Cost>,
+}
+
+/// A word mechanism over `text` but for its `protected` ranges (what an
+/// earlier stage replaced): each stretch between them is sanitized on its
+/// own, in order, with the value's random source, and the protected text
+/// is kept; the stretches' costs add up. Without protected ranges, the
+/// mechanism over the whole text, as before chains kept anything.
+fn between(
+    stage: &dyn Mechanism,
+    text: &str,
+    protected: &[Range<usize>],
+    rng: &mut dyn RngCore,
+    mode: &RandomMode,
+) -> Result<Sanitized> {
+    if protected.is_empty() {
+        return stage.sanitize_in(text, rng, mode);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut kept = Vec::with_capacity(protected.len());
+    let mut cost: Option<Cost> = None;
+    let mut pos = 0;
+    for r in protected
+        .iter()
+        .chain(std::iter::once(&(text.len()..text.len())))
+    {
+        let stretch = &text[pos..r.start.max(pos)];
+        if !stretch.is_empty() {
+            let s = stage.sanitize_in(stretch, rng, mode)?;
+            out.push_str(&s.text);
+            cost = Some(match cost {
+                None => s.cost,
+                Some(mut c) => {
+                    c.tokens += s.cost.tokens;
+                    c.oov_tokens += s.cost.oov_tokens;
+                    c.kept_tokens += s.cost.kept_tokens;
+                    c.worst_case_eps += s.cost.worst_case_eps;
+                    c
+                }
+            });
+        }
+        let at = out.len();
+        out.push_str(&text[r.start.max(pos)..r.end]);
+        if r.end > r.start {
+            kept.push(at..out.len());
+        }
+        pos = r.end.max(pos);
+    }
+    let cost = match cost {
+        Some(c) => c,
+        // Nothing but protected text: the stage's cost of an empty value.
+        None => stage.sanitize_in("", rng, mode)?.cost,
+    };
+    Ok(Sanitized {
+        text: out,
+        cost,
+        protected: kept,
+    })
+}
+
 /// The chain's output: the last stage's text, every stage's cost.
-fn combine(text: String, costs: Vec<Cost>) -> Result<Sanitized> {
+fn combine(text: String, protected: Vec<Range<usize>>, costs: Vec<Cost>) -> Result<Sanitized> {
     let (Some(first), Some(last)) = (costs.first(), costs.last()) else {
         return Err(Error::invalid("stages", "a chain has no stage"));
     };
+    // As `MechanismSpec::guarantee` states it: the first stage's, or when
+    // it has none the last stage's that has one.
+    let formal = |c: &&Cost| !matches!(c.guarantee, Guarantee::None { .. });
+    let stated = if formal(&first) {
+        first
+    } else {
+        costs.iter().rev().find(formal).unwrap_or(first)
+    };
     let cost = Cost {
         mechanism: "chain",
-        guarantee: first.guarantee.clone(),
+        guarantee: stated.guarantee.clone(),
         tokens: last.tokens,
         oov_tokens: last.oov_tokens,
         kept_tokens: last.kept_tokens,
         composition: COMPOSITION.to_string(),
-        worst_case_eps: first.worst_case_eps,
+        worst_case_eps: stated.worst_case_eps,
         diameter_bound: 0.0,
         embedding: String::new(),
         output_set_size: last.output_set_size,
@@ -150,7 +255,11 @@ fn combine(text: String, costs: Vec<Cost>) -> Result<Sanitized> {
         vocabulary: costs.iter().find_map(|c| c.vocabulary.clone()),
         stages: costs,
     };
-    Ok(Sanitized { text, cost })
+    Ok(Sanitized {
+        text,
+        cost,
+        protected,
+    })
 }
 
 #[cfg(test)]
@@ -197,6 +306,82 @@ mod tests {
         assert!(d.rests_on().contains("spans it misses pass unchanged"));
         let w = MechanismSpec::parse("deidentify", &serde_json::json!({"whole": true})).unwrap();
         assert!(w.rests_on().contains("no detection involved"));
+    }
+
+    fn run(engine: &Engine, name: &str, params: serde_json::Value, text: &str) -> Option<String> {
+        let spec = MechanismSpec::parse(name, &params).unwrap();
+        let m = crate::assets::load_or_skip(|_| engine.build(&spec))?;
+        let key = crate::RandomMode::Keyed(crate::rng::Secret::new("chain test key"));
+        Some(engine.run(m.as_ref(), text, &key, &[]).unwrap().text)
+    }
+
+    const NOTE: &str = "Maria Lopez was seen on 03/04/2021 and again on 03/09/2021. \
+        Record MRN-580486. She lives in Springfield.";
+
+    fn dates(s: &str) -> Vec<String> {
+        s.split(|c: char| c.is_whitespace() || c == '.')
+            .filter(|w| w.len() == 10 && w.chars().filter(|c| *c == '/').count() == 2)
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// NDD takes deidentify's operators: dates shift (by the shift
+    /// deidentify draws for the same group and key, so both rules keep one
+    /// patient's timeline alike), IDs are redacted, the rest is distorted.
+    #[test]
+    fn ndd_keeps_timelines_with_operators() {
+        let engine = Engine::new(EngineConfig::new(crate::assets::resolve_dir(None)));
+        let ops = serde_json::json!({"operators": "DATE:shift,ID:redact", "group": "patient 7"});
+        let Some(ndd) = run(&engine, "ndd", ops.clone(), NOTE) else {
+            return;
+        };
+        let Some(deid) = run(&engine, "deidentify", ops, NOTE) else {
+            return;
+        };
+        let (got, want) = (dates(&ndd), dates(&deid));
+        assert_eq!(got.len(), 2, "{ndd}");
+        assert_eq!(got, want, "{ndd} / {deid}");
+        assert_ne!(got, dates(NOTE), "{ndd}");
+        assert!(
+            ndd.contains("[REDACTED]") && !ndd.contains("580486"),
+            "{ndd}"
+        );
+        assert!(!ndd.contains("Maria Lopez"), "{ndd}");
+        // Without operators NDD is as it was: every span distorted.
+        let Some(plain) = run(&engine, "ndd", serde_json::json!({}), NOTE) else {
+            return;
+        };
+        assert!(!plain.contains("[REDACTED]"), "{plain}");
+    }
+
+    /// A later stage leaves alone what an earlier stage replaced: the
+    /// shifted dates survive an NDD stage and a SanText+ stage, and
+    /// placeholders are not re-drawn into words.
+    #[test]
+    fn later_stages_leave_alone_what_earlier_ones_replaced() {
+        let engine = Engine::new(EngineConfig::new(crate::assets::resolve_dir(None)));
+        let shift = serde_json::json!({"operators": "DATE:shift", "group": "patient 7"});
+        let Some(alone) = run(&engine, "deidentify", shift.clone(), NOTE) else {
+            return;
+        };
+        for second in [
+            serde_json::json!({"mechanism": "ndd", "params": {}}),
+            serde_json::json!({"mechanism": "santext_plus", "params": {"eps": 3}}),
+        ] {
+            let chain = serde_json::json!({"stages": [
+                {"mechanism": "deidentify", "params": shift.clone()}, second.clone()]});
+            let Some(out) = run(&engine, "chain", chain, NOTE) else {
+                return;
+            };
+            assert_eq!(dates(&out), dates(&alone), "{second}: {out} / {alone}");
+        }
+        let placeholders = serde_json::json!({"stages": [
+            {"mechanism": "deidentify", "params": {"strategy": "typed_placeholder"}},
+            {"mechanism": "santext", "params": {"eps": 1}}]});
+        let Some(out) = run(&engine, "chain", placeholders, NOTE) else {
+            return;
+        };
+        assert!(out.contains("<PERSON>") && out.contains("<DATE>"), "{out}");
     }
 
     /// A grouped date shift without a key would move each value by its

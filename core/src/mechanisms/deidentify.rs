@@ -62,6 +62,11 @@ impl Deidentify {
         Ok(Deidentify { model, spec })
     }
 
+    /// Its parameters.
+    pub fn spec(&self) -> &DeidentifySpec {
+        &self.spec
+    }
+
     /// Replaces the given spans of `text` (the mechanism minus detection).
     pub fn replace_spans(
         &self,
@@ -108,7 +113,24 @@ impl Deidentify {
         rng: &mut dyn RngCore,
         mode: &RandomMode,
     ) -> Sanitized {
+        self.replace_spans_keeping(text, spans, &[], rng, mode)
+    }
+
+    /// [`Deidentify::replace_spans_in`] of `spans` (none overlapping a
+    /// range of `keep`); the output's `protected` holds the spans it
+    /// replaced and where `keep`'s ranges moved.
+    pub fn replace_spans_keeping(
+        &self,
+        text: &str,
+        spans: &[detect::Span],
+        keep: &[std::ops::Range<usize>],
+        rng: &mut dyn RngCore,
+        mode: &RandomMode,
+    ) -> Sanitized {
         let spec = &self.spec;
+        // Each span's input and output range, and whether it was replaced.
+        let mut edits: Vec<(std::ops::Range<usize>, std::ops::Range<usize>)> = Vec::new();
+        let mut replaced_at: Vec<bool> = Vec::new();
         let keyed = spec.consistent && matches!(mode, RandomMode::Keyed(_));
         let params = self.params();
         let shift = spans
@@ -127,12 +149,18 @@ impl Deidentify {
             out.push_str(&text[pos..s.start]);
             let original = &text[s.start..s.end];
             pos = s.end;
+            let at = out.len();
+            let mut record = |out: &String, replaced: bool| {
+                edits.push((s.start..s.end, at..out.len()));
+                replaced_at.push(replaced);
+            };
             let t = &mut tally[s.label.index()];
             t.spans += 1;
             let strategy = match spec.operator(s.label) {
                 Operator::Keep => {
                     out.push_str(original);
                     kept += 1;
+                    record(&out, false);
                     continue;
                 }
                 Operator::Shift => {
@@ -143,6 +171,7 @@ impl Deidentify {
                     out.push_str(&r);
                     replaced += 1;
                     t.replaced += 1;
+                    record(&out, true);
                     continue;
                 }
                 Operator::Replace(strategy) => strategy,
@@ -155,6 +184,7 @@ impl Deidentify {
                 out.push_str(r);
                 replaced += 1;
                 t.replaced += 1;
+                record(&out, true);
                 continue;
             }
             let mut own;
@@ -172,6 +202,7 @@ impl Deidentify {
             if rng.random::<f64>() >= spec.p {
                 out.push_str(original);
                 kept += 1;
+                record(&out, false);
                 continue;
             }
             replaced += 1;
@@ -201,8 +232,10 @@ impl Deidentify {
                 memo.insert((s.label, original), r.clone());
             }
             out.push_str(&r);
+            record(&out, true);
         }
         out.push_str(&text[pos..]);
+        let protected = super::protected_after(keep, &edits, &replaced_at);
         let lemma_void =
             "consistent replacement depends on the original value: the lemma does not apply";
         let labels: Vec<LabelCost> = Label::ALL
@@ -278,7 +311,11 @@ impl Deidentify {
             stages: Vec::new(),
             vocabulary: None,
         };
-        Sanitized { text: out, cost }
+        Sanitized {
+            text: out,
+            cost,
+            protected,
+        }
     }
 }
 
@@ -321,6 +358,18 @@ impl Mechanism for Deidentify {
         values: &mut [(&str, &mut dyn RngCore)],
         mode: &RandomMode,
     ) -> Vec<Result<Sanitized>> {
+        self.sanitize_many_keeping(values, &[], mode)
+    }
+
+    /// Detection over every value in shared model calls; spans that
+    /// overlap a kept range (what an earlier stage of a chain wrote) are
+    /// left alone.
+    fn sanitize_many_keeping(
+        &self,
+        values: &mut [(&str, &mut dyn RngCore)],
+        keep: &[Vec<std::ops::Range<usize>>],
+        mode: &RandomMode,
+    ) -> Vec<Result<Sanitized>> {
         let texts: Vec<&str> = values.iter().map(|(t, _)| *t).collect();
         let spans = if self.spec.whole {
             texts.iter().map(|t| Ok(whole_value(t))).collect()
@@ -330,11 +379,14 @@ impl Mechanism for Deidentify {
         values
             .iter_mut()
             .zip(spans)
-            .map(|((text, rng), spans)| {
-                let spans = spans?;
+            .enumerate()
+            .map(|(i, ((text, rng), spans))| {
+                let keep = keep.get(i).map_or(&[][..], Vec::as_slice);
+                let mut spans = spans?;
+                spans.retain(|s| !super::overlaps(&(s.start..s.end), keep));
                 // Surrogates cost microseconds a span: one check after detection.
                 crate::cancel::check()?;
-                Ok(self.replace_spans_in(text, &spans, &mut **rng, mode))
+                Ok(self.replace_spans_keeping(text, &spans, keep, &mut **rng, mode))
             })
             .collect()
     }

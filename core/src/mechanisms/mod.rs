@@ -62,6 +62,8 @@ pub use spec::MechanismSpec;
 pub use vocabulary::Vocabulary;
 pub use words::Words;
 
+use std::ops::Range;
+
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
 
@@ -75,6 +77,57 @@ pub struct Sanitized {
     pub text: String,
     /// Privacy spent on it.
     pub cost: Cost,
+    /// Byte ranges of `text`, sorted and disjoint, that a later stage of a
+    /// chain leaves alone: the spans a detection-based mechanism replaced
+    /// (surrogates, shifted dates, redactions) and the ranges it was asked
+    /// to keep, where they moved to. Empty for the word mechanisms.
+    #[serde(skip)]
+    pub protected: Vec<Range<usize>>,
+}
+
+/// Where byte offset `at` of a text moved to after `edits` (each an input
+/// range and the output range that replaced it, in text order, disjoint)
+/// rewrote parts of it; `at` is outside every edited input range, or at
+/// one's boundary.
+pub fn moved(at: usize, edits: &[(Range<usize>, Range<usize>)]) -> usize {
+    let mut shift: isize = 0;
+    for (i, o) in edits {
+        if i.end > at {
+            break;
+        }
+        shift += o.len() as isize - i.len() as isize;
+    }
+    at.checked_add_signed(shift).unwrap_or(0)
+}
+
+/// True when `span` overlaps one of `ranges`.
+pub fn overlaps(span: &Range<usize>, ranges: &[Range<usize>]) -> bool {
+    ranges
+        .iter()
+        .any(|r| r.start < span.end && span.start < r.end)
+}
+
+/// `ranges` (input offsets, outside every edit) where `edits` moved them,
+/// with the output ranges of the edits that `replaced` marks, sorted.
+pub fn protected_after(
+    ranges: &[Range<usize>],
+    edits: &[(Range<usize>, Range<usize>)],
+    replaced: &[bool],
+) -> Vec<Range<usize>> {
+    let mut out: Vec<Range<usize>> = ranges
+        .iter()
+        .map(|r| moved(r.start, edits)..moved(r.end, edits))
+        .chain(
+            edits
+                .iter()
+                .zip(replaced)
+                .filter(|(_, &r)| r)
+                .map(|((_, o), _)| o.clone()),
+        )
+        .filter(|r| !r.is_empty())
+        .collect();
+    out.sort_by_key(|r| r.start);
+    out
 }
 
 /// A randomized text-to-text function with a privacy cost.
@@ -107,6 +160,24 @@ pub trait Mechanism: Send + Sync {
         _mode: &crate::rng::RandomMode,
     ) -> Result<Sanitized> {
         self.sanitize(text, rng)
+    }
+
+    /// [`Mechanism::sanitize_many_in`] in a chain after a stage that
+    /// replaced spans: `keep[i]` (sorted, disjoint byte ranges of value
+    /// `i`) is what earlier stages wrote, which this stage leaves as it is.
+    /// Mechanisms that detect spans override it to drop the spans that
+    /// overlap a kept range; the chain gives word mechanisms only the text
+    /// between kept ranges, and never calls this for them. Each output's
+    /// `protected` says where the kept ranges moved, with this stage's own
+    /// replacements.
+    fn sanitize_many_keeping(
+        &self,
+        values: &mut [(&str, &mut dyn RngCore)],
+        keep: &[Vec<Range<usize>>],
+        mode: &crate::rng::RandomMode,
+    ) -> Vec<Result<Sanitized>> {
+        let _ = keep;
+        self.sanitize_many_in(values, mode)
     }
 
     /// [`Mechanism::sanitize_in`] of several values, each with its own

@@ -172,6 +172,8 @@ impl MechanismSpec {
     pub fn has_deidentify(&self) -> bool {
         match self {
             MechanismSpec::Deidentify(_) => true,
+            // NDD with operators replaces those labels as deidentify does.
+            MechanismSpec::Ndd(n) => !n.operators.is_empty(),
             MechanismSpec::Chain(stages) => stages.iter().any(MechanismSpec::has_deidentify),
             _ => false,
         }
@@ -201,6 +203,17 @@ impl MechanismSpec {
                     }
                 });
                 MechanismSpec::Deidentify(d)
+            }
+            MechanismSpec::Ndd(mut n) if !n.operators.is_empty() => {
+                n.group = group.map(|g| {
+                    if g.len() > operators::MAX_GROUP_BYTES {
+                        use sha2::Digest;
+                        hex::encode(sha2::Sha256::digest(g.as_bytes()))
+                    } else {
+                        g.to_string()
+                    }
+                });
+                MechanismSpec::Ndd(n)
             }
             MechanismSpec::Chain(stages) => {
                 MechanismSpec::Chain(stages.into_iter().map(|s| s.with_group(group)).collect())
@@ -316,9 +329,19 @@ impl MechanismSpec {
                 }
                 s
             }
-            MechanismSpec::Ndd(_) => format!(
-                "no formal guarantee: detected spans replaced by the masked language model's best-fitting candidate, which depends on the context; spans detection misses pass unchanged ({DETECTION_RECALL}); for a bound on every token add a word-level stage (THEN santext_plus)"
-            ),
+            MechanismSpec::Ndd(n) => {
+                let ops = if n.operators.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; spans of {} get their operator instead",
+                        n.operators.canonical()
+                    )
+                };
+                format!(
+                    "no formal guarantee: detected spans replaced by the masked language model's best-fitting candidate, which depends on the context{ops}; spans detection misses pass unchanged ({DETECTION_RECALL}); for a bound on every token add a word-level stage (THEN santext_plus)"
+                )
+            }
             MechanismSpec::Chain(stages) => {
                 let first_formal = stages
                     .first()
@@ -332,7 +355,7 @@ impl MechanismSpec {
                         .find(|s| !matches!(s.guarantee(), Ok(Guarantee::None { .. })))
                     {
                         Some(s) => format!(
-                            "the chain's guarantee is its {} stage's, for the text the stages before it leave: every token that reaches it, detection's misses included, is covered",
+                            "the chain's guarantee is its {} stage's, for the text the stages before it leave: every token that reaches it, detection's misses included, is covered; what an earlier stage replaced (surrogates, shifted dates, redactions) is left as that stage wrote it, under that stage's own guarantee",
                             s.name()
                         ),
                         None => "no stage has a formal guarantee".to_string(),

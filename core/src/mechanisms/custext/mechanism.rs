@@ -202,6 +202,7 @@ impl Mechanism for CusText {
         Ok(Sanitized {
             text: seg.render(&replacements),
             cost,
+            protected: Vec::new(),
         })
     }
 }

@@ -2,6 +2,7 @@
 //! (surrogates, or the masked span filled by the model), the one with the
 //! smallest NDD kept.
 
+use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
 use rand::{Rng, RngCore};
@@ -11,8 +12,10 @@ use super::{check_candidates, check_mu, window, Divergence, Mode};
 use crate::cost::{Cost, Guarantee};
 use crate::detect::{Detector, Label, Span};
 use crate::error::Result;
+use crate::mechanisms::deidentify::Deidentify;
 use crate::mechanisms::{Mechanism, Sanitized};
 use crate::mlm::{MaskedLm, Row};
+use crate::rng::RandomMode;
 
 /// Generative filling samples among this many most likely tokens.
 const TOP_K: usize = 50;
@@ -52,6 +55,9 @@ pub struct NddDistort {
     divergence: Divergence,
     /// Tokens generation may draw (all, and at a span's first position).
     allowed: OnceLock<(Vec<u32>, Vec<u32>)>,
+    /// Spans of labels with an operator (`DATE:shift`, `ID:redact`...)
+    /// get it from here instead of distortion.
+    replace: Option<Deidentify>,
 }
 
 impl std::fmt::Debug for NddDistort {
@@ -94,14 +100,18 @@ impl NddDistort {
         mlm: Arc<MaskedLm>,
         spec: &super::NddSpec,
     ) -> Result<Self> {
-        Self::new(
-            ner,
+        let mut d = Self::new(
+            ner.clone(),
             mlm,
             spec.mode,
             spec.candidates,
             spec.mu,
             spec.divergence,
-        )
+        )?;
+        if !spec.operators.is_empty() {
+            d.replace = Some(Deidentify::from_spec(ner, spec.replacement())?);
+        }
+        Ok(d)
     }
 
     /// Distortion with `candidates` per span in `mode`, scored with `mu`
@@ -124,6 +134,7 @@ impl NddDistort {
             mu,
             divergence,
             allowed: OnceLock::new(),
+            replace: None,
         })
     }
 
@@ -258,6 +269,18 @@ impl NddDistort {
         spans: &[Span],
         rng: &mut dyn RngCore,
     ) -> Result<String> {
+        let chosen = self.choose(text, spans, rng)?;
+        Ok(splice(text, &chosen).0)
+    }
+
+    /// The candidate kept for each of `spans` (sorted, disjoint): its byte
+    /// range in `text` and its text, in text order.
+    fn choose(
+        &self,
+        text: &str,
+        spans: &[Span],
+        rng: &mut dyn RngCore,
+    ) -> Result<Vec<(usize, usize, String)>> {
         let scorer = Scorer::new(&self.mlm, self.mu, self.divergence)?;
         let mut chosen: Vec<(usize, usize, String)> = Vec::new();
         let mut windows: Vec<Window> = Vec::new();
@@ -354,19 +377,95 @@ impl NddDistort {
             }
         }
         chosen.sort_by_key(|c| c.0);
-        let mut out = String::with_capacity(text.len());
-        let mut pos = 0;
-        for (a, b, r) in chosen {
-            if a < pos {
-                continue;
-            }
-            out.push_str(&text[pos..a]);
-            out.push_str(&r);
-            pos = b;
-        }
-        out.push_str(&text[pos..]);
-        Ok(out)
+        Ok(chosen)
     }
+
+    /// Detection, then each value's spans: those of a label with an
+    /// operator get it ([`Deidentify`]), the others are distorted; spans
+    /// overlapping a kept range are left alone.
+    fn run_keeping(
+        &self,
+        text: &str,
+        spans: Vec<Span>,
+        keep: &[Range<usize>],
+        rng: &mut dyn RngCore,
+        mode: &RandomMode,
+    ) -> Result<Sanitized> {
+        let spans: Vec<Span> = spans
+            .into_iter()
+            .filter(|s| !crate::mechanisms::overlaps(&(s.start..s.end), keep))
+            .collect();
+        let n = spans.len();
+        let (operated, distorted): (Vec<Span>, Vec<Span>) = spans.into_iter().partition(|s| {
+            self.replace
+                .as_ref()
+                .is_some_and(|d| d.spec().operators.get(s.label).is_some())
+        });
+        let chosen = self.choose(text, &distorted, rng)?;
+        let (mut out, edits) = splice(text, &chosen);
+        let mut protected =
+            crate::mechanisms::protected_after(keep, &edits, &vec![true; edits.len()]);
+        let mut labels = Vec::new();
+        if let (Some(d), false) = (&self.replace, operated.is_empty()) {
+            let moved: Vec<Span> = operated
+                .iter()
+                .map(|s| Span {
+                    start: crate::mechanisms::moved(s.start, &edits),
+                    end: crate::mechanisms::moved(s.end, &edits),
+                    ..s.clone()
+                })
+                .collect();
+            let r = d.replace_spans_keeping(&out, &moved, &protected, rng, mode);
+            out = r.text;
+            protected = r.protected;
+            labels = r.cost.labels;
+        }
+        Ok(Sanitized {
+            text: out,
+            cost: Cost {
+                mechanism: "ndd",
+                guarantee: Guarantee::None {
+                    reason: "NDD distortion picks the candidate closest to the original's context: it carries no formal differential privacy guarantee".to_string(),
+                },
+                tokens: n,
+                oov_tokens: 0,
+                kept_tokens: 0,
+                composition: "none: no formal guarantee".to_string(),
+                worst_case_eps: f64::INFINITY,
+                diameter_bound: 0.0,
+                embedding: "mlm".to_string(),
+                output_set_size: self.mlm.config().vocab_size,
+                labels,
+                stages: Vec::new(),
+                vocabulary: None,
+            },
+            protected,
+        })
+    }
+}
+
+/// `text` with each chosen range replaced (sorted; a range overlapping an
+/// earlier one is skipped), and each replacement's input and output range.
+#[allow(clippy::type_complexity)]
+fn splice(
+    text: &str,
+    chosen: &[(usize, usize, String)],
+) -> (String, Vec<(Range<usize>, Range<usize>)>) {
+    let mut out = String::with_capacity(text.len());
+    let mut edits = Vec::with_capacity(chosen.len());
+    let mut pos = 0;
+    for (a, b, r) in chosen {
+        if *a < pos {
+            continue;
+        }
+        out.push_str(&text[pos..*a]);
+        let at = out.len();
+        out.push_str(r);
+        edits.push((*a..*b, at..out.len()));
+        pos = *b;
+    }
+    out.push_str(&text[pos..]);
+    (out, edits)
 }
 
 /// A span to distort: the span, its token range in the sentence, and its
@@ -389,37 +488,56 @@ impl Mechanism for NddDistort {
     }
 
     fn params(&self) -> String {
-        format!(
+        let mut p = format!(
             "mode={},candidates={},mu={},divergence={}",
             self.mode.name(),
             self.candidates,
             self.mu,
             self.divergence.name()
-        )
+        );
+        // Only with operators, so that outputs of earlier rules stay as
+        // they were; the grouping value is not in it (it keys the shift).
+        if let Some(d) = &self.replace {
+            p.push_str(&format!(";operators={}", d.spec().operators.canonical()));
+            if d.spec().shift_days != 365 {
+                p.push_str(&format!(";shift_days={}", d.spec().shift_days));
+            }
+        }
+        p
+    }
+
+    fn needs_key(&self) -> Option<&'static str> {
+        self.replace.as_ref().and_then(|d| d.needs_key())
     }
 
     fn sanitize(&self, text: &str, rng: &mut dyn RngCore) -> Result<Sanitized> {
+        self.sanitize_in(text, rng, &RandomMode::Os)
+    }
+
+    fn sanitize_in(
+        &self,
+        text: &str,
+        rng: &mut dyn RngCore,
+        mode: &RandomMode,
+    ) -> Result<Sanitized> {
         let spans = self.ner.detect(text)?;
-        let out = self.distort_spans(text, &spans, rng)?;
-        Ok(Sanitized {
-            text: out,
-            cost: Cost {
-                mechanism: "ndd",
-                guarantee: Guarantee::None {
-                    reason: "NDD distortion picks the candidate closest to the original's context: it carries no formal differential privacy guarantee".to_string(),
-                },
-                tokens: spans.len(),
-                oov_tokens: 0,
-                kept_tokens: 0,
-                composition: "none: no formal guarantee".to_string(),
-                worst_case_eps: f64::INFINITY,
-                diameter_bound: 0.0,
-                embedding: "mlm".to_string(),
-                output_set_size: self.mlm.config().vocab_size,
-                labels: Vec::new(),
-                stages: Vec::new(),
-                vocabulary: None,
-            },
-        })
+        self.run_keeping(text, spans, &[], rng, mode)
+    }
+
+    fn sanitize_many_keeping(
+        &self,
+        values: &mut [(&str, &mut dyn RngCore)],
+        keep: &[Vec<Range<usize>>],
+        mode: &RandomMode,
+    ) -> Vec<Result<Sanitized>> {
+        values
+            .iter_mut()
+            .enumerate()
+            .map(|(i, (text, rng))| {
+                let keep = keep.get(i).map_or(&[][..], Vec::as_slice);
+                let spans = self.ner.detect(text)?;
+                self.run_keeping(text, spans, keep, &mut **rng, mode)
+            })
+            .collect()
     }
 }

@@ -6,7 +6,9 @@ use serde::Deserialize;
 use super::{check_candidates, check_mu, Divergence, Mode, MAX_CANDIDATES};
 use crate::cost::Guarantee;
 use crate::error::{Error, Result};
+use crate::mechanisms::operators::{DeidentifySpec, Operators};
 use crate::mechanisms::params::read;
+use crate::mechanisms::replace::ReplaceStrategy;
 
 /// NDD distortion's parameters.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,6 +21,14 @@ pub struct NddSpec {
     pub mu: f64,
     /// Divergence between distributions.
     pub divergence: Divergence,
+    /// Per-label operators, as `deidentify` takes them (`DATE:shift`,
+    /// `ID:redact`, `PERSON:keep`...): a span of such a label gets its
+    /// operator instead of distortion. Empty: every span is distorted.
+    pub operators: Operators,
+    /// Dates shift by a non-zero number of days in `[-shift_days, shift_days]`.
+    pub shift_days: u32,
+    /// The value that fixes the date shift under a key (a patient id).
+    pub group: Option<String>,
 }
 
 /// NDD's JSON keys and their defaults.
@@ -33,6 +43,16 @@ struct NddParams {
     mu: f64,
     #[serde(default)]
     divergence: Option<String>,
+    #[serde(default)]
+    operators: serde_json::Value,
+    #[serde(default = "default_shift_days")]
+    shift_days: i64,
+    #[serde(default)]
+    group: Option<String>,
+}
+
+fn default_shift_days() -> i64 {
+    365
 }
 
 /// Default candidates per span.
@@ -54,6 +74,9 @@ impl NddSpec {
             candidates: usize::try_from(candidates).unwrap_or(0),
             mu,
             divergence: divergence.parse()?,
+            operators: Operators::default(),
+            shift_days: 365,
+            group: None,
         };
         if candidates < 1 {
             return Err(Error::invalid(
@@ -67,28 +90,57 @@ impl NddSpec {
     /// The spec of NDD's JSON parameters (not yet validated).
     pub(in crate::mechanisms) fn parse(params: &serde_json::Value) -> Result<Self> {
         let p: NddParams = read(params)?;
-        NddSpec::new(
+        let mut spec = NddSpec::new(
             p.mode.as_deref().unwrap_or("substitutive"),
             p.candidates,
             p.mu,
             p.divergence.as_deref().unwrap_or("kl"),
-        )
+        )?;
+        spec.operators = Operators::parse(&p.operators)?;
+        spec.shift_days = u32::try_from(p.shift_days).unwrap_or(0);
+        spec.group = p.group;
+        Ok(spec)
     }
 
     /// Checks every parameter's domain.
     pub fn validate(&self) -> Result<()> {
         check_candidates(self.candidates)?;
-        check_mu(self.mu)
+        check_mu(self.mu)?;
+        self.replacement().validate()
+    }
+
+    /// What the spans of labels with an operator get: `deidentify` with
+    /// those operators (the others never reach it).
+    pub fn replacement(&self) -> DeidentifySpec {
+        let mut d = DeidentifySpec::new(ReplaceStrategy::FullEntity);
+        d.operators = self.operators;
+        d.shift_days = self.shift_days;
+        d.group = self.group.clone();
+        d
     }
 
     /// Every parameter, as the JSON object `parse` accepts.
     pub fn params_json(&self) -> serde_json::Value {
-        serde_json::json!({
+        let mut v = serde_json::json!({
             "mode": self.mode.name(),
             "candidates": self.candidates,
             "mu": self.mu,
             "divergence": self.divergence.name(),
-        })
+        });
+        // Only when set, so that rules written before operators existed
+        // read as they did.
+        if let Some(m) = v.as_object_mut() {
+            if !self.operators.is_empty() {
+                m.insert("operators".into(), self.operators.canonical().into());
+            }
+            if self.shift_days != 365 {
+                m.insert("shift_days".into(), self.shift_days.into());
+            }
+            if let Some(g) = &self.group {
+                m.insert("group".into(), g.clone().into());
+            }
+        }
+        v
     }
 
     /// None: NDD distortion keeps the candidate closest to the original.

@@ -105,7 +105,11 @@ impl Mechanism for SanText {
             stages: Vec::new(),
             vocabulary: self.vocab.release().cloned(),
         };
-        Ok(Sanitized { text, cost })
+        Ok(Sanitized {
+            text,
+            cost,
+            protected: Vec::new(),
+        })
     }
 }
 
@@ -215,7 +219,11 @@ impl Mechanism for SanTextPlus {
             stages: Vec::new(),
             vocabulary: self.vocab.release().cloned(),
         };
-        Ok(Sanitized { text, cost })
+        Ok(Sanitized {
+            text,
+            cost,
+            protected: Vec::new(),
+        })
     }
 }
 
