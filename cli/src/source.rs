@@ -207,8 +207,11 @@ fn read_file(
             if label.is_some() {
                 bail!("--label needs --format jsonl or csv (a line has no columns)");
             }
-            for line in input.lines() {
-                out(Some(line.context("reading a line")?), None);
+            for (i, line) in input.lines().enumerate() {
+                out(
+                    Some(line.with_context(|| format!("reading line {} (is it UTF-8?)", i + 1))?),
+                    None,
+                );
             }
             Ok(())
         }
@@ -217,7 +220,8 @@ fn read_file(
         }
         (Format::Jsonl, Some(f)) => {
             for (i, line) in input.lines().enumerate() {
-                let line = line.context("reading a line")?;
+                let line =
+                    line.with_context(|| format!("reading line {} (is it UTF-8?)", i + 1))?;
                 if line.trim().is_empty() {
                     continue;
                 }

@@ -30,6 +30,34 @@ fn lines_are_sanitized_one_by_one_and_seeded_runs_agree() {
     fs::remove_dir_all(a).unwrap();
 }
 
+/// Input that is not UTF-8 (a Windows-1252 export) is refused naming its
+/// line, in both line and JSON-lines mode.
+#[test]
+fn input_that_is_not_utf8_names_its_line() {
+    let a = assets("latin1");
+    let input: &[u8] = b"w1 w2\nw3 caf\xe9 w4\n";
+    for (args, line) in [
+        (&["sanitize", "--eps", "1", "--seed", "3"][..], "line 2"),
+        (
+            &[
+                "sanitize", "--eps", "1", "--seed", "3", "--format", "jsonl", "--field", "t",
+            ][..],
+            "line 1",
+        ),
+    ] {
+        let text: &[u8] = if line == "line 1" {
+            b"{\"t\": \"caf\xe9\"}\n"
+        } else {
+            input
+        };
+        let o = common::dptext_bytes(&a, args, text, &[]);
+        assert!(!o.status.success());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(line) && err.contains("UTF-8"), "{err}");
+    }
+    fs::remove_dir_all(a).unwrap();
+}
+
 #[test]
 fn keyed_mode_reads_the_key_from_the_environment() {
     let a = assets("key");

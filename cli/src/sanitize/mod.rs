@@ -191,6 +191,18 @@ fn sanitized(outcome: Option<Outcome>) -> Result<Sanitized> {
         .unwrap_or_else(|| Err(anyhow::anyhow!("a value was not sanitized")))
 }
 
+/// An input line that could not be read, named by its number: most often
+/// bytes that are not UTF-8 (a file in Latin-1 or Windows-1252).
+fn read_error(e: std::io::Error, line: usize) -> anyhow::Error {
+    if e.kind() == std::io::ErrorKind::InvalidData {
+        anyhow::anyhow!(
+            "line {line} of the input is not valid UTF-8 (convert the file first, e.g. `iconv -f WINDOWS-1252 -t UTF-8`)"
+        )
+    } else {
+        anyhow::Error::new(e).context(format!("reading line {line} of the input"))
+    }
+}
+
 /// `--format lines`: one value a line; with `--cost` each output line is a
 /// JSON object `{"text": ..., "cost": {...}}`.
 fn lines(
@@ -200,9 +212,12 @@ fn lines(
     bar: &ProgressBar,
     counts: &mut Counts,
 ) -> Result<()> {
-    let mut lines = input.lines();
+    let mut lines = input.lines().enumerate();
     chunked(
-        || Some(lines.next()?.context("reading input").map(Some)),
+        || {
+            let (i, line) = lines.next()?;
+            Some(line.map(Some).map_err(|e| read_error(e, i + 1)))
+        },
         |chunk: Vec<String>| {
             let values: Vec<Vec<Option<&str>>> =
                 chunk.iter().map(|l| vec![Some(l.as_str())]).collect();
@@ -237,7 +252,7 @@ fn json_lines(
     let mut read = || -> Next<(usize, String, Vec<jsonl::Found>)> {
         let (i, line) = lines.next()?;
         let n = i + 1;
-        Some(line.context("reading input").and_then(|line| {
+        Some(line.map_err(|e| read_error(e, n)).and_then(|line| {
             bar.inc(line.len() as u64 + 1);
             if line.trim().is_empty() {
                 return Ok(None);

@@ -38,6 +38,11 @@ pub fn assets(tag: &str) -> PathBuf {
 }
 
 pub fn dptext(assets: &Path, args: &[&str], stdin: &str, env: &[(&str, &str)]) -> Output {
+    dptext_bytes(assets, args, stdin.as_bytes(), env)
+}
+
+/// [`dptext`] with input that need not be UTF-8.
+pub fn dptext_bytes(assets: &Path, args: &[&str], stdin: &[u8], env: &[(&str, &str)]) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_dptext"))
         .arg("--assets")
         .arg(assets)
@@ -51,7 +56,7 @@ pub fn dptext(assets: &Path, args: &[&str], stdin: &str, env: &[(&str, &str)]) -
     // The process may exit (on a bad argument) before reading its input,
     // so a broken pipe here is expected, not a failure.
     if let Some(mut input) = child.stdin.take() {
-        let _ = input.write_all(stdin.as_bytes());
+        let _ = input.write_all(stdin);
     }
     child.wait_with_output().unwrap()
 }
