@@ -128,6 +128,22 @@ enum Tok {
     Comma,
 }
 
+/// A token as the label spells it, for error messages (never Rust's
+/// debug form).
+impl std::fmt::Display for Tok {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Tok::Word(w) => write!(f, "{w}"),
+            Tok::Str(s) => write!(f, "'{}'", s.replace('\'', "''")),
+            Tok::Num(n) => write!(f, "{n}"),
+            Tok::Arrow => write!(f, "=>"),
+            Tok::Open => write!(f, "("),
+            Tok::Close => write!(f, ")"),
+            Tok::Comma => write!(f, ","),
+        }
+    }
+}
+
 fn lex(s: &str) -> Result<Vec<Tok>> {
     let mut out = Vec::new();
     let mut it = s.char_indices().peekable();
@@ -188,7 +204,7 @@ fn lex(s: &str) -> Result<Vec<Tok>> {
             }
             out.push(Tok::Word(v));
         } else {
-            return Err(syntax(format!("unexpected character {c:?} at byte {i}")));
+            return Err(syntax(format!("unexpected character `{c}` at byte {i}")));
         }
     }
     Ok(out)
@@ -214,7 +230,7 @@ fn value_of(tok: Tok, name: &str) -> Result<serde_json::Value> {
         Tok::Word(w) => serde_json::Value::String(w),
         other => {
             return Err(syntax(format!(
-                "expected a value for {name}, found {other:?}"
+                "expected a value for {name}, found `{other}`"
             )))
         }
     })
@@ -223,7 +239,7 @@ fn value_of(tok: Tok, name: &str) -> Result<serde_json::Value> {
 fn keyword(toks: &mut std::iter::Peekable<std::vec::IntoIter<Tok>>, kw: &str) -> Result<()> {
     match toks.next() {
         Some(Tok::Word(w)) if w.eq_ignore_ascii_case(kw) => Ok(()),
-        Some(other) => Err(syntax(format!("expected {kw}, found {other:?}"))),
+        Some(other) => Err(syntax(format!("expected {kw}, found `{other}`"))),
         None => Err(syntax(format!("expected {kw}, found the end of the label"))),
     }
 }
@@ -274,7 +290,7 @@ pub fn parse_column_label(label: &str) -> Result<Rule> {
             }
             extra => {
                 return Err(syntax(format!(
-                    "unexpected {extra:?} after the parameter list (chain mechanisms with THEN; GROUPED BY column comes last)"
+                    "unexpected `{extra}` after the parameter list (chain mechanisms with THEN; GROUPED BY column comes last)"
                 )))
             }
         }
@@ -305,7 +321,7 @@ fn stage(toks: &mut std::iter::Peekable<std::vec::IntoIter<Tok>>) -> Result<Mech
         Some(Tok::Word(w)) => w,
         Some(other) => {
             return Err(syntax(format!(
-                "expected a mechanism name, found {other:?}"
+                "expected a mechanism name, found `{other}`"
             )))
         }
         None => {
@@ -325,7 +341,7 @@ fn stage(toks: &mut std::iter::Peekable<std::vec::IntoIter<Tok>>) -> Result<Mech
                     Some(Tok::Word(w)) => w.to_ascii_lowercase(),
                     Some(other) => {
                         return Err(syntax(format!(
-                            "expected a parameter name, found {other:?}"
+                            "expected a parameter name, found `{other}`"
                         )))
                     }
                     None => return Err(syntax("unterminated parameter list")),
@@ -380,6 +396,24 @@ pub fn check_role_label(label: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Errors quote the label as written, never Rust's debug form.
+    #[test]
+    fn errors_quote_the_label_not_rust_debug_text() {
+        for (bad, want) in [
+            ("MASKED santext(eps => 3)", "found `santext`"),
+            ("MASKED WITH santext(eps 3)", "3"),
+            ("MASKED WITH (eps => 3)", "found `(`"),
+            ("MASKED WITH santext(eps => 3) extra", "`extra`"),
+            ("MASKED WITH santext(eps => 3) ;", "`;`"),
+        ] {
+            let e = parse_column_label(bad).unwrap_err().to_string();
+            assert!(e.contains(want), "{bad}: {e}");
+            for debug in ["Word(", "Open", "Str(", "Num(", "Punct", "'\\''"] {
+                assert!(!e.contains(debug), "{bad}: {e}");
+            }
+        }
+    }
     use crate::mechanisms::custext;
 
     #[test]
