@@ -60,3 +60,54 @@ fn style(bar: &ProgressBar, template: &str) {
         bar.set_style(s.progress_chars("=> "));
     }
 }
+
+/// The long builds an engine runs for a command (a CusText mapping missing
+/// from the disk cache: a minute of every core): a bar with the true
+/// elapsed time from its first report, and one line on stderr when it
+/// ends, terminal or not (`built ... in 56.3s`).
+#[derive(Clone, Default)]
+pub struct Builds {
+    current: std::sync::Arc<std::sync::Mutex<Option<Build>>>,
+}
+
+struct Build {
+    bar: ProgressBar,
+    started: std::time::Instant,
+    total: usize,
+}
+
+impl Builds {
+    /// The callback to give [`dptext_core::Engine::with_build_progress`].
+    pub fn hook(&self, what: &str) -> dptext_core::engine::BuildProgress {
+        let current = self.current.clone();
+        let what = what.to_string();
+        std::sync::Arc::new(move |done: usize, total: usize| {
+            let mut slot = current
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let b = slot.get_or_insert_with(|| {
+                let bar = new(Some(total as u64));
+                style(
+                    &bar,
+                    "{msg} [{bar:30}] {pos}/{len} words ({percent}%), {elapsed} elapsed, eta {eta}",
+                );
+                bar.set_message(what.clone());
+                Build {
+                    bar,
+                    started: std::time::Instant::now(),
+                    total,
+                }
+            });
+            b.bar.set_position(done as u64);
+            if done >= total {
+                b.bar.finish_and_clear();
+                eprintln!(
+                    "{what}: {} words in {:.1}s",
+                    b.total,
+                    b.started.elapsed().as_secs_f64()
+                );
+                *slot = None;
+            }
+        })
+    }
+}

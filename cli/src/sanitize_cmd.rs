@@ -129,7 +129,9 @@ pub fn run(dir: &Path, a: SanitizeArgs) -> Result<()> {
         || a.params.is_some();
     let fields = sanitize::resolve(&field_args, || global_spec(&a), global_flags_given)?;
     let mode = random_mode(&a)?;
-    let engine = Engine::new(a.engine.config(dir));
+    let builds = progress::Builds::default();
+    let engine = Engine::new(a.engine.config(dir))
+        .with_build_progress(builds.hook("building the CusText mapping"));
     if let Some(path) = &a.recognizers {
         engine.set_recognizers(crate::eval::read_recognizers(path)?);
     }

@@ -270,6 +270,30 @@ fn custext_through_params_and_custext_map() {
     ];
     let out = stdout(&dptext(&a, &args, "w1 w2 w3\n", &[]));
     assert_eq!(out.split_whitespace().count(), 3, "{out}");
+    // A mapping built for the command says so, with its true time, even
+    // when stderr is not a terminal.
+    let built = dptext(
+        &a,
+        &[
+            "sanitize",
+            "--mechanism",
+            "custext",
+            "--eps",
+            "1",
+            "--seed",
+            "1",
+            "--params",
+            r#"{"k": 4, "mapping": "balanced"}"#,
+        ],
+        "w1 w2\n",
+        &[],
+    );
+    let err = String::from_utf8_lossy(&built.stderr);
+    assert!(built.status.success(), "{err}");
+    assert!(
+        err.contains("building the CusText mapping: ") && err.contains(" words in "),
+        "{err}"
+    );
     let bad = dptext(
         &a,
         &[

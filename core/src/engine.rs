@@ -199,7 +199,25 @@ pub struct Engine {
     cancel: Option<Hook>,
     /// Built mechanisms by spec ([`Engine::mechanism`]).
     built: MechanismCache,
+    /// Told how a build this engine runs for a caller goes (a CusText
+    /// mapping): `f(done, total)`.
+    build_progress: Option<ProgressHook>,
 }
+
+/// The build-progress callback, with a `Debug` that says only that there
+/// is one.
+#[derive(Clone)]
+struct ProgressHook(BuildProgress);
+
+impl std::fmt::Debug for ProgressHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressHook")
+    }
+}
+
+/// A progress callback for long builds: `f(done, total)`, rate-limited by
+/// the build ([`crate::progress`]).
+pub type BuildProgress = Arc<dyn Fn(usize, usize) + Send + Sync>;
 
 /// The cancellation hook, with a `Debug` that says only whether there is one.
 #[derive(Clone)]
@@ -231,7 +249,16 @@ impl Engine {
             mlms: moka::sync::Cache::new(4),
             cancel: None,
             built: MechanismCache::default(),
+            build_progress: None,
         }
+    }
+
+    /// This engine, telling `f(done, total)` how each long build it runs
+    /// goes (a CusText mapping missing from the disk cache: a minute of all
+    /// cores for GloVe's 50,000 words), so that a front end can show it.
+    pub fn with_build_progress(mut self, f: BuildProgress) -> Self {
+        self.build_progress = Some(ProgressHook(f));
+        self
     }
 
     /// This engine, with `hook` asked by every long loop of every call
@@ -590,23 +617,30 @@ impl Engine {
         }
         let dir = self.config.assets_dir.join("custext");
         let small = vocab.release().is_some() && vocab.embeddings().len() <= SMALL_VOCABULARY_WORDS;
+        let report = |done: usize, total: usize| {
+            if let Some(f) = &self.build_progress {
+                (f.0)(done, total);
+            }
+        };
         let m = Arc::new(if small {
             // Built in memory: cheap, and no file per vocabulary version.
-            Mapping::build(
+            Mapping::build_with_progress(
                 vocab.embeddings(),
                 key.1,
                 key.2,
                 key.3,
                 self.config.model_threads.max(1),
+                &report,
             )?
         } else {
-            Mapping::load_or_build(
+            Mapping::load_or_build_with_progress(
                 vocab.embeddings(),
                 &dir,
                 key.1,
                 key.2,
                 key.3,
                 self.config.build_mappings,
+                &report,
             )?
         });
         maps.insert(key, m.clone());

@@ -227,7 +227,9 @@ pub fn run(dir: &Path, a: EvalArgs) -> Result<()> {
         );
     }
 
-    let engine = Engine::new(config.clone());
+    let builds = progress::Builds::default();
+    let engine =
+        Engine::new(config.clone()).with_build_progress(builds.hook("building a CusText mapping"));
     if let Some(path) = &a.recognizers {
         engine.set_recognizers(crate::eval::read_recognizers(path)?);
     }
