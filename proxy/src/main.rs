@@ -38,6 +38,36 @@ enum Command {
     },
 }
 
+/// Lists the text columns without a rule that a masked user's role may
+/// read: raw to it, or refused when `dptext.deny_unlabelled_text` is on.
+async fn report_unlabelled(up: &dptext_proxy::config::Upstream, login: &Login) {
+    match masking::unlabelled_text(up, login).await {
+        Ok((cols, _)) if cols.is_empty() => {}
+        Ok((cols, deny)) => {
+            let shown: Vec<&str> = cols.iter().take(20).map(String::as_str).collect();
+            let more = if cols.len() > shown.len() {
+                format!(" and {} more", cols.len() - shown.len())
+            } else {
+                String::new()
+            };
+            if deny {
+                println!(
+                    "  note: {} text column(s) without a dptext rule are refused to it (dptext.deny_unlabelled_text is on): {}{more}",
+                    cols.len(),
+                    shown.join(", ")
+                );
+            } else {
+                println!(
+                    "  warning: {} text column(s) without a dptext rule are read raw by it: {}{more}; label them (MASKED WITH a rule, or ALLOW if safe) or set dptext.deny_unlabelled_text = on for the role",
+                    cols.len(),
+                    shown.join(", ")
+                );
+            }
+        }
+        Err(e) => println!("  note: could not list its unlabelled text columns: {e}"),
+    }
+}
+
 /// Prints what a session of each user would get; fails when any masked
 /// user would be refused or any upstream login fails.
 async fn check(file: &std::path::Path) -> dptext_proxy::Result<()> {
@@ -86,6 +116,7 @@ async fn check(file: &std::path::Path) -> dptext_proxy::Result<()> {
                         r.version,
                         r.key_id.as_deref().unwrap_or("?")
                     );
+                    report_unlabelled(up, &login).await;
                     Some(r)
                 }
                 Err(e) => {

@@ -123,6 +123,53 @@ pub async fn probe(cfg: &config::Upstream, login: &Login) -> Result<Probe> {
     })?
 }
 
+/// The text columns without a dptext rule that `login` may read
+/// (`dptext.unlabelled_text_columns`, as `schema.table.column`), and
+/// whether `dptext.deny_unlabelled_text` is on for it: what
+/// `dptext-proxy check` reports for a masked user in database mode.
+pub async fn unlabelled_text(cfg: &config::Upstream, login: &Login) -> Result<(Vec<String>, bool)> {
+    let params: Vec<(String, String)> = CONTROL_PARAMS
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let limit = std::time::Duration::from_secs(cfg.connect_timeout_secs);
+    let ask = async {
+        let mut up = upstream::connect(cfg, login, &params).await?;
+        let rows = up
+            .query(
+                "SELECT pg_catalog.format('%I.%I.%I', schema_name, table_name, column_name) \
+                 FROM dptext.unlabelled_text_columns \
+                 WHERE CURRENT_USER OPERATOR(pg_catalog.=) ANY (masked_readers) ORDER BY 1",
+            )
+            .await?
+            .map_err(|e| {
+                ProxyError::Upstream(format!("reading dptext.unlabelled_text_columns: {e}"))
+            })?;
+        let deny = up
+            .query("SELECT pg_catalog.current_setting('dptext.deny_unlabelled_text', true)")
+            .await?
+            .map_err(|e| {
+                ProxyError::Upstream(format!("reading dptext.deny_unlabelled_text: {e}"))
+            })?;
+        let on = deny
+            .first()
+            .and_then(|r| r.first().cloned().flatten())
+            .is_some_and(|v| v == "on");
+        Ok((
+            rows.into_iter()
+                .filter_map(|r| r.into_iter().next().flatten())
+                .collect(),
+            on,
+        ))
+    };
+    tokio::time::timeout(limit, ask).await.map_err(|_| {
+        ProxyError::Upstream(format!(
+            "no answer within {} s (upstream.connect_timeout_secs)",
+            cfg.connect_timeout_secs
+        ))
+    })?
+}
+
 /// SQL for a role name as an identifier.
 fn ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))

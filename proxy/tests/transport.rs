@@ -431,6 +431,8 @@ fn the_binary_checks_serves_and_reloads_on_sighup() {
         "user \"root\" (unmasked) -> upstream role \"postgres\": connected; rows relayed unchanged",
         "warning: upstream role \"postgres\" is a superuser",
         "warning: upstream role \"proxy_writer\" may write",
+        "text column(s) without a dptext rule are read raw by it: ",
+        "public.proxy_t.code",
         "3 user(s) ok",
     ] {
         assert!(printed.contains(want), "{want:?} missing:\n{printed}");
