@@ -183,9 +183,28 @@ pub(super) fn protected(rule: Rule, out: &OutputColumn, how: &str) -> Refusal {
     Refusal::new(
         rule,
         format!(
-            "column {name} is protected and may only be selected as a plain output column, not used {how}"
+            "column {name} is protected and may only be selected as a plain output column, not used {how}: {}",
+            instead(rule)
         ),
     )
+}
+
+/// What a user whose tool filtered, sorted, grouped or computed on a
+/// protected column (a BI tool's filter, say) can do instead.
+fn instead(rule: Rule) -> &'static str {
+    match rule {
+        Rule::ProtectedInWhere
+        | Rule::ProtectedInHaving
+        | Rule::ProtectedInJoin
+        | Rule::ProtectedInGroupBy
+        | Rule::ProtectedInOrderBy
+        | Rule::ProtectedInDistinct => {
+            "the server would compare raw text. Filter, sort or group on an unprotected column, or read a sanitized copy (dptext.create_sanitized_view, listed as [[sanitized]]) and filter that, or use database mode, where the database masks before it filters"
+        }
+        _ => {
+            "the server would compute on raw text. Select the column as it is and compute on what comes back, or read a sanitized copy (dptext.create_sanitized_view, listed as [[sanitized]])"
+        }
+    }
 }
 
 /// The fields of a column reference.
