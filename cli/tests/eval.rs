@@ -208,6 +208,7 @@ fn the_demo_notes_give_a_table_a_csv_and_plots() {
         "pii_utility.png",
         "classifier.png",
         "query_attack.png",
+        "utility_by_eps.png",
         "p0.csv",
     ] {
         let bytes = std::fs::read(out_dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));

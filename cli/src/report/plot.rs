@@ -117,6 +117,9 @@ pub fn draw(path: &Path, plot: &Plot<'_>, series: &[Series]) -> Result<()> {
         .axis_desc_style(("sans-serif", 18))
         .draw()
         .map_err(err)?;
+    // Point labels already drawn, in pixels: a label that would overlap
+    // one is left out (its point stays; the table has every figure).
+    let mut taken: Vec<(i32, i32, i32)> = Vec::new();
     for s in series {
         let color = COLORS[s.color % COLORS.len()].to_rgba();
         let line: Vec<(f64, f64)> = s.points.iter().map(|(x, y, _)| (*x, *y)).collect();
@@ -141,15 +144,24 @@ pub fn draw(path: &Path, plot: &Plot<'_>, series: &[Series]) -> Result<()> {
                     PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(3))
                 }
             });
+        let mut labels: Vec<String> = Vec::with_capacity(s.points.len());
+        for (x, y, t) in &s.points {
+            let (px, py) = chart.backend_coord(&(*x, *y));
+            let width = 8 * i32::try_from(t.chars().count()).unwrap_or(i32::MAX / 16);
+            let free = !t.is_empty()
+                && !taken.iter().any(|&(ax, ay, aw)| {
+                    px < ax + aw + 4 && ax < px + width + 4 && (py - ay).abs() < 16
+                });
+            if free {
+                taken.push((px, py, width));
+            }
+            labels.push(if free { t.clone() } else { String::new() });
+        }
         chart
-            .draw_series(s.points.iter().map(|(x, y, t)| {
+            .draw_series(s.points.iter().zip(labels).map(|((x, y, _), t)| {
                 EmptyElement::at((*x, *y))
                     + Circle::new((0, 0), 5, color.filled())
-                    + Text::new(
-                        t.clone(),
-                        (7, -18),
-                        ("sans-serif", 14).into_font().color(&color),
-                    )
+                    + Text::new(t, (7, -18), ("sans-serif", 14).into_font().color(&color))
             }))
             .map_err(err)?;
     }

@@ -317,25 +317,51 @@ pub fn plots(dir: &Path, rows: &[Row], baseline: Option<f64>) -> Result<Vec<Path
     let mut written = Vec::new();
     let sim = |r: &Row| r.similarity.0;
     let unchanged = |r: &Row| r.unchanged();
-    let mut draw =
-        |name: &str, title: &str, x_label: &str, y_label: &str, s: Vec<Series>| -> Result<()> {
-            if s.is_empty() {
-                return Ok(());
-            }
-            let xs = s.iter().flat_map(|s| s.points.iter().map(|p| p.0));
-            let ys = s.iter().flat_map(|s| s.points.iter().map(|p| p.1));
-            let p = Plot {
-                title,
-                x_label,
-                y_label,
-                x_range: plot::range(xs, 0.0, 1.0),
-                y_range: plot::range(ys, -1.0, 1.0),
-            };
-            let path = dir.join(name);
-            plot::draw(&path, &p, &s)?;
-            written.push(path);
-            Ok(())
+    let mut draw_within = |name: &str,
+                           title: &str,
+                           x_label: &str,
+                           y_label: &str,
+                           s: Vec<Series>,
+                           x_bounds: (f64, f64)|
+     -> Result<()> {
+        if s.is_empty() {
+            return Ok(());
+        }
+        let xs = s.iter().flat_map(|s| s.points.iter().map(|p| p.0));
+        let ys = s.iter().flat_map(|s| s.points.iter().map(|p| p.1));
+        let p = Plot {
+            title,
+            x_label,
+            y_label,
+            x_range: plot::range(xs, x_bounds.0, x_bounds.1),
+            y_range: plot::range(ys, -1.0, 1.0),
         };
+        let path = dir.join(name);
+        plot::draw(&path, &p, &s)?;
+        written.push(path);
+        Ok(())
+    };
+    // Utility against eps itself, one line per mechanism: where the choice
+    // of eps is made, read off an axis rather than point labels.
+    let eps = |r: &Row| r.config.eps.unwrap_or(f64::NAN);
+    let mut by_eps = series(rows, eps, sim);
+    for s in &mut by_eps {
+        for p in &mut s.points {
+            p.2.clear();
+        }
+    }
+    by_eps.retain(|s| s.points.len() > 1);
+    draw_within(
+        "utility_by_eps.png",
+        "Utility against eps (each mechanism's own eps: not comparable across mechanisms)",
+        "eps",
+        "similarity to the original (sentence encoder cosine)",
+        by_eps,
+        (0.0, f64::INFINITY),
+    )?;
+    let mut draw = |name: &str, title: &str, x_label: &str, y_label: &str, s: Vec<Series>| {
+        draw_within(name, title, x_label, y_label, s, (0.0, 1.0))
+    };
     draw(
         "privacy_utility.png",
         "Utility against words left unchanged",

@@ -381,9 +381,18 @@ fn a_protected_column_is_output_once() {
 #[test]
 fn refusals_of_filters_on_protected_columns_say_what_to_do_instead() {
     for (sql, rule) in [
-        ("SELECT id FROM records WHERE note = 'Jane Doe'", Rule::ProtectedInWhere),
-        ("SELECT id FROM records ORDER BY note", Rule::ProtectedInOrderBy),
-        ("SELECT count(*) FROM records GROUP BY note", Rule::ProtectedInGroupBy),
+        (
+            "SELECT id FROM records WHERE note = 'Jane Doe'",
+            Rule::ProtectedInWhere,
+        ),
+        (
+            "SELECT id FROM records ORDER BY note",
+            Rule::ProtectedInOrderBy,
+        ),
+        (
+            "SELECT count(*) FROM records GROUP BY note",
+            Rule::ProtectedInGroupBy,
+        ),
     ] {
         let r = refused(sql, rule);
         let m = r.to_string();
@@ -393,6 +402,10 @@ fn refusals_of_filters_on_protected_columns_say_what_to_do_instead() {
         );
         assert!(!m.contains("Jane Doe"), "{m}");
     }
-    let m = refused("SELECT upper(note) FROM records", Rule::ProtectedInExpression).to_string();
+    let m = refused(
+        "SELECT upper(note) FROM records",
+        Rule::ProtectedInExpression,
+    )
+    .to_string();
     assert!(m.contains("compute on what comes back"), "{m}");
 }
