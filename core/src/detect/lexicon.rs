@@ -12,6 +12,8 @@ use crate::error::{Error, Result};
 pub const NAMES_DIR: &str = "names";
 /// The places asset directory inside the assets directory.
 pub const PLACES_DIR: &str = "places";
+/// The drug names asset directory inside the assets directory.
+pub const DRUGS_DIR: &str = "drugs";
 
 /// Name and place dictionaries, keyed in upper case.
 #[derive(Debug, Default)]
@@ -21,6 +23,9 @@ pub struct Lexicon {
     places: HashMap<String, u64>,
     /// The most words in one place name.
     place_words: usize,
+    /// Drug names, brand and official (asset `drugs`), upper case; one
+    /// that is also a census name is left out ([`Lexicon::is_drug`]).
+    drugs: std::collections::HashSet<String>,
 }
 
 fn read(path: &Path, asset: &str) -> Result<String> {
@@ -56,7 +61,26 @@ impl Lexicon {
         )?) {
             lex.add_place(k, v.parse().unwrap_or(0));
         }
+        let drugs = read(&assets.join(DRUGS_DIR).join("drugs.txt"), DRUGS_DIR)?;
+        lex.add_drugs(drugs.lines().filter(|l| !l.starts_with('#')));
         Ok(lex)
+    }
+
+    /// Adds drug names (any case); census names among them are left out.
+    pub fn add_drugs<'a>(&mut self, names: impl IntoIterator<Item = &'a str>) {
+        for n in names {
+            let u = n.trim().to_uppercase();
+            if !u.is_empty() && !self.first.contains_key(&u) && !self.last.contains_key(&u) {
+                self.drugs.insert(u);
+            }
+        }
+    }
+
+    /// Whether `word` (any case) is a drug's brand or official name that no
+    /// census list has as a first name or surname (`Xanax`, `metoprolol`;
+    /// not `Price` or `Oliver`, which are brands too).
+    pub fn is_drug(&self, word: &str) -> bool {
+        self.drugs.contains(&word.to_uppercase())
     }
 
     /// A lexicon from explicit lists (tests, custom dictionaries).

@@ -210,7 +210,8 @@ fn layers_with(
     let mut spans = rules::find(text);
     if let Some(mut guesses) = guesses {
         guesses.retain(|s| {
-            !only_vocabulary(text, s) || lexicon.is_some_and(|l| lower_case_name(text, s, l))
+            !only_vocabulary(text, s, lexicon)
+                || lexicon.is_some_and(|l| lower_case_name(text, s, l))
         });
         if let Some(lex) = lexicon {
             guesses.retain(|s| s.label != Label::Location || place_evidence(text, s, lex));
@@ -227,8 +228,10 @@ fn layers_with(
 
 /// A model name, place or organisation needs a word of two letters or
 /// more, capitalised or in capitals, that is not clinical or common
-/// vocabulary: `ABDOMEN`, `Pulse`, `heparin`, `q6h` and `T 36.4` are dropped.
-fn only_vocabulary(text: &str, s: &Span) -> bool {
+/// vocabulary nor a drug's name (the lexicon's, from the FDA's list):
+/// `ABDOMEN`, `Pulse`, `heparin`, `q6h`, `T 36.4`, `Xanax` and `Zantac` are
+/// dropped.
+fn only_vocabulary(text: &str, s: &Span, lexicon: Option<&lexicon::Lexicon>) -> bool {
     if !matches!(
         s.label,
         Label::Person | Label::Location | Label::Organization
@@ -242,6 +245,7 @@ fn only_vocabulary(text: &str, s: &Span) -> bool {
             w.chars().all(char::is_alphabetic)
                 && w.starts_with(char::is_uppercase)
                 && !vocab::is_common(w)
+                && !lexicon.is_some_and(|l| l.is_drug(w))
         })
 }
 
@@ -408,6 +412,41 @@ mod tests {
             score: 1.0,
             source,
         }
+    }
+
+    /// A model guess that is only a drug's name (the FDA's list) is not a
+    /// person or a place; a drug name that is also a census name stays a
+    /// name; a name beside a drug still stands.
+    #[test]
+    fn drug_names_are_not_people() {
+        let mut lex = lexicon::Lexicon::from_lists(&["Maria"], &["Oliver", "Lopez"], &[]);
+        lex.add_drugs(["XANAX", "ZANTAC", "OLIVER", "METOPROLOL"]);
+        let text = "Xanax 0.5 mg, Zantac prn, per Oliver; Maria Lopez on Metoprolol";
+        let at = |w: &str| text.find(w).unwrap();
+        let guesses = vec![
+            span(at("Xanax"), at("Xanax") + 5, Label::Person, Source::Model),
+            span(
+                at("Zantac"),
+                at("Zantac") + 6,
+                Label::Location,
+                Source::Model,
+            ),
+            span(at("Oliver"), at("Oliver") + 6, Label::Person, Source::Model),
+            span(at("Maria"), at("Maria") + 11, Label::Person, Source::Model),
+            span(
+                at("Metoprolol"),
+                at("Metoprolol") + 10,
+                Label::Organization,
+                Source::Model,
+            ),
+        ];
+        let kept: Vec<&str> = layers_with(text, Some(guesses), Some(&lex))
+            .unwrap()
+            .into_iter()
+            .filter(|s| s.source == Source::Model)
+            .map(|s| &text[s.start..s.end])
+            .collect();
+        assert_eq!(kept, ["Oliver", "Maria Lopez"]);
     }
 
     #[test]
