@@ -149,13 +149,19 @@ impl Walker<'_> {
             NodeEnum::GroupingFunc(g) => self.exprs(&g.args, scope, cx),
             NodeEnum::AIndirection(i) => {
                 let mut origin = self.opt(&i.arg, scope, cx)?;
-                for ind in &i.indirection {
+                let of_a_call = matches!(
+                    i.arg.as_deref().and_then(|a| a.node.as_ref()),
+                    Some(NodeEnum::FuncCall(_))
+                );
+                for (k, ind) in i.indirection.iter().enumerate() {
                     match &ind.node {
                         Some(NodeEnum::AIndices(x)) => {
                             origin = origin.and(self.opt(&x.lidx, scope, cx)?);
                             origin = origin.and(self.opt(&x.uidx, scope, cx)?);
                         }
-                        Some(NodeEnum::String(_)) => {}
+                        Some(NodeEnum::String(s)) => {
+                            self.field_selection(&s.sval, of_a_call && k == 0)?;
+                        }
                         _ => return Err(construct("this kind of field selection")),
                     }
                 }

@@ -324,6 +324,31 @@ impl Walker<'_> {
     }
 }
 
+impl Walker<'_> {
+    /// `(x).name`: PostgreSQL reads it as the field `name` of a composite
+    /// `x`, or else as the call `name(x)` (attribute notation), which no
+    /// check of calls would see and which cannot be qualified. Refused when
+    /// `name` is a function the catalog knows, and unless `x` is a call
+    /// (checked itself) whose composite result has the field: a field of
+    /// anything else cannot be told from a function created since the
+    /// catalog was read.
+    pub(super) fn field_selection(&self, name: &str, of_a_call: bool) -> Result<(), Refusal> {
+        if !self.ctx.catalog.functions(name).is_empty() {
+            return Err(function_refused(
+                name,
+                &format!("attribute notation (x).{name} calls function {name}(x): write the call as {name}(x)"),
+            ));
+        }
+        if !of_a_call {
+            return Err(function_refused(
+                name,
+                &format!("a field selection (x).{name} could call a function {name}(x); select fields of a function's composite result only"),
+            ));
+        }
+        Ok(())
+    }
+}
+
 fn function_refused(name: &str, why: &str) -> Refusal {
     Refusal::new(
         Rule::FunctionNotAllowed,

@@ -409,3 +409,24 @@ fn refusals_of_filters_on_protected_columns_say_what_to_do_instead() {
     .to_string();
     assert!(m.contains("compute on what comes back"), "{m}");
 }
+
+/// Attribute notation: `(x).f` is the call `f(x)` when `x` has no field
+/// `f`. It never reaches the function checks, so it is refused for any
+/// function name, and a field selection is allowed only of a call's
+/// composite result (`(information_schema._pg_expandarray(...)).n`).
+#[test]
+fn attribute_notation_calls_are_refused() {
+    for sql in [
+        "SELECT ('my.secret'::text).current_setting",
+        "SELECT ('dptext.key_file').current_setting",
+        "SELECT ($1::text).current_setting",
+        "SELECT ((('SELECT to_tsvector(''simple'', note) FROM public.records')::text).ts_stat).word",
+        "SELECT ('public.records'::regclass).pg_relation_size",
+        "SELECT (1::float8).pg_sleep",
+        "SELECT (r.ward).leak FROM records r",
+        "SELECT (r.ward).lower FROM records r",
+        "SELECT ('x'::text).unknown_function_made_later",
+    ] {
+        refused(sql, Rule::FunctionNotAllowed);
+    }
+}
