@@ -565,11 +565,17 @@ SELECT n.nspname AS schema_name,
   JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
   LEFT JOIN pg_catalog.pg_type base ON base.oid = CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END
   LEFT JOIN pg_catalog.pg_type elem ON elem.oid = base.typelem AND base.typcategory = 'A'
+  LEFT JOIN pg_catalog.pg_range rng ON rng.rngtypid = coalesce(elem.oid, base.oid)
+                                    OR rng.rngmultitypid = coalesce(elem.oid, base.oid)
+  LEFT JOIN pg_catalog.pg_type sub ON sub.oid = rng.rngsubtype
  WHERE c.relkind IN ('r', 'p', 'm', 'f')
    AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast', 'dptext')
    AND n.nspname NOT LIKE 'pg\_temp\_%' AND n.nspname NOT LIKE 'pg\_toast\_temp\_%'
-   AND (coalesce(elem.typcategory, base.typcategory) = 'S'
-        OR coalesce(elem.oid, base.oid) IN ('json'::regtype, 'jsonb'::regtype, 'xml'::regtype))
+   -- As dptext.deny_unlabelled_text reads types: the string and user-defined
+   -- categories (json, jsonb, xml, bytea, tsvector, hstore...), composites,
+   -- ranges of those, their domains and arrays.
+   AND (coalesce(elem.typcategory, base.typcategory) IN ('S', 'U', 'C')
+        OR sub.typcategory IN ('S', 'U', 'C'))
    AND NOT EXISTS (
        SELECT 1 FROM anc
          JOIN pg_catalog.pg_attribute fa ON fa.attrelid = anc.anc AND fa.attname = a.attname
@@ -577,7 +583,7 @@ SELECT n.nspname AS schema_name,
               AND l.classoid = 'pg_catalog.pg_class'::regclass AND l.provider = 'dptext'
         WHERE anc.rel = c.oid);
 COMMENT ON VIEW dptext.unlabelled_text_columns IS
-  'Text-like columns (text, varchar, char, name, citext, json, jsonb, xml, their domains and arrays) with no dptext label, and the masked roles that may read them: raw to those roles unless dptext.deny_unlabelled_text is on, refused to them when it is';
+  'Text-like columns (string and user-defined types: text, varchar, char, name, citext, json, jsonb, xml, bytea, tsvector, hstore; composites; ranges, domains and arrays of these) with no dptext label, and the masked roles that may read them: raw to those roles unless dptext.deny_unlabelled_text is on, refused to them when it is';
 
 GRANT SELECT ON dptext.rules, dptext.masked_roles, dptext.provenance, dptext.budget, dptext.unlabelled_text_columns TO PUBLIC;
 GRANT SELECT ON dptext.sanitized_tables TO PUBLIC;

@@ -175,6 +175,15 @@ pub(crate) fn refuse(message: String) -> ! {
 }
 
 /// Refuses a masked write to relation `relid`, which has rules.
+/// Refuses a masked write to a relation with a text column masked sessions
+/// may not read ([`writes_denied`]).
+pub(crate) fn refuse_denied_write(relid: Oid) -> ! {
+    refuse(format!(
+        "masked sessions cannot write {}: it has text columns without a dptext rule, and dptext.deny_unlabelled_text is on (an error's detail, a conflict or an index order would show them)",
+        crate::ffi::catalog::relation_name(relid)
+    ))
+}
+
 pub(crate) fn refuse_write(relid: Oid) -> ! {
     refuse(format!(
         "masked sessions cannot write {}, which has dptext rules",
@@ -372,13 +381,29 @@ pub(crate) fn family_refusal(relid: Oid) -> Option<String> {
 /// of a partial index, are functions of raw values), and masked sessions
 /// see neither its `pg_class` row nor its statistics.
 pub(crate) fn index_reads_protected(indexid: Oid) -> bool {
-    if let Some(b) = INDEXES.with(|i| i.borrow().get(&indexid).copied()) {
-        return b;
-    }
-    let protected = crate::ffi::catalog::index_columns(indexid)
-        .is_some_and(|(table, cols)| reads_protected(&relation_policy(table), &cols));
-    INDEXES.with(|i| i.borrow_mut().insert(indexid, protected));
-    protected
+    let labelled = match INDEXES.with(|i| i.borrow().get(&indexid).copied()) {
+        Some(b) => b,
+        None => {
+            let p = crate::ffi::catalog::index_columns(indexid)
+                .is_some_and(|(table, cols)| reads_protected(&relation_policy(table), &cols));
+            INDEXES.with(|i| i.borrow_mut().insert(indexid, p));
+            p
+        }
+    };
+    // Under deny by default, an index over a refused column too: its
+    // order and a partial index's row count are of raw values.
+    labelled
+        || crate::guc::deny_unlabelled_text()
+            && crate::ffi::catalog::index_columns(indexid)
+                .is_some_and(|(table, cols)| unlabelled_text_refusal(table, &cols).is_some())
+}
+
+/// Under `dptext.deny_unlabelled_text`, whether masked sessions may not
+/// write relation `relid`: it has a text column they may not read (a
+/// constraint error's detail prints the row, `ON CONFLICT` tells whether a
+/// value exists, an inserted value's place in an index order compares it).
+pub(crate) fn writes_denied(relid: Oid) -> bool {
+    crate::guc::deny_unlabelled_text() && unlabelled_text_refusal(relid, &[0]).is_some()
 }
 
 /// How the rows of `$1`'s inheritance and partition family are placed:
@@ -439,7 +464,7 @@ WITH RECURSIVE up(rel, depth) AS (
     UNION ALL
     SELECT rel, 200000 FROM comp
 )
-SELECT a.attnum, l.label
+SELECT a.attnum, l.label, fam.depth
   FROM pg_catalog.pg_attribute a
   JOIN pg_catalog.pg_attribute fa ON fa.attname OPERATOR(pg_catalog.=) a.attname AND NOT fa.attisdropped
   JOIN fam ON fa.attrelid OPERATOR(pg_catalog.=) fam.rel
@@ -542,24 +567,29 @@ fn read_policy(relid: Oid) -> RelationPolicy {
     let parent = shard_parent(relid);
     let args = || -> Vec<pgrx::datum::DatumWithOid<'static>> { vec![relid.into(), parent.into()] };
     let mut rules: Vec<ColumnRule> = Vec::new();
-    let rows: Result<Vec<(i16, String)>, pgrx::spi::Error> = Spi::connect(|client| {
+    let rows: Result<Vec<(i16, String, i32)>, pgrx::spi::Error> = Spi::connect(|client| {
         let table = client.select(RULES_SQL, None, &args())?;
         let mut out = Vec::new();
         for row in table {
             let attnum: Option<i16> = row.get(1)?;
             let label: Option<String> = row.get(2)?;
+            let depth: Option<i32> = row.get(3)?;
             if let (Some(a), Some(l)) = (attnum, label) {
-                out.push((a, l));
+                out.push((a, l, depth.unwrap_or(i32::MAX)));
             }
         }
         Ok(out)
     });
     let rows = rows.unwrap_or_else(|e| refuse(format!("could not read the masking rules: {e}")));
     let mut allowed: Vec<i16> = Vec::new();
-    for (attnum, label) in rows {
+    for (attnum, label, depth) in rows {
         if dptext_core::rules::is_allow_label(&label) {
             // Not a rule; a MASKED WITH label elsewhere in the family wins.
-            allowed.push(attnum);
+            // Only the relation's own or an ancestor's: an ALLOW on one
+            // partition or child says nothing of its siblings' rows.
+            if depth < 100_000 {
+                allowed.push(attnum);
+            }
             continue;
         }
         if rules.iter().any(|r| r.attnum == attnum) {
@@ -982,11 +1012,14 @@ pub(crate) fn require_key() {
 /// True when a masked session may see statistics of column `attnum` of
 /// `relid`.
 pub(crate) fn column_statistics_visible(relid: Oid, attnum: i16) -> bool {
-    match relation_policy(relid).as_ref() {
+    let visible = match relation_policy(relid).as_ref() {
         RelationPolicy::Plain => true,
         RelationPolicy::Derived { .. } | RelationPolicy::Refused(_) => false,
         p @ RelationPolicy::Masked(_) => p.rule(attnum).is_none(),
-    }
+    };
+    // Under deny by default, a refused column's statistics (its most
+    // common values, histogram bounds) are refused values too.
+    visible && !(crate::guc::deny_unlabelled_text() && unlabelled_text_refusal(relid, &[attnum]).is_some())
 }
 
 /// The rule's mechanism with `group` as the date shift's grouping value:

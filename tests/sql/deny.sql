@@ -97,6 +97,59 @@ GRANT SELECT ON parent_notes, child_notes TO regress_masked;
 SET ROLE regress_masked;
 SELECT body FROM child_notes;
 RESET ROLE;
+
+-- An ALLOW on one partition says nothing of its siblings or its parent.
+CREATE TABLE parted (id int, region text, memo text) PARTITION BY LIST (region);
+CREATE TABLE parted_pub PARTITION OF parted FOR VALUES IN ('public');
+CREATE TABLE parted_sec PARTITION OF parted FOR VALUES IN ('secret');
+INSERT INTO parted VALUES (1, 'public', 'Nothing here'), (2, 'secret', 'Quincewhistle diagnosis');
+SECURITY LABEL FOR dptext ON COLUMN parted_pub.memo IS 'ALLOW';
+SECURITY LABEL FOR dptext ON COLUMN parted_pub.region IS 'ALLOW';
+GRANT SELECT ON parted, parted_pub, parted_sec TO regress_masked;
+SET ROLE regress_masked;
+SELECT memo FROM parted_pub;
+SELECT memo FROM parted_sec;
+\echo :LAST_ERROR_SQLSTATE
+SELECT memo FROM parted;
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+
+-- Text inside other types: composites, ranges, bytea, tsvector.
+CREATE TYPE addr AS (street text, town text);
+CREATE TYPE textrange AS RANGE (subtype = text);
+CREATE TABLE inside (id int PRIMARY KEY, home addr, names_r textrange, raw bytea, words tsvector, span tstzrange, n int CHECK (n < 1000));
+INSERT INTO inside VALUES (1, ROW('12 Wobblestone Lane', 'Grimsby'), textrange('Quince', 'Quincez'),
+  convert_to('Quincewhistle', 'UTF8'), to_tsvector('simple', 'Quincewhistle'), tstzrange('2026-01-01', '2026-01-02'), 1);
+CREATE INDEX inside_words ON inside USING gin (words);
+ANALYZE inside;
+GRANT SELECT, INSERT, UPDATE ON inside TO regress_masked;
+SELECT column_name, type FROM dptext.unlabelled_text_columns WHERE table_name = 'inside' ORDER BY 1;
+SET ROLE regress_masked;
+SELECT id, span, n FROM inside;
+SELECT (home).street FROM inside;
+\echo :LAST_ERROR_SQLSTATE
+SELECT names_r FROM inside;
+\echo :LAST_ERROR_SQLSTATE
+SELECT convert_from(raw, 'UTF8') FROM inside;
+\echo :LAST_ERROR_SQLSTATE
+SELECT words FROM inside;
+\echo :LAST_ERROR_SQLSTATE
+-- Their statistics and indexes are hidden too.
+SELECT count(*) AS stats_rows FROM pg_stats WHERE tablename = 'inside' AND attname IN ('home', 'raw', 'words');
+SELECT count(*) AS stats_rows_other FROM pg_stats WHERE tablename = 'inside' AND attname IN ('id', 'n');
+SELECT count(*) AS hidden_index FROM pg_class WHERE relname = 'inside_words';
+-- Writes are refused: a failing row's detail, a conflict or an index
+-- order would show what reads are refused.
+UPDATE inside SET n = 5000 WHERE id = 1;
+\echo :LAST_ERROR_SQLSTATE
+INSERT INTO inside (id) VALUES (1) ON CONFLICT DO NOTHING;
+\echo :LAST_ERROR_SQLSTATE
+-- And no dptext setting changes cluster-wide from here.
+ALTER SYSTEM SET dptext.deny_unlabelled_text = off;
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+DROP TABLE inside, parted;
+DROP TYPE addr, textrange;
 RESET dptext.deny_unlabelled_text;
 DROP TABLE child_notes, parent_notes;
 DROP VIEW visit_comments;

@@ -129,26 +129,44 @@ pub fn attribute_type(relid: pg_sys::Oid, attnum: i16) -> (pg_sys::Oid, i32, pg_
     (typ, typmod, coll)
 }
 
-/// True for a type whose values are text a person may have written: the
-/// string category (`text`, `varchar`, `char`, `name`, `citext`...),
-/// `json`, `jsonb` and `xml`, a domain over one, or an array of one.
+/// True for a type whose values may hold text a person wrote: the string
+/// category (`text`, `varchar`, `char`, `name`, `citext`...), the
+/// user-defined category (`json`, `jsonb`, `xml`, `bytea`, `tsvector`,
+/// `hstore` and other extension types), any composite type, a range of
+/// one, and domains and arrays of these.
 pub fn text_like_type(typ: pg_sys::Oid) -> bool {
+    text_like_at(typ, 0)
+}
+
+fn text_like_at(typ: pg_sys::Oid, depth: u32) -> bool {
+    if depth > 8 {
+        return true; // deeper than any sane type: fail closed
+    }
     // SAFETY: syscache reads; getBaseType returns its argument for a type
-    // that is not a domain, get_element_type InvalidOid for a non-array,
-    // and get_type_category_preferred writes its out-pointers (valid
-    // locals) or raises an ERROR for a missing type.
+    // that is not a domain, get_element_type and the range lookups
+    // InvalidOid where they do not apply, and get_type_category_preferred
+    // writes its out-pointers (valid locals) or raises an ERROR for a
+    // missing type.
     unsafe {
         let mut t = pg_sys::getBaseType(typ);
         let elem = pg_sys::get_element_type(t);
         if elem != pg_sys::Oid::INVALID {
-            t = pg_sys::getBaseType(elem);
-        }
-        if [pg_sys::JSONOID, pg_sys::JSONBOID, pg_sys::XMLOID].contains(&t) {
-            return true;
+            return text_like_at(elem, depth + 1);
         }
         let (mut category, mut preferred) = (0 as std::ffi::c_char, false);
         pg_sys::get_type_category_preferred(t, &mut category, &mut preferred);
-        category as u8 == b'S'
+        match category as u8 {
+            b'S' | b'U' | b'C' => true,
+            b'R' => {
+                let range = pg_sys::get_multirange_range(t);
+                if range != pg_sys::Oid::INVALID {
+                    t = range;
+                }
+                let sub = pg_sys::get_range_subtype(t);
+                sub == pg_sys::Oid::INVALID || text_like_at(sub, depth + 1)
+            }
+            _ => false,
+        }
     }
 }
 

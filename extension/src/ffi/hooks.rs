@@ -441,6 +441,9 @@ unsafe fn check_utility(stmt: *mut pg_sys::Node) {
             // dptext.deny_unlabelled_text it goes through a query too, so
             // that its unlabelled text columns are checked there.
             let deny = !(*copy).is_from && crate::guc::deny_unlabelled_text();
+            if (*copy).is_from && masking::writes_denied(relid) {
+                masking::refuse_denied_write(relid);
+            }
             if !policy.protects() && !deny {
                 return;
             }
@@ -462,6 +465,13 @@ unsafe fn check_utility(stmt: *mut pg_sys::Node) {
             }
         } else if is_a(stmt, NodeTag::T_VariableSetStmt) {
             refuse_dptext_setting((*stmt.cast::<pg_sys::VariableSetStmt>()).name);
+        } else if is_a(stmt, NodeTag::T_AlterSystemStmt) {
+            // A role granted ALTER SYSTEM on a dptext setting would change
+            // it for the whole cluster from a masked session.
+            let set = (*stmt.cast::<pg_sys::AlterSystemStmt>()).setstmt;
+            if !set.is_null() {
+                refuse_dptext_setting((*set).name);
+            }
         } else if is_a(stmt, NodeTag::T_AlterRoleSetStmt)
             || is_a(stmt, NodeTag::T_AlterDatabaseSetStmt)
         {

@@ -173,6 +173,9 @@ impl Survey {
             {
                 masking::refuse_write(relid);
             }
+            if Self::masked_as(session_masked, as_user) && masking::writes_denied(relid) {
+                masking::refuse_denied_write(relid);
+            }
         }
         for &(relid, as_user) in &self.relations {
             if out.contains_key(&relid) || !Self::masked_as(session_masked, as_user) {
