@@ -416,13 +416,14 @@ fn ndd_distort(
     t: Utf8Text,
     mode: default!(&str, "'substitutive'"),
     candidates: default!(i32, 8),
-    operators: default!(Option<&str>, "NULL"),
+    operators: default!(&str, "''"),
 ) -> String {
     const F: &str = "ndd_distort";
-    // mu and divergence are not arguments here: the spec's defaults.
+    // mu and divergence are not arguments here: the spec's defaults. No
+    // argument is nullable, so the function stays STRICT (NULL in, NULL out).
     let mut params = serde_json::json!({"mode": mode, "candidates": candidates});
-    if let Some(ops) = operators {
-        params["operators"] = ops.into();
+    if !operators.trim().is_empty() {
+        params["operators"] = operators.into();
     }
     let spec = MechanismSpec::parse("ndd", &params).or_raise(F);
     mlm(F);
