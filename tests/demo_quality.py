@@ -28,23 +28,17 @@ surnames that are also common words, such as Long or Bell, are the misses).
 """
 import argparse
 import json
+import pathlib
 import re
 import sys
 
 import psycopg
 
-COMPLAINTS = [
-    "chest pain radiating to the left arm", "a persistent dry cough and low-grade fever",
-    "shortness of breath on exertion", "severe abdominal pain in the right lower quadrant",
-    "a headache that worsened over three days", "dizziness and blurred vision",
-    "swelling of the left ankle after a fall", "nausea, vomiting and dehydration",
-    "lower back pain after lifting heavy boxes", "palpitations and anxiety",
-    "a rash on both forearms", "fatigue and unexplained weight loss",
-    "burning pain during urination", "a deep laceration on the right hand",
-    "wheezing and chest tightness", "confusion and slurred speech",
-]
-DRUGS = ["ibuprofen", "amoxicillin", "metformin", "lisinopril", "atorvastatin",
-         "omeprazole", "paracetamol", "prednisone", "azithromycin", "metoprolol"]
+# The complaints and drugs the notes were written around, from the
+# generator itself (scripts/gen_demo_data.py), not from the detector.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "scripts"))
+from gen_demo_data import COMPLAINTS, DRUGS  # noqa: E402
+
 FINDING_TERMS = [
     "Blood pressure", "heart rate", "ECG", "normal sinus rhythm", "Chest X-ray",
     "no acute abnormality", "elevated white blood cell count", "CT scan of the abdomen",

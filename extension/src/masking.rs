@@ -1019,7 +1019,9 @@ pub(crate) fn column_statistics_visible(relid: Oid, attnum: i16) -> bool {
     };
     // Under deny by default, a refused column's statistics (its most
     // common values, histogram bounds) are refused values too.
-    visible && !(crate::guc::deny_unlabelled_text() && unlabelled_text_refusal(relid, &[attnum]).is_some())
+    visible
+        && !(crate::guc::deny_unlabelled_text()
+            && unlabelled_text_refusal(relid, &[attnum]).is_some())
 }
 
 /// The rule's mechanism with `group` as the date shift's grouping value:

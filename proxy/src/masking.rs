@@ -81,13 +81,7 @@ pub enum Probe {
 
 /// Asks the upstream, as `login`, over a control connection of its own.
 pub async fn probe(cfg: &config::Upstream, login: &Login) -> Result<Probe> {
-    let params: Vec<(String, String)> = CONTROL_PARAMS
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    let limit = std::time::Duration::from_secs(cfg.connect_timeout_secs);
-    let ask = async {
-        let mut up = upstream::connect(cfg, login, &params).await?;
+    on_control(cfg, login, |mut up| async move {
         let failed = |what: &str, e: String| ProxyError::Upstream(format!("{what}: {e}"));
         let rows = up
             .query(EXTENSION_SQL)
@@ -114,8 +108,27 @@ pub async fn probe(cfg: &config::Upstream, login: &Login) -> Result<Probe> {
             ProxyError::Upstream(format!("dptext.session_masking() returned {text}: {e}"))
         })?;
         Ok(Probe::Reported(report))
+    })
+    .await
+}
+
+/// `ask` over a control connection of its own as `login`, all of it within
+/// `upstream.connect_timeout_secs`.
+async fn on_control<T, F, Fut>(cfg: &config::Upstream, login: &Login, ask: F) -> Result<T>
+where
+    F: FnOnce(upstream::Upstream) -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let params: Vec<(String, String)> = CONTROL_PARAMS
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let limit = std::time::Duration::from_secs(cfg.connect_timeout_secs);
+    let run = async {
+        let up = upstream::connect(cfg, login, &params).await?;
+        ask(up).await
     };
-    tokio::time::timeout(limit, ask).await.map_err(|_| {
+    tokio::time::timeout(limit, run).await.map_err(|_| {
         ProxyError::Upstream(format!(
             "no answer within {} s (upstream.connect_timeout_secs)",
             cfg.connect_timeout_secs
@@ -128,13 +141,7 @@ pub async fn probe(cfg: &config::Upstream, login: &Login) -> Result<Probe> {
 /// whether `dptext.deny_unlabelled_text` is on for it: what
 /// `dptext-proxy check` reports for a masked user in database mode.
 pub async fn unlabelled_text(cfg: &config::Upstream, login: &Login) -> Result<(Vec<String>, bool)> {
-    let params: Vec<(String, String)> = CONTROL_PARAMS
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    let limit = std::time::Duration::from_secs(cfg.connect_timeout_secs);
-    let ask = async {
-        let mut up = upstream::connect(cfg, login, &params).await?;
+    on_control(cfg, login, |mut up| async move {
         let rows = up
             .query(
                 "SELECT pg_catalog.format('%I.%I.%I', schema_name, table_name, column_name) \
@@ -161,13 +168,8 @@ pub async fn unlabelled_text(cfg: &config::Upstream, login: &Login) -> Result<(V
                 .collect(),
             on,
         ))
-    };
-    tokio::time::timeout(limit, ask).await.map_err(|_| {
-        ProxyError::Upstream(format!(
-            "no answer within {} s (upstream.connect_timeout_secs)",
-            cfg.connect_timeout_secs
-        ))
-    })?
+    })
+    .await
 }
 
 /// SQL for a role name as an identifier.

@@ -194,25 +194,11 @@ impl MechanismSpec {
     pub fn with_group(self, group: Option<&str>) -> Self {
         match self {
             MechanismSpec::Deidentify(mut d) => {
-                d.group = group.map(|g| {
-                    if g.len() > operators::MAX_GROUP_BYTES {
-                        use sha2::Digest;
-                        hex::encode(sha2::Sha256::digest(g.as_bytes()))
-                    } else {
-                        g.to_string()
-                    }
-                });
+                d.group = group.map(group_value);
                 MechanismSpec::Deidentify(d)
             }
             MechanismSpec::Ndd(mut n) if !n.operators.is_empty() => {
-                n.group = group.map(|g| {
-                    if g.len() > operators::MAX_GROUP_BYTES {
-                        use sha2::Digest;
-                        hex::encode(sha2::Sha256::digest(g.as_bytes()))
-                    } else {
-                        g.to_string()
-                    }
-                });
+                n.group = group.map(group_value);
                 MechanismSpec::Ndd(n)
             }
             MechanismSpec::Chain(stages) => {
@@ -379,6 +365,17 @@ impl MechanismSpec {
             o.insert("rests_on".into(), self.rests_on().into());
         }
         Ok(g)
+    }
+}
+
+/// A grouping value as a spec keeps it: itself, or its SHA-256 (hex) when
+/// longer than [`operators::MAX_GROUP_BYTES`] (only equality matters).
+fn group_value(g: &str) -> String {
+    if g.len() > operators::MAX_GROUP_BYTES {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(g.as_bytes()))
+    } else {
+        g.to_string()
     }
 }
 
