@@ -578,6 +578,14 @@ def below_the_mask(b):
     cap = b.run(["SELECT count(*) FROM pg_statistic s JOIN pg_class c ON c.oid = s.starelid "
                  "WHERE c.relname LIKE 'leak_ord%'"])
     b.no_leak("statistics of indexes over a labelled column", cap)
+    # pg_index too: its rows give an index's columns, expressions and
+    # predicate (the owner's literals), and how many a table has.
+    with b.connect() as c:
+        n = c.execute("SELECT count(*) FROM pg_index WHERE indrelid = 'leak_ord'::regclass").fetchone()[0]
+        preds = c.execute("SELECT count(*) FROM pg_index WHERE indrelid = 'leak_ord'::regclass "
+                          "AND indpred IS NOT NULL").fetchone()[0]
+    b.check("indexes over a labelled column are hidden from pg_index", n == 0 and preds == 0,
+            f"{n} index rows, {preds} with a predicate")
 
     # 4. Partition membership: partitioned by the labelled column.
     for name, stmt in [

@@ -192,6 +192,7 @@ impl Survey {
             }
             if policy.protects()
                 || relid == pg_sys::RelationRelationId
+                || relid == pg_sys::IndexRelationId
                 || relid == pg_sys::StatisticRelationId
                 || relid == STATISTIC_EXT_DATA
             {
@@ -899,7 +900,9 @@ impl<'a> Rewrite<'a> {
     /// Puts a filter first among the security quals of a statistics
     /// catalog, so a masked session's `pg_stats`, `pg_stats_ext` and
     /// `pg_stats_ext_exprs` show nothing of labelled columns, and of
-    /// `pg_class`, so it shows no index that reads one.
+    /// `pg_class` and `pg_index`, so they show no index that reads one
+    /// (its columns, expressions and predicate, whose literals are the
+    /// owner's words about raw values).
     unsafe fn hide_statistics(&self, rte: *mut pg_sys::RangeTblEntry, rtable: *mut pg_sys::List) {
         // SAFETY: `rte` is an entry of `rtable`; the filter's Vars point at
         // it by its index in that list, at level 0, with the catalog's
@@ -914,10 +917,17 @@ impl<'a> Rewrite<'a> {
                 (1, pg_sys::OIDOID),
                 (pg_sys::Anum_pg_class_relkind as i16, pg_sys::CHAROID),
             ];
+            // pg_index: indexrelid oid 1, and an index's relkind.
+            let index_col = [(1, pg_sys::OIDOID), (0, pg_sys::CHAROID)];
             let (func, cols): (&str, &[(i16, Oid)]) = if relid == pg_sys::RelationRelationId {
                 (
                     "dptext.class_visible(pg_catalog.oid,pg_catalog.\"char\")",
                     &relkind_col,
+                )
+            } else if relid == pg_sys::IndexRelationId {
+                (
+                    "dptext.class_visible(pg_catalog.oid,pg_catalog.\"char\")",
+                    &index_col,
                 )
             } else if relid == pg_sys::StatisticRelationId {
                 (
@@ -941,9 +951,25 @@ impl<'a> Rewrite<'a> {
             let varno = i32::try_from(index + 1).unwrap_or(i32::MAX);
             let mut args = PgList::<Node>::new();
             for &(attnum, typ) in cols {
+                if attnum == 0 {
+                    // The relkind of every pg_index row: an index.
+                    args.push(
+                        pg_sys::makeConst(
+                            pg_sys::CHAROID,
+                            -1,
+                            Oid::INVALID,
+                            1,
+                            pg_sys::Datum::from(pg_sys::RELKIND_INDEX),
+                            false,
+                            true,
+                        )
+                        .cast(),
+                    );
+                    continue;
+                }
                 args.push(pg_sys::makeVar(varno, attnum, typ, -1, Oid::INVALID, 0).cast());
             }
-            let func = if relid == pg_sys::RelationRelationId {
+            let func = if relid == pg_sys::RelationRelationId || relid == pg_sys::IndexRelationId {
                 // Every client reads pg_class: in a database without the
                 // extension (postgres, say) and without labels there is
                 // nothing to hide; with labels, masking cannot be
