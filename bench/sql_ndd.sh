@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SQL benchmark: ndd_distort over the demo notes (substitutive and
-# generative, 8 candidates) against md5(note) over the same rows in the
-# same session, and deidentify (detection alone plus replacement) for
-# scale. One backend, one ONNX thread, parallel query off.
+# generative, 8 candidates; substitutive with the operators that keep a
+# timeline, DATE:shift and ID:redact) against md5(note) over the same rows
+# in the same session, and deidentify (detection alone plus replacement)
+# for scale. One backend, one ONNX thread, parallel query off.
 #
 #   scripts/demo.sh          # once: builds, installs, starts the cluster
 #   bench/sql_ndd.sh [ROWS]  # default 120 (half the demo notes)
@@ -34,10 +35,12 @@ md5=$(timed "SELECT count(md5(note)) FROM t")
 dei=$(timed "SELECT count(deidentify(note)) FROM t")
 sub=$(timed "SELECT count(ndd_distort(note)) FROM t")
 gen=$(timed "SELECT count(ndd_distort(note, 'generative')) FROM t")
-awk -v m="$md5" -v e="$dei" -v s="$sub" -v g="$gen" -v n="$ROWS" 'BEGIN {
+ops=$(timed "SELECT count(ndd_distort(note, operators => 'DATE:shift,ID:redact')) FROM t")
+awk -v m="$md5" -v e="$dei" -v s="$sub" -v g="$gen" -v o="$ops" -v n="$ROWS" 'BEGIN {
   printf "rows: %d demo notes\n", n
   printf "md5:                      %8.0f ms  %9.1f rows/s\n", m, n / (m / 1000)
   printf "deidentify:               %8.0f ms  %9.1f rows/s  ratio to md5: %.0f\n", e, n / (e / 1000), e / m
   printf "ndd_distort substitutive: %8.0f ms  %9.1f rows/s  ratio to md5: %.0f\n", s, n / (s / 1000), s / m
   printf "ndd_distort generative:   %8.0f ms  %9.1f rows/s  ratio to md5: %.0f\n", g, n / (g / 1000), g / m
+  printf "ndd_distort DATE:shift,ID:redact: %8.0f ms  %9.1f rows/s  ratio to md5: %.0f\n", o, n / (o / 1000), o / m
 }'
