@@ -123,20 +123,57 @@ const SCORE_BEFORE: [&str; 14] = [
 ];
 const SCORE_AFTER: [&str; 4] = ["pain", "strength", "power", "bilat"];
 
-/// A short "date" that is a score: `N/10` or `N/5` with a score word just
-/// before or after it.
+/// Scales whose scores take any denominator, named right before the
+/// fraction (`Apgars 8/9`, `Mini-Cog 4/5`, `score 8/9`, `GCS 3/15`).
+const SCALE_BEFORE: [&str; 8] = [
+    "apgar", "apgars", "cog", "mmse", "moca", "gcs", "score", "grade",
+];
+/// A fraction that is a dose (`1/2 tab`, `bup/nlx 8/2 mg`), whatever
+/// the numbers.
+const DOSE_AFTER: [&str; 11] = [
+    "tab", "tabs", "tablet", "pill", "cap", "caps", "mg", "mcg", "ml", "units", "puff",
+];
+/// A murmur's grade (`2/6 SEM`, `3/6 holosystolic murmur`).
+const MURMUR_AFTER: [&str; 7] = [
+    "sem",
+    "murmur",
+    "systolic",
+    "diastolic",
+    "holosystolic",
+    "hsm",
+    "ejection",
+];
+
+/// A short "date" that is a score, a grade or a dose: `N/10` or `N/5`
+/// with a score word just before or after it, any fraction right after a
+/// scale's name or before a dose unit, `N/6` or `N/4` before a murmur.
 fn is_score(text: &str, m: &regex::Match) -> bool {
     let v = m.as_str();
-    if !(v.ends_with("/10") || v.ends_with("/5")) {
-        return false;
-    }
     let before = crate::text::before(text, m.start(), 24).to_lowercase();
     let after: String = text[m.end()..]
         .chars()
-        .take(10)
+        .take(14)
         .collect::<String>()
         .to_lowercase();
     let after = after.trim_start();
+    let next_word = after
+        .split(|c: char| !c.is_alphanumeric())
+        .next()
+        .unwrap_or("");
+    let last_word = before
+        .split(|c: char| !c.is_alphanumeric())
+        .rev()
+        .find(|w| !w.is_empty())
+        .unwrap_or("");
+    if DOSE_AFTER.contains(&next_word) || SCALE_BEFORE.contains(&last_word) {
+        return true;
+    }
+    if (v.ends_with("/6") || v.ends_with("/4")) && MURMUR_AFTER.contains(&next_word) {
+        return true;
+    }
+    if !(v.ends_with("/10") || v.ends_with("/5")) {
+        return false;
+    }
     SCORE_BEFORE.iter().any(|w| before.contains(w))
         || SCORE_AFTER.iter().any(|w| after.starts_with(w))
 }
@@ -427,12 +464,20 @@ mod tests {
             ("6/10 pain at rest", "6/10"),
             ("Strength 4/5 in LUE", "4/5"),
             ("5/5 strength bilat", "5/5"),
+            ("Live female infant, Apgars 8/9, named", "8/9"),
+            ("Timed up-and-go 17 sec. Mini-Cog 4/5.", "4/5"),
+            ("mitoses 2; score 8/9).", "8/9"),
+            ("Heart RRR, 2/6 SEM RUSB.", "2/6"),
+            ("carbidopa/levodopa 25/100, 1/2 tab TID", "1/2"),
+            ("bup/nlx 8/2 mg SL, tolerated", "8/2"),
         ] {
             assert!(!has(text, "date_short", score), "{text}");
         }
         // Without a score word they are dates; other fractions stay dates.
         assert!(has("seen 3/10 in clinic", "date_short", "3/10"));
         assert!(has("pain since 3/14", "date_short", "3/14"));
+        assert!(has("admitted 2/6 with CP", "date_short", "2/6"));
+        assert!(has("seen on 8/9 in clinic", "date_short", "8/9"));
     }
 
     #[test]
