@@ -105,9 +105,10 @@ thread_local! {
     /// Why masked sessions may not read a relation whose family's rows were
     /// placed by raw values ([`family_refusal`]; `None`: they may).
     static FAMILIES: RefCell<HashMap<Oid, Option<String>>> = RefCell::new(HashMap::new());
-    /// Whether an index reads a column that masked sessions read only
-    /// masked (or not at all), per index.
-    static INDEXES: RefCell<HashMap<Oid, bool>> = RefCell::new(HashMap::new());
+    /// Per index: the table it is on and the columns it reads (`None`:
+    /// not an index), and whether one of them is a column masked sessions
+    /// read only masked (or not at all).
+    static INDEXES: RefCell<HashMap<Oid, Rc<IndexReads>>> = RefCell::new(HashMap::new());
     /// Columns labelled `ALLOW` (declared safe to read raw), per relation,
     /// filled with its policy ([`relation_policy`]).
     static ALLOWED: RefCell<HashMap<Oid, Rc<Vec<i16>>>> = RefCell::new(HashMap::new());
@@ -381,21 +382,35 @@ pub(crate) fn family_refusal(relid: Oid) -> Option<String> {
 /// of a partial index, are functions of raw values), and masked sessions
 /// see neither its `pg_class` row nor its statistics.
 pub(crate) fn index_reads_protected(indexid: Oid) -> bool {
-    let labelled = match INDEXES.with(|i| i.borrow().get(&indexid).copied()) {
-        Some(b) => b,
+    let reads = match INDEXES.with(|i| i.borrow().get(&indexid).cloned()) {
+        Some(r) => r,
         None => {
-            let p = crate::ffi::catalog::index_columns(indexid)
-                .is_some_and(|(table, cols)| reads_protected(&relation_policy(table), &cols));
-            INDEXES.with(|i| i.borrow_mut().insert(indexid, p));
-            p
+            let columns = crate::ffi::catalog::index_columns(indexid);
+            let labelled = columns
+                .as_ref()
+                .is_some_and(|(table, cols)| reads_protected(&relation_policy(*table), cols));
+            let r = Rc::new(IndexReads { columns, labelled });
+            INDEXES.with(|i| i.borrow_mut().insert(indexid, r.clone()));
+            r
         }
     };
     // Under deny by default, an index over a refused column too: its
     // order and a partial index's row count are of raw values.
-    labelled
+    reads.labelled
         || crate::guc::deny_unlabelled_text()
-            && crate::ffi::catalog::index_columns(indexid)
-                .is_some_and(|(table, cols)| unlabelled_text_refusal(table, &cols).is_some())
+            && reads
+                .columns
+                .as_ref()
+                .is_some_and(|(table, cols)| unlabelled_text_refusal(*table, cols).is_some())
+}
+
+/// What [`index_reads_protected`] keeps of an index: read once (an
+/// `index_open`) per index until the caches are dropped.
+struct IndexReads {
+    /// The table and the columns the index reads (`None`: not an index).
+    columns: Option<(Oid, Vec<i16>)>,
+    /// One of them is labelled (or otherwise read only masked).
+    labelled: bool,
 }
 
 /// Under `dptext.deny_unlabelled_text`, whether masked sessions may not
