@@ -314,6 +314,13 @@ BEGIN
             USING HINT = 'use a materialized view, or set dptext.key so that repeated queries return the same output';
     END IF;
     SELECT * INTO dist FROM dptext._citus_distribution(source);
+    IF materialized AND rnd ->> 'mode' = 'keyed' AND dist.method IS NULL
+       AND pg_catalog.current_setting('dptext.store')::boolean
+       AND pg_catalog.has_function_privilege('dptext.warm(regclass, integer)', 'EXECUTE') THEN
+        -- Model-based rules: compute the values in batches first, so that
+        -- the view's own query serves them from the store.
+        PERFORM dptext.warm(source);
+    END IF;
     IF materialized AND dist.method IN ('h', 'n') THEN
         -- A Citus distributed (or reference) source: a table distributed
         -- like it and co-located with it, filled by INSERT ... SELECT,
@@ -585,6 +592,57 @@ SELECT n.nspname AS schema_name,
 COMMENT ON VIEW dptext.unlabelled_text_columns IS
   'Text-like columns (string and user-defined types: text, varchar, char, name, citext, json, jsonb, xml, bytea, tsvector, hstore; composites; ranges, domains and arrays of these) with no dptext label, and the masked roles that may read them: raw to those roles unless dptext.deny_unlabelled_text is on, refused to them when it is';
 
+-- The computed-once store (docs/masking.md, "Computed once"): outputs of
+-- model-based rules under the key, computed once per (value, rule, key)
+-- and served to masked reads, apply_rule and sanitized copies. A row's
+-- tag is an HMAC, under a key derived from the masking key, of the rule's
+-- identity, the grouping value and the raw value: it reveals nothing
+-- about the raw value without the key, and a changed rule or key gives
+-- other tags. Read and written by the extension below SQL; nobody else
+-- has any privilege on it. Duplicates (two sessions filing one value at
+-- once) are harmless: every copy of a tag holds the same output.
+CREATE TABLE dptext.store (
+    tag bytea NOT NULL,
+    output text NOT NULL,
+    rule_id text NOT NULL,
+    key_id text NOT NULL,
+    filled_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
+);
+CREATE INDEX store_tag ON dptext.store USING btree (tag);
+COMMENT ON TABLE dptext.store IS
+  'dptext computed-once store: keyed outputs of model-based rules, filed by a keyed tag; read by masked reads, apply_rule and sanitized copies; filled by them and by dptext.warm';
+REVOKE ALL ON dptext.store FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('dptext.store', '');
+
+-- Computes into the store every value of `source` whose rule runs a model
+-- (deidentify, ndd, chains with them), many values per model call, with a
+-- NOTICE of progress every 5 seconds. Needs a key. Returns how many values
+-- it computed (values already stored are skipped).
+CREATE FUNCTION dptext.warm(source regclass, batch_size integer DEFAULT 32)
+RETURNS bigint
+LANGUAGE sql AS $$ SELECT dptext._warm(source::oid, batch_size) $$;
+COMMENT ON FUNCTION dptext.warm(regclass, integer) IS
+  'Computes the keyed outputs of source''s model-based rules into dptext.store, batch_size values per model call, so that masked reads and sanitized copies serve them without running the models';
+
+-- Removes store entries no current value needs: of another key, of a rule
+-- no label uses any more, or of a value no labelled column holds now.
+-- Returns how many it removed.
+CREATE FUNCTION dptext.store_prune()
+RETURNS bigint
+LANGUAGE sql AS $$ SELECT dptext._store_prune() $$;
+COMMENT ON FUNCTION dptext.store_prune() IS
+  'Deletes dptext.store entries of other keys, of rules no longer labelled, and of values no labelled column holds any more';
+
+-- What the store holds, per rule and key (no tags, no outputs).
+CREATE VIEW dptext.store_summary AS
+SELECT rule_id, key_id, pg_catalog.count(*) AS entries,
+       pg_catalog.sum(pg_catalog.pg_column_size(output))::bigint AS output_bytes,
+       pg_catalog.min(filled_at) AS first_filled, pg_catalog.max(filled_at) AS last_filled
+  FROM dptext.store GROUP BY rule_id, key_id;
+COMMENT ON VIEW dptext.store_summary IS
+  'dptext.store by rule and key: entries, bytes of outputs, first and last fill';
+REVOKE ALL ON dptext.store_summary FROM PUBLIC;
+
 GRANT SELECT ON dptext.rules, dptext.masked_roles, dptext.provenance, dptext.budget, dptext.unlabelled_text_columns TO PUBLIC;
 GRANT SELECT ON dptext.sanitized_tables TO PUBLIC;
 GRANT SELECT ON dptext.recognizers, dptext.allow_list TO PUBLIC;
@@ -608,3 +666,7 @@ REVOKE EXECUTE ON FUNCTION dptext.create_sanitized_view(regclass, text, boolean)
 REVOKE EXECUTE ON FUNCTION dptext.refresh_sanitized_table(regclass) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION dptext.build_vocabulary(regclass, text, float8, float8, text, integer, text) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION dptext._vocabulary_release(oid, text, float8, float8, text, integer, text) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION dptext.warm(regclass, integer) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION dptext._warm(oid, integer) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION dptext.store_prune() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION dptext._store_prune() FROM PUBLIC;

@@ -41,6 +41,7 @@ pub mod progress;
 pub mod rng;
 pub mod rules;
 pub mod runtime;
+pub mod store;
 pub mod text;
 pub mod vocab;
 

@@ -58,6 +58,19 @@ impl Secret {
         h.update(&self.0);
         hex::encode(&h.finalize()[..6])
     }
+
+    /// A key for another purpose, derived from this one under `domain`
+    /// (HMAC-SHA256 of the domain under the key): knowing it reveals
+    /// neither this key nor any random stream drawn from it.
+    pub fn derive(&self, domain: &[u8]) -> [u8; 32] {
+        // HMAC accepts keys of any length: this cannot fail.
+        let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(&self.0) else {
+            unreachable!("HMAC takes keys of any length")
+        };
+        mac.update(b"dptext derived key\0");
+        mac.update(domain);
+        mac.finalize().into_bytes().into()
+    }
 }
 
 impl std::fmt::Debug for Secret {

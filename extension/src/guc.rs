@@ -61,6 +61,10 @@ pub(crate) static DENY_UNLABELLED_TEXT: GucSetting<bool> = GucSetting::<bool>::n
 pub(crate) static LABEL_ADMINS: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(None);
 pub(crate) static DETECT_THRESHOLD: GucSetting<f64> = GucSetting::<f64>::new(0.0);
+pub(crate) static MODEL_THREADS: GucSetting<i32> =
+    GucSetting::<i32>::new(int(engine::DEFAULT_MODEL_THREADS as u64));
+pub(crate) static STORE: GucSetting<bool> = GucSetting::<bool>::new(true);
+pub(crate) static STORE_CACHE_MB: GucSetting<i32> = GucSetting::<i32>::new(64);
 
 /// A core default as an `int` setting's boot value; one beyond `i32`
 /// fails the build.
@@ -197,6 +201,34 @@ pub fn init() {
         GucFlags::default(),
     );
     GucRegistry::define_int_guc(
+        c"dptext.model_threads",
+        c"Threads each model call of this session may use.",
+        c"The detection model's intra-op threads, and masked-LM sessions run side by side. Raise it for a session that warms a table (dptext.warm) on an otherwise idle server; every backend that runs models uses this many.",
+        &MODEL_THREADS,
+        1,
+        256,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"dptext.store",
+        c"Serve keyed outputs of model-based rules from dptext.store, the computed-once store.",
+        c"On: masked reads, apply_rule and sanitized copies look a value up by its keyed tag before running the models, and file what they compute (when the transaction may write). Off: every value is computed. Outputs are the same either way.",
+        &STORE,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"dptext.store_cache_mb",
+        c"Memory of each backend's copy of recently served store entries, in MB.",
+        c"Repeated reads in one session are served from it without an index lookup; 0 turns it off.",
+        &STORE_CACHE_MB,
+        0,
+        4096,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
         c"dptext.cache_mb",
         c"Memory budget of each per-token distribution cache, in MB.",
         c"",
@@ -230,6 +262,7 @@ pub fn engine_config() -> EngineConfig {
         // An unknown device is reported when a model is used (device()).
         device: device().unwrap_or_default(),
         mlm_batch: count(&MLM_BATCH),
+        model_threads: count(&MODEL_THREADS),
         ..EngineConfig::new(dir)
     }
 }

@@ -25,6 +25,7 @@ pub mod guc;
 pub mod masking;
 mod recognizers;
 pub mod rules;
+mod store;
 mod vocabularies;
 
 use error::OrRaise;
@@ -93,6 +94,17 @@ fn run(spec: MechanismSpec, t: &str, funcname: &'static str) -> dptext_core::mec
     let engine = engine();
     vocabularies::ensure(&engine, &spec, funcname);
     let mechanism = engine.mechanism(&spec).or_raise(funcname);
+    let mode = keyed_call_mode(funcname);
+    let out = engine
+        .run(mechanism.as_ref(), t, &mode, &[])
+        .or_raise(funcname);
+    warn_fallback(None);
+    out
+}
+
+/// The random mode for a call of a rule function, refused to masked
+/// sessions while a key is set.
+fn keyed_call_mode(funcname: &'static str) -> dptext_core::RandomMode {
     let mode = guc::random_mode().or_raise(funcname);
     if matches!(mode, dptext_core::RandomMode::Keyed(_)) && masking::session_is_masked() {
         // Under the key that masks its reads, a masked session's own call
@@ -102,11 +114,37 @@ fn run(spec: MechanismSpec, t: &str, funcname: &'static str) -> dptext_core::mec
             "masked sessions cannot call {funcname} while a key is set: its output for a guessed text would match masked reads of that text"
         ));
     }
-    let out = engine
-        .run(mechanism.as_ref(), t, &mode, &[])
-        .or_raise(funcname);
-    warn_fallback(None);
-    out
+    mode
+}
+
+/// A rule's output for `t` (`apply_rule`): `spec` is the rule without its
+/// group, `group` the grouping value (`None`: no group). Model-based
+/// rules under a key are served from the computed-once store
+/// ([`store`]); the output is the same as computing it.
+fn run_rule(spec: MechanismSpec, group: Option<&str>, t: &str, funcname: &'static str) -> String {
+    let engine = engine();
+    vocabularies::ensure(&engine, &spec, funcname);
+    let base = engine.mechanism(&spec).or_raise(funcname);
+    let mode = keyed_call_mode(funcname);
+    let compute = || {
+        let m: Arc<dyn dptext_core::mechanisms::Mechanism> = match group {
+            Some(_) => engine
+                .build(&spec.clone().with_group(group))
+                .or_raise(funcname)
+                .into(),
+            None => base.clone(),
+        };
+        let out = engine.run(m.as_ref(), t, &mode, &[]).or_raise(funcname);
+        warn_fallback(None);
+        out.text
+    };
+    let params = spec.params_json().to_string();
+    match store::rule(&engine, spec.name(), &params, || {
+        (spec.clone(), base.clone())
+    }) {
+        Some(rule) => store::serve(&rule, group, t, &mode, compute),
+        None => compute(),
+    }
 }
 
 /// One WARNING per backend when a model asked to run on `dptext.device`

@@ -1065,28 +1065,47 @@ fn rule_spec(mechanism: &str, params: &str) -> dptext_core::mechanisms::Mechanis
 }
 
 /// What both forms of `dptext.mask` do: refuse a call the rewrite did not
-/// build, require the key, then run the rule `build` makes, keyed.
+/// build, require the key, then serve the rule's keyed output: from the
+/// computed-once store for a model-based rule ([`crate::store`]), else
+/// computed. `group` is `Some` for a rule written `GROUPED BY` (its value
+/// in the row, NULL: no group).
 fn mask_value(
     fcinfo: pg_sys::FunctionCallInfo,
     value: &str,
-    build: impl FnOnce() -> Arc<dyn dptext_core::mechanisms::Mechanism>,
+    mechanism: &str,
+    params: &str,
+    group: Option<Option<&str>>,
 ) -> String {
     if !crate::ffi::catalog::called_by_rewrite(fcinfo) {
         refuse("dptext.mask is applied by masking only and cannot be called directly".into());
     }
     require_key();
-    let m = build();
     let mode = crate::guc::random_mode()
         .unwrap_or_else(|e| refuse(format!("the masking key could not be read: {e}")));
-    crate::engine()
-        .run(m.as_ref(), value, &mode, &[])
-        .unwrap_or_else(|e| match e {
-            dptext_core::Error::InputTooLarge { limit, .. } => {
-                raise(ExtError::MaskedTooLarge { limit }, "dptext.mask")
-            }
-            e => raise(e.into(), "dptext.mask"),
-        })
-        .text
+    let engine = crate::engine();
+    let base = mechanism_for(mechanism, params);
+    let compute = || {
+        let m = match group {
+            Some(g) => grouped_mechanism_for(mechanism, params, g),
+            None => base.clone(),
+        };
+        engine
+            .run(m.as_ref(), value, &mode, &[])
+            .unwrap_or_else(|e| match e {
+                dptext_core::Error::InputTooLarge { limit, .. } => {
+                    raise(ExtError::MaskedTooLarge { limit }, "dptext.mask")
+                }
+                e => raise(e.into(), "dptext.mask"),
+            })
+            .text
+    };
+    let rule = crate::store::rule(&engine, mechanism, params, || {
+        (rule_spec(mechanism, params), base.clone())
+    });
+    match rule {
+        Some(rule) => crate::store::serve(&rule, group.flatten(), value, &mode, compute),
+        None => compute(),
+    }
 }
 
 fn mechanism_for(mechanism: &str, params: &str) -> Arc<dyn dptext_core::mechanisms::Mechanism> {
@@ -1125,7 +1144,7 @@ pub mod dptext {
         params: &str,
         fcinfo: pg_sys::FunctionCallInfo,
     ) -> String {
-        super::mask_value(fcinfo, value.0, || super::mechanism_for(mechanism, params))
+        super::mask_value(fcinfo, value.0, mechanism, params, None)
     }
 
     /// [`mask`] for a rule written `GROUPED BY column`: `grp` is that
@@ -1148,9 +1167,13 @@ pub mod dptext {
             );
         }
         let value = value?.0;
-        Some(super::mask_value(fcinfo, value, || {
-            super::grouped_mechanism_for(mechanism, params, grp.map(|g| g.0))
-        }))
+        Some(super::mask_value(
+            fcinfo,
+            value,
+            mechanism,
+            params,
+            Some(grp.as_ref().map(|g| g.0)),
+        ))
     }
 
     /// Whether the calling session is masked and can read labelled

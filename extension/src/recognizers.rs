@@ -21,6 +21,15 @@ thread_local! {
     /// built for; `None`: reload. A new engine (settings changed) starts
     /// without recognizers, so it must be loaded again.
     static LOADED: Cell<Option<(usize, f64)>> = const { Cell::new(None) };
+    /// A fingerprint of the loaded recognizers, allow list and threshold:
+    /// part of a model-based rule's identity in the computed-once store
+    /// (`crate::store`), since they change what detection finds.
+    static FINGERPRINT: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+/// The fingerprint of the recognizers [`refresh`] loaded last.
+pub(crate) fn fingerprint() -> String {
+    FINGERPRINT.with(|f| f.borrow().clone())
 }
 
 /// Forgets the loaded recognizers; called on relation-cache invalidations.
@@ -47,20 +56,23 @@ pub(crate) fn refresh(engine: &Arc<Engine>) {
     if LOADED.with(Cell::get) == Some(key) {
         return;
     }
-    let def = read(threshold).unwrap_or_else(|e| {
+    let (def, fingerprint) = read(threshold).unwrap_or_else(|e| {
         // Fail closed: detection without the user's recognizers would find less.
         pgrx::error!("dptext: could not read dptext.recognizers: {e}")
     });
     let custom = Custom::new(def).or_raise("dptext.recognizers");
     engine.set_recognizers(Arc::new(custom));
+    FINGERPRINT.with(|f| *f.borrow_mut() = fingerprint);
     LOADED.with(|l| l.set(Some(key)));
 }
 
-fn read(threshold: f64) -> Result<CustomDef, String> {
+/// The definition, and a fingerprint of every row read and the threshold.
+fn read(threshold: f64) -> Result<(CustomDef, String), String> {
     let mut def = CustomDef {
         threshold: threshold as f32,
         ..CustomDef::default()
     };
+    let mut parts: Vec<String> = vec![threshold.to_string()];
     let exists = crate::ffi::catalog::read_only_rows(EXISTS_SQL)?;
     if exists
         .first()
@@ -71,7 +83,7 @@ fn read(threshold: f64) -> Result<CustomDef, String> {
         != Some("t")
     {
         // The extension's catalog is not created in this database.
-        return Ok(def);
+        return Ok((def, String::new()));
     }
     let json = |v: &Option<String>| -> Result<Option<Vec<String>>, String> {
         v.as_deref()
@@ -79,6 +91,7 @@ fn read(threshold: f64) -> Result<CustomDef, String> {
             .transpose()
     };
     for row in crate::ffi::catalog::read_only_rows(READ_SQL)? {
+        parts.push(format!("{row:?}"));
         let col = |i: usize| row.get(i).cloned().flatten();
         match col(0).as_deref() {
             Some("r") => def.recognizers.push(RecognizerDef {
@@ -93,7 +106,8 @@ fn read(threshold: f64) -> Result<CustomDef, String> {
             _ => {}
         }
     }
-    Ok(def)
+    let parts: Vec<&[u8]> = parts.iter().map(|p| p.as_bytes()).collect();
+    Ok((def, dptext_core::store::rule_id(&parts)))
 }
 
 /// The check behind `dptext.recognizers`' CHECK constraint.

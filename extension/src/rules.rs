@@ -240,7 +240,7 @@ pub mod dptext {
         const F: &str = "dptext.apply_rule";
         let spec = dptext_core::mechanisms::MechanismSpec::parse(mechanism, &params.0.or_raise(F))
             .or_raise(F);
-        crate::run(spec, t.0, F).text
+        crate::run_rule(spec, None, t.0, F)
     }
 
     /// [`apply_rule`] for a rule written `GROUPED BY column`: `grp` is that
@@ -260,9 +260,8 @@ pub mod dptext {
         const F: &str = "dptext.apply_rule";
         let t = t?;
         let spec = dptext_core::mechanisms::MechanismSpec::parse(mechanism, &params.0.or_raise(F))
-            .or_raise(F)
-            .with_group(grp);
-        Some(crate::run(spec, t.0, F).text)
+            .or_raise(F);
+        Some(crate::run_rule(spec, grp, t.0, F))
     }
 
     /// The random mode in force: `{"mode": "os"}`, `{"mode": "seeded",

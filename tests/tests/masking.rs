@@ -2,8 +2,8 @@
 //! the leak battery (`tests/leak_battery.py`) run by a role labelled
 //! `MASKED` directly, the plan invariant (`tests/plan_invariant.py`: no
 //! raw labelled value leaves the scan that reads it, in any plan shape the
-//! planner's settings can force) over its statements, and `pg_dump` run as
-//! that role.
+//! planner's settings can force) over its statements, `pg_dump` run as
+//! that role, and the computed-once store (`tests/store_check.py`).
 //!
 //! Needs `DPTEXT_TEST_DB`, `PGHOST`, `PGPORT`, `DPTEXT_KEY_FILE` (a key file
 //! the server can read) and psycopg 3 on `DPTEXT_PYLIB`; skipped without
@@ -56,6 +56,15 @@ fn run_check(env: &Env, script: &str, extra: &[&str]) {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains(" 0 failed"), "no summary line: {stdout}");
+}
+
+/// The computed-once store: stored outputs equal computed ones for every
+/// model-based rule, a changed rule, key or value is never served an old
+/// entry, warm and prune work, masked sessions cannot reach the store.
+#[test]
+fn model_rules_are_computed_once_and_served_correctly() {
+    let Some(env) = env() else { return };
+    run_check(&env, "store_check.py", &[]);
 }
 
 #[test]

@@ -16,6 +16,8 @@
 //!   by locks ([`locks`]); masked sessions' DDL is read from parse trees
 //!   ([`ddl`]); figures that depend on raw sizes are kept from masked
 //!   sessions by object-access and log hooks ([`side_channels`]).
+//! - The computed-once store is read by index and written below SQL
+//!   ([`store`]), so that masked reads need no privilege on it.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -34,6 +36,7 @@ pub mod locks;
 pub mod rewrite;
 pub mod settings;
 pub mod side_channels;
+pub mod store;
 
 /// True while the library is being loaded by `shared_preload_libraries`.
 pub fn loading_at_server_start() -> bool {

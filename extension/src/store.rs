@@ -1,0 +1,558 @@
+//! The computed-once store: keyed outputs of model-based rules, computed
+//! once per (value, rule, key) and served to every reader (docs/masking.md,
+//! "Computed once").
+//!
+//! Under a key a rule's output is a function of (value, rule, key), so a
+//! masked read, an `apply_rule` call and a sanitized copy look a value up
+//! in `dptext.store` by its tag ([`dptext_core::store`]) before running the
+//! models, and file what they compute when the transaction may write.
+//! `dptext.warm(table)` fills the store in batches. Only rules that run
+//! detection (entity replacement, NDD and chains with them) use the store:
+//! the word mechanisms compute faster than a lookup. The table is read and
+//! written below SQL ([`crate::ffi::store`]): nobody but its owner has a
+//! privilege on it, and a masked session's read needs none.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use dptext_core::mechanisms::{Mechanism, MechanismSpec};
+use dptext_core::store::TagKey;
+use dptext_core::{Engine, RandomMode};
+
+use crate::ffi::store::{self as table, Entry};
+
+/// Per-backend state: rule identities, the tag key, recently served
+/// entries.
+#[derive(Default)]
+struct State {
+    /// What the identities were computed for: the engine (by address) and
+    /// the recognizers' fingerprint.
+    context: Option<(usize, String)>,
+    /// Mechanism name and parameter text -> its identity, or `None` when
+    /// the rule does not use the store.
+    rules: HashMap<(String, String), Option<Arc<str>>>,
+    /// The tag key and the public id of the key it came from.
+    key: Option<(String, TagKey)>,
+    /// Recently served outputs by tag, and their bytes.
+    served: HashMap<[u8; 32], Arc<str>>,
+    served_bytes: usize,
+}
+
+thread_local! {
+    static STATE: RefCell<State> = RefCell::new(State::default());
+}
+
+/// Whether a rule uses the store: it runs detection (the models), and
+/// draws from no released vocabulary (a vocabulary can be rebuilt under
+/// its name, which the rule's identity would not see).
+pub(crate) fn eligible(spec: &MechanismSpec, m: &dyn Mechanism) -> bool {
+    m.uses_detection() && !spec.params_json().to_string().contains("\"vocabulary\"")
+}
+
+/// The identity of the rule `(name, params)` for the store, or `None` when
+/// it does not use the store; `spec` builds the rule (without its group)
+/// on the first call for these texts.
+pub(crate) fn rule(
+    engine: &Arc<Engine>,
+    name: &str,
+    params: &str,
+    spec: impl FnOnce() -> (MechanismSpec, Arc<dyn Mechanism>),
+) -> Option<Arc<str>> {
+    if !crate::guc::STORE.get() {
+        return None;
+    }
+    let context = (
+        Arc::as_ptr(engine) as usize,
+        crate::recognizers::fingerprint(),
+    );
+    let cached = STATE.with(|s| {
+        let mut s = s.borrow_mut();
+        if s.context.as_ref() != Some(&context) {
+            s.rules.clear();
+            s.context = Some(context.clone());
+        }
+        s.rules
+            .get(&(name.to_string(), params.to_string()))
+            .cloned()
+    });
+    if let Some(r) = cached {
+        return r;
+    }
+    let (spec, m) = spec();
+    let id = eligible(&spec, m.as_ref()).then(|| identity(engine, &spec, &context.1));
+    STATE.with(|s| {
+        s.borrow_mut()
+            .rules
+            .insert((name.to_string(), params.to_string()), id.clone())
+    });
+    id
+}
+
+/// Everything that decides a rule's outputs, hashed: the mechanism, its
+/// canonical parameters, the settings that change outputs, every
+/// installed asset file's hash, and the user's recognizers.
+fn identity(engine: &Engine, spec: &MechanismSpec, recognizers: &str) -> Arc<str> {
+    let config = engine.config();
+    let files = dptext_core::assets::Installed::read(&config.assets_dir)
+        .map(|i| format!("{:?}", i.files))
+        .unwrap_or_default();
+    let params = spec.params_json().to_string();
+    let settings = format!(
+        "glove_words={} max_detect_bytes={} mlm_model={:?}",
+        config.glove_words, config.max_detect_bytes, config.mlm_model
+    );
+    dptext_core::store::rule_id(&[
+        spec.name().as_bytes(),
+        params.as_bytes(),
+        settings.as_bytes(),
+        files.as_bytes(),
+        recognizers.as_bytes(),
+    ])
+    .into()
+}
+
+/// The tag of one value and the public id of the key, under the keyed
+/// `mode`'s tag key (derived once per key).
+fn tag(
+    secret: &dptext_core::rng::Secret,
+    rule: &str,
+    group: Option<&str>,
+    value: &str,
+) -> (String, [u8; 32]) {
+    STATE.with(|s| {
+        let mut s = s.borrow_mut();
+        let id = secret.key_id();
+        if s.key.as_ref().map(|(k, _)| k) != Some(&id) {
+            s.key = Some((id.clone(), TagKey::new(secret)));
+        }
+        let key = s.key.as_ref().map(|(_, k)| k.tag(rule, group, value));
+        (id, key.unwrap_or_default())
+    })
+}
+
+fn served(tag: &[u8; 32]) -> Option<Arc<str>> {
+    STATE.with(|s| s.borrow().served.get(tag).cloned())
+}
+
+fn remember(tag: [u8; 32], out: Arc<str>) {
+    let limit = usize::try_from(crate::guc::STORE_CACHE_MB.get()).unwrap_or(0) << 20;
+    STATE.with(|s| {
+        let mut s = s.borrow_mut();
+        let size = out.len() + 64;
+        if size > limit {
+            return;
+        }
+        if s.served_bytes + size > limit {
+            // Simplest bound: start over (a hot set refills from the table).
+            s.served.clear();
+            s.served_bytes = 0;
+        }
+        s.served_bytes += size;
+        s.served.insert(tag, out);
+    });
+}
+
+/// The output of `value` under the rule `rule` (from [`rule`]) and group
+/// `group`: from this backend's recent entries, else from the store, else
+/// `compute`d and filed (when the transaction may write). Outside keyed
+/// mode it is always computed: only keyed outputs are repeatable.
+pub(crate) fn serve(
+    rule: &str,
+    group: Option<&str>,
+    value: &str,
+    mode: &RandomMode,
+    compute: impl FnOnce() -> String,
+) -> String {
+    let RandomMode::Keyed(secret) = mode else {
+        return compute();
+    };
+    let Some((store, index)) = table::relations() else {
+        return compute();
+    };
+    let (key_id, tag) = tag(secret, rule, group, value);
+    if let Some(hit) = served(&tag) {
+        return hit.to_string();
+    }
+    if let Some(hit) = table::lookup(store, index, &tag) {
+        remember(tag, hit.as_str().into());
+        return hit;
+    }
+    let out = compute();
+    if table::writable() {
+        table::insert(
+            store,
+            index,
+            &[Entry {
+                tag: &tag,
+                output: &out,
+                rule_id: rule,
+                key_id: &key_id,
+            }],
+        );
+    }
+    remember(tag, out.as_str().into());
+    out
+}
+
+/// What [`fill`] did with a batch.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Filled {
+    /// Values already in the store (or seen earlier in this fill).
+    pub present: u64,
+    /// Values computed and filed now.
+    pub computed: u64,
+}
+
+/// Fills the store with the outputs of `values` (value, group) under one
+/// rule, computing only those it lacks, many per model call
+/// ([`Engine::run_many`]). `build` makes the rule's mechanism for a group.
+/// `seen` holds the tags this fill has handled, so repeats cost nothing.
+pub(crate) fn fill(
+    engine: &Engine,
+    rule: &str,
+    secret: &dptext_core::rng::Secret,
+    values: &[(String, Option<String>)],
+    build: &dyn Fn(Option<&str>) -> Arc<dyn Mechanism>,
+    seen: &mut std::collections::HashSet<[u8; 32]>,
+) -> Result<Filled, dptext_core::Error> {
+    let mut done = Filled::default();
+    let Some((store, index)) = table::relations() else {
+        return Ok(done);
+    };
+    let mode = RandomMode::Keyed(secret.clone());
+    // Missing values, by group (one mechanism per group).
+    let mut missing: Vec<(usize, [u8; 32])> = Vec::new();
+    let mut key_id = String::new();
+    for (i, (value, group)) in values.iter().enumerate() {
+        let (id, t) = tag(secret, rule, group.as_deref(), value);
+        key_id = id;
+        if !seen.insert(t) || table::lookup(store, index, &t).is_some() {
+            done.present += 1;
+            continue;
+        }
+        missing.push((i, t));
+    }
+    let mut start = 0;
+    while start < missing.len() {
+        let group = values[missing[start].0].1.as_deref();
+        let mut end = start + 1;
+        while end < missing.len() && values[missing[end].0].1.as_deref() == group {
+            end += 1;
+        }
+        let chunk = &missing[start..end];
+        let texts: Vec<&str> = chunk.iter().map(|(i, _)| values[*i].0.as_str()).collect();
+        let m = build(group);
+        let outs = engine.run_many(m.as_ref(), &texts, &mode, &[]);
+        let mut kept: Vec<(String, [u8; 32])> = Vec::with_capacity(outs.len());
+        for ((_, t), out) in chunk.iter().zip(outs) {
+            kept.push((out?.text, *t));
+        }
+        let entries: Vec<Entry<'_>> = kept
+            .iter()
+            .map(|(o, t)| Entry {
+                tag: t,
+                output: o,
+                rule_id: rule,
+                key_id: &key_id,
+            })
+            .collect();
+        table::insert(store, index, &entries);
+        done.computed += kept.len() as u64;
+        start = end;
+    }
+    Ok(done)
+}
+
+/// The rules of `source` (column, mechanism, parameter text, grouping
+/// column), in column order.
+type ColumnRule = (String, String, String, Option<String>);
+
+fn rules_of(source: pgrx::pg_sys::Oid) -> Vec<ColumnRule> {
+    use pgrx::prelude::*;
+    let rows: Result<Vec<ColumnRule>, pgrx::spi::Error> = Spi::connect(|client| {
+        let mut out = Vec::new();
+        let args = [pgrx::datum::DatumWithOid::from(source)];
+        for row in client.select(
+            "SELECT column_name::text, mechanism, params::text, group_column \
+               FROM dptext.rules WHERE table_oid = $1 ORDER BY attnum",
+            None,
+            &args,
+        )? {
+            if let (Some(c), Some(m), Some(p)) = (
+                row.get::<String>(1)?,
+                row.get::<String>(2)?,
+                row.get::<String>(3)?,
+            ) {
+                out.push((c, m, p, row.get::<String>(4)?));
+            }
+        }
+        Ok(out)
+    });
+    rows.unwrap_or_else(|e| pgrx::error!("dptext.warm: could not read the rules: {e}"))
+}
+
+/// Raises 22023 for the parameter `name` of `funcname`.
+fn invalid(name: &'static str, reason: impl Into<String>, funcname: &'static str) -> ! {
+    crate::error::raise(
+        crate::error::ExtError::Core(dptext_core::Error::InvalidParameter {
+            name,
+            reason: reason.into(),
+        }),
+        funcname,
+    )
+}
+
+/// A duration in words for progress lines: `42s`, `3m05s`, `1h02m`.
+fn human(secs: f64) -> String {
+    let s = secs.max(0.0).round() as u64;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+/// Precomputes into the store every value of `source`'s columns whose rule
+/// uses it; see [`dptext::warm`].
+fn warm(source: pgrx::pg_sys::Oid, batch: usize) -> i64 {
+    use pgrx::prelude::*;
+    const F: &str = "dptext.warm";
+    if crate::masking::session_is_masked() {
+        crate::masking::refuse(format!("masked sessions cannot call {F}"));
+    }
+    if !crate::guc::STORE.get() {
+        invalid(
+            "store",
+            "dptext.store is off, so nothing would read what warming computes",
+            F,
+        );
+    }
+    let mode = crate::guc::random_mode().unwrap_or_else(|e| crate::error::raise(e.into(), F));
+    let RandomMode::Keyed(secret) = mode else {
+        invalid("key_file", "warming needs a key (dptext.key_file): only keyed outputs are the same at every read, so only they can be computed once", F);
+    };
+    let engine = crate::engine();
+    let relname = source_name(source);
+    let mut computed = 0i64;
+    for (column, mechanism, params, group_column) in rules_of(source) {
+        let json: serde_json::Value = serde_json::from_str(&params).unwrap_or_else(|e| {
+            crate::error::raise(crate::error::ExtError::Core(dptext_core::Error::Json(e)), F)
+        });
+        let spec = MechanismSpec::parse(&mechanism, &json)
+            .unwrap_or_else(|e| crate::error::raise(e.into(), F));
+        let base = engine
+            .mechanism(&spec)
+            .unwrap_or_else(|e| crate::error::raise(e.into(), F));
+        let Some(rule) = rule(&engine, &mechanism, &params, || {
+            (spec.clone(), base.clone())
+        }) else {
+            pgrx::notice!("{F}: {relname}.{column}: its rule ({mechanism}) runs no model, so it is computed at each read and not stored");
+            continue;
+        };
+        let col = pgrx::spi::quote_identifier(&column);
+        let grp = group_column
+            .as_deref()
+            .map(|g| format!("{}::pg_catalog.text", pgrx::spi::quote_identifier(g)))
+            .unwrap_or_else(|| "NULL::pg_catalog.text".into());
+        let from = format!(
+            "FROM (SELECT DISTINCT {col}::pg_catalog.text AS v, {grp} AS g FROM {relname} WHERE {col} IS NOT NULL) d"
+        );
+        let total: i64 = Spi::get_one(&format!("SELECT pg_catalog.count(*) {from}"))
+            .ok()
+            .flatten()
+            .unwrap_or(0);
+        let build = |g: Option<&str>| -> Arc<dyn Mechanism> {
+            match g {
+                None => base.clone(),
+                Some(_) => engine
+                    .build(&spec.clone().with_group(g))
+                    .unwrap_or_else(|e| crate::error::raise(e.into(), F))
+                    .into(),
+            }
+        };
+        let started = std::time::Instant::now();
+        let mut last = started;
+        let mut seen = std::collections::HashSet::new();
+        let mut done = 0i64;
+        let mut column_computed = 0i64;
+        let query = format!("SELECT v, g {from} ORDER BY g, v");
+        let result: Result<(), pgrx::spi::Error> = Spi::connect(|client| {
+            let mut cursor = client.try_open_cursor(query.as_str(), &[])?;
+            loop {
+                let table = cursor.fetch(batch as std::ffi::c_long)?;
+                let mut values = Vec::with_capacity(batch);
+                for row in table {
+                    if let Some(v) = row.get::<String>(1)? {
+                        values.push((v, row.get::<String>(2)?));
+                    }
+                }
+                if values.is_empty() {
+                    return Ok(());
+                }
+                pgrx::check_for_interrupts!();
+                let f = fill(&engine, &rule, &secret, &values, &build, &mut seen)
+                    .unwrap_or_else(|e| crate::error::raise(e.into(), F));
+                done += values.len() as i64;
+                column_computed += f.computed as i64;
+                if last.elapsed().as_secs_f64() >= 5.0 {
+                    last = std::time::Instant::now();
+                    let elapsed = started.elapsed().as_secs_f64();
+                    let rate = done as f64 / elapsed.max(1e-9);
+                    let left = (total - done).max(0) as f64 / rate.max(1e-9);
+                    pgrx::notice!(
+                        "{F}: {relname}.{column}: {done} of {total} values ({:.0}%), {column_computed} computed, {rate:.1} values/s, about {} left",
+                        100.0 * done as f64 / (total.max(1) as f64),
+                        human(left)
+                    );
+                }
+            }
+        });
+        result.unwrap_or_else(|e| pgrx::error!("{F}: reading {relname}.{column} failed: {e}"));
+        pgrx::notice!(
+            "{F}: {relname}.{column}: {done} distinct values, {column_computed} computed, {} already stored, in {}",
+            done - column_computed,
+            human(started.elapsed().as_secs_f64())
+        );
+        computed += column_computed;
+    }
+    computed
+}
+
+/// Deletes the store entries no current value needs; see
+/// `dptext.store_prune()` in sql/catalog.sql.
+fn prune() -> i64 {
+    use pgrx::prelude::*;
+    const F: &str = "dptext.store_prune";
+    if crate::masking::session_is_masked() {
+        crate::masking::refuse(format!("masked sessions cannot call {F}"));
+    }
+    if table::relations().is_none() {
+        return 0;
+    }
+    let engine = crate::engine();
+    // Every tag a current value of a labelled column has, under the key
+    // in force (none: every entry goes).
+    let mut keep = std::collections::HashSet::new();
+    if let Ok(RandomMode::Keyed(secret)) = crate::guc::random_mode() {
+        let tables: Vec<pg_sys::Oid> = Spi::connect(|client| {
+            let mut out = Vec::new();
+            for row in client.select("SELECT DISTINCT table_oid FROM dptext.rules", None, &[])? {
+                out.extend(row.get::<pg_sys::Oid>(1)?);
+            }
+            Ok::<_, pgrx::spi::Error>(out)
+        })
+        .unwrap_or_else(|e| pgrx::error!("{F}: could not read the rules: {e}"));
+        for source in tables {
+            for (column, mechanism, params, group_column) in rules_of(source) {
+                let json: serde_json::Value = serde_json::from_str(&params).unwrap_or_else(|e| {
+                    crate::error::raise(
+                        crate::error::ExtError::Core(dptext_core::Error::Json(e)),
+                        F,
+                    )
+                });
+                let spec = MechanismSpec::parse(&mechanism, &json)
+                    .unwrap_or_else(|e| crate::error::raise(e.into(), F));
+                let base = engine
+                    .mechanism(&spec)
+                    .unwrap_or_else(|e| crate::error::raise(e.into(), F));
+                let Some(rule) = rule(&engine, &mechanism, &params, || (spec.clone(), base)) else {
+                    continue;
+                };
+                let col = pgrx::spi::quote_identifier(&column);
+                let grp = group_column
+                    .as_deref()
+                    .map(|g| format!("{}::pg_catalog.text", pgrx::spi::quote_identifier(g)))
+                    .unwrap_or_else(|| "NULL::pg_catalog.text".into());
+                let query = format!(
+                    "SELECT DISTINCT {col}::pg_catalog.text, {grp} FROM {} WHERE {col} IS NOT NULL",
+                    source_name(source)
+                );
+                Spi::connect(|client| {
+                    let mut cursor = client.try_open_cursor(query.as_str(), &[])?;
+                    loop {
+                        let rows = cursor.fetch(1000)?;
+                        if rows.is_empty() {
+                            return Ok::<_, pgrx::spi::Error>(());
+                        }
+                        for row in rows {
+                            if let Some(v) = row.get::<String>(1)? {
+                                let g = row.get::<String>(2)?;
+                                keep.insert(tag(&secret, &rule, g.as_deref(), &v).1);
+                            }
+                        }
+                        pgrx::check_for_interrupts!();
+                    }
+                })
+                .unwrap_or_else(|e| pgrx::error!("{F}: could not read {column}: {e}"));
+            }
+        }
+    }
+    let tags: Vec<Vec<u8>> = Spi::connect(|client| {
+        let mut out = Vec::new();
+        for row in client.select("SELECT DISTINCT tag FROM dptext.store", None, &[])? {
+            if let Some(t) = row.get::<Vec<u8>>(1)? {
+                if t.len() != 32
+                    || !keep.contains(&<[u8; 32]>::try_from(t.as_slice()).unwrap_or([0; 32]))
+                {
+                    out.push(t);
+                }
+            }
+        }
+        Ok::<_, pgrx::spi::Error>(out)
+    })
+    .unwrap_or_else(|e| pgrx::error!("{F}: could not read dptext.store: {e}"));
+    if tags.is_empty() {
+        return 0;
+    }
+    Spi::connect_mut(|client| {
+        let args = [pgrx::datum::DatumWithOid::from(tags)];
+        let n = client
+            .update("DELETE FROM dptext.store WHERE tag = ANY($1)", None, &args)?
+            .len();
+        Ok::<_, pgrx::spi::Error>(n as i64)
+    })
+    .unwrap_or_else(|e| pgrx::error!("{F}: could not delete: {e}"))
+}
+
+/// `source` as SQL text (quoted and schema-qualified as needed).
+fn source_name(source: pgrx::pg_sys::Oid) -> String {
+    pgrx::Spi::get_one_with_args::<String>(
+        "SELECT $1::pg_catalog.regclass::pg_catalog.text",
+        &[pgrx::datum::DatumWithOid::from(source)],
+    )
+    .ok()
+    .flatten()
+    .unwrap_or_else(|| pgrx::error!("relation {} does not exist", source.to_u32()))
+}
+
+/// The SQL side of the store, in schema `dptext`.
+#[pgrx::pg_schema]
+mod dptext {
+    use pgrx::prelude::*;
+
+    /// Backs `dptext.warm(source regclass, batch_size int)` (sql/catalog.sql):
+    /// computes into the store every distinct value (with its group) of
+    /// each column of `source` whose rule runs a model and is not stored
+    /// yet, `batch_size` values per model call, with a NOTICE of progress
+    /// every 5 seconds; returns how many it computed. Cancellable.
+    #[pg_extern(volatile, parallel_unsafe)]
+    fn _warm(source: pg_sys::Oid, batch_size: i32) -> i64 {
+        if !(1..=4096).contains(&batch_size) {
+            super::invalid(
+                "batch_size",
+                format!("must be between 1 and 4096 (got {batch_size})"),
+                "dptext.warm",
+            );
+        }
+        super::warm(source, batch_size as usize)
+    }
+
+    /// Backs `dptext.store_prune()` (sql/catalog.sql): deletes the store's
+    /// entries of other keys, of rules no label uses now, and of values no
+    /// labelled column holds now; returns how many.
+    #[pg_extern(volatile, parallel_unsafe)]
+    fn _store_prune() -> i64 {
+        super::prune()
+    }
+}
