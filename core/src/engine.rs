@@ -468,6 +468,16 @@ impl Engine {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = custom;
     }
 
+    /// The custom recognizers, allow list and threshold this engine's
+    /// detection uses ([`Engine::set_recognizers`]): what another engine
+    /// must be given to detect the same spans.
+    pub fn recognizers(&self) -> Arc<crate::detect::custom::Custom> {
+        self.custom
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
     /// The detector (model and dictionaries), loaded on first use.
     fn model(&self) -> Result<Arc<Detector>> {
         let mut slot = self

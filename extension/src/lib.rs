@@ -124,7 +124,6 @@ fn keyed_call_mode(funcname: &'static str) -> dptext_core::RandomMode {
 fn run_rule(spec: MechanismSpec, group: Option<&str>, t: &str, funcname: &'static str) -> String {
     let engine = engine();
     vocabularies::ensure(&engine, &spec, funcname);
-    let base = engine.mechanism(&spec).or_raise(funcname);
     let mode = keyed_call_mode(funcname);
     let compute = || {
         let m: Arc<dyn dptext_core::mechanisms::Mechanism> = match group {
@@ -132,16 +131,14 @@ fn run_rule(spec: MechanismSpec, group: Option<&str>, t: &str, funcname: &'stati
                 .build(&spec.clone().with_group(group))
                 .or_raise(funcname)
                 .into(),
-            None => base.clone(),
+            None => engine.mechanism(&spec).or_raise(funcname),
         };
         let out = engine.run(m.as_ref(), t, &mode, &[]).or_raise(funcname);
         warn_fallback(None);
         out.text
     };
     let params = spec.params_json().to_string();
-    match store::rule(&engine, spec.name(), &params, || {
-        (spec.clone(), base.clone())
-    }) {
+    match store::rule(&engine, spec.name(), &params, || spec.clone()) {
         Some(rule) => store::serve(&rule, group, t, &mode, compute),
         None => compute(),
     }

@@ -1083,11 +1083,10 @@ fn mask_value(
     let mode = crate::guc::random_mode()
         .unwrap_or_else(|e| refuse(format!("the masking key could not be read: {e}")));
     let engine = crate::engine();
-    let base = mechanism_for(mechanism, params);
     let compute = || {
         let m = match group {
             Some(g) => grouped_mechanism_for(mechanism, params, g),
-            None => base.clone(),
+            None => mechanism_for(mechanism, params),
         };
         engine
             .run(m.as_ref(), value, &mode, &[])
@@ -1099,9 +1098,7 @@ fn mask_value(
             })
             .text
     };
-    let rule = crate::store::rule(&engine, mechanism, params, || {
-        (rule_spec(mechanism, params), base.clone())
-    });
+    let rule = crate::store::rule(&engine, mechanism, params, || rule_spec(mechanism, params));
     match rule {
         Some(rule) => crate::store::serve(&rule, group.flatten(), value, &mode, compute),
         None => compute(),

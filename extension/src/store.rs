@@ -43,21 +43,23 @@ thread_local! {
     static STATE: RefCell<State> = RefCell::new(State::default());
 }
 
-/// Whether a rule uses the store: it runs detection (the models), and
-/// draws from no released vocabulary (a vocabulary can be rebuilt under
-/// its name, which the rule's identity would not see).
-pub(crate) fn eligible(spec: &MechanismSpec, m: &dyn Mechanism) -> bool {
-    m.uses_detection() && !spec.params_json().to_string().contains("\"vocabulary\"")
+/// Whether a rule uses the store: it runs a model on every value
+/// ([`MechanismSpec::runs_model`]), and draws from no released vocabulary
+/// (a vocabulary can be rebuilt under its name, which the rule's identity
+/// would not see).
+pub(crate) fn eligible(spec: &MechanismSpec) -> bool {
+    spec.runs_model() && !spec.params_json().to_string().contains("\"vocabulary\"")
 }
 
 /// The identity of the rule `(name, params)` for the store, or `None` when
-/// it does not use the store; `spec` builds the rule (without its group)
-/// on the first call for these texts.
+/// it does not use the store; `spec` parses the rule (without its group)
+/// on the first call for these texts. Nothing is built or loaded: a value
+/// served from the store runs no model and loads none.
 pub(crate) fn rule(
     engine: &Arc<Engine>,
     name: &str,
     params: &str,
-    spec: impl FnOnce() -> (MechanismSpec, Arc<dyn Mechanism>),
+    spec: impl FnOnce() -> MechanismSpec,
 ) -> Option<Arc<str>> {
     if !crate::guc::STORE.get() {
         return None;
@@ -79,8 +81,8 @@ pub(crate) fn rule(
     if let Some(r) = cached {
         return r;
     }
-    let (spec, m) = spec();
-    let id = eligible(&spec, m.as_ref()).then(|| identity(engine, &spec, &context.1));
+    let spec = spec();
+    let id = eligible(&spec).then(|| identity(engine, &spec, &context.1));
     STATE.with(|s| {
         s.borrow_mut()
             .rules
@@ -195,6 +197,12 @@ pub(crate) fn serve(
     out
 }
 
+/// Builds a rule's mechanism on an engine for a group.
+type BuildFor<'a> =
+    dyn Fn(&Engine, Option<&str>) -> Result<Arc<dyn Mechanism>, dptext_core::Error> + Sync + 'a;
+/// Builds a rule's mechanism on an engine.
+type Build<'a> = dyn Fn(&Engine) -> Result<Arc<dyn Mechanism>, dptext_core::Error> + Sync + 'a;
+
 /// What [`fill`] did with a batch.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Filled {
@@ -206,14 +214,16 @@ pub(crate) struct Filled {
 
 /// Fills the store with the outputs of `values` (value, group) under one
 /// rule, computing only those it lacks, many per model call
-/// ([`Engine::run_many`]). `build` makes the rule's mechanism for a group.
-/// `seen` holds the tags this fill has handled, so repeats cost nothing.
+/// ([`Engine::run_many`]), split across `pool`'s engines (one thread
+/// each) when it has more than one. `build` makes the rule's mechanism for
+/// a group on an engine. `seen` holds the tags this fill has handled, so
+/// repeats cost nothing.
 pub(crate) fn fill(
-    engine: &Engine,
+    pool: &[Arc<Engine>],
     rule: &str,
     secret: &dptext_core::rng::Secret,
     values: &[(String, Option<String>)],
-    build: &dyn Fn(Option<&str>) -> Arc<dyn Mechanism>,
+    build: &BuildFor<'_>,
     seen: &mut std::collections::HashSet<[u8; 32]>,
 ) -> Result<Filled, dptext_core::Error> {
     let mut done = Filled::default();
@@ -242,12 +252,12 @@ pub(crate) fn fill(
         }
         let chunk = &missing[start..end];
         let texts: Vec<&str> = chunk.iter().map(|(i, _)| values[*i].0.as_str()).collect();
-        let m = build(group);
-        let outs = engine.run_many(m.as_ref(), &texts, &mode, &[]);
-        let mut kept: Vec<(String, [u8; 32])> = Vec::with_capacity(outs.len());
-        for ((_, t), out) in chunk.iter().zip(outs) {
-            kept.push((out?.text, *t));
-        }
+        let outs = run_split(pool, &texts, &mode, &|e: &Engine| build(e, group))?;
+        let kept: Vec<(String, [u8; 32])> = outs
+            .into_iter()
+            .zip(chunk)
+            .map(|(o, (_, t))| (o, *t))
+            .collect();
         let entries: Vec<Entry<'_>> = kept
             .iter()
             .map(|(o, t)| Entry {
@@ -262,6 +272,75 @@ pub(crate) fn fill(
         start = end;
     }
     Ok(done)
+}
+
+/// The outputs of `texts`, in order: on the first engine of `pool` in
+/// this thread, or split into one part per engine, each run on a thread of
+/// its own (engines without PostgreSQL's interrupt hook: the caller checks
+/// for cancellation between batches).
+fn run_split(
+    pool: &[Arc<Engine>],
+    texts: &[&str],
+    mode: &RandomMode,
+    build: &Build<'_>,
+) -> Result<Vec<String>, dptext_core::Error> {
+    let run = |engine: &Engine, part: &[&str]| -> Result<Vec<String>, dptext_core::Error> {
+        let m = build(engine)?;
+        engine
+            .run_many(m.as_ref(), part, mode, &[])
+            .into_iter()
+            .map(|r| r.map(|s| s.text))
+            .collect()
+    };
+    if pool.len() <= 1 || texts.len() < 2 {
+        let Some(engine) = pool.first() else {
+            return Ok(Vec::new());
+        };
+        return run(engine, texts);
+    }
+    let size = texts.len().div_ceil(pool.len());
+    let parts: Vec<Result<Vec<String>, dptext_core::Error>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = texts
+            .chunks(size)
+            .zip(pool)
+            .map(|(part, engine)| scope.spawn(move || run(engine, part)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(dptext_core::Error::Model("a fill thread panicked".into()))
+                })
+            })
+            .collect()
+    });
+    let mut out = Vec::with_capacity(texts.len());
+    for p in parts {
+        out.extend(p?);
+    }
+    Ok(out)
+}
+
+/// The engines a fill runs on: this backend's, or with `dptext.model_threads`
+/// above 1 that many engines of one model thread each (loaded for this
+/// fill, with this backend's recognizers), run side by side.
+fn fill_pool(engine: &Arc<Engine>) -> Vec<Arc<Engine>> {
+    let threads = engine.config().model_threads;
+    if threads <= 1 {
+        return vec![engine.clone()];
+    }
+    let config = dptext_core::EngineConfig {
+        model_threads: 1,
+        ..engine.config().clone()
+    };
+    let custom = engine.recognizers();
+    (0..threads)
+        .map(|_| {
+            let e = Engine::with_map(config.clone(), crate::ffi::map_file);
+            e.set_recognizers(custom.clone());
+            Arc::new(e)
+        })
+        .collect()
 }
 
 /// The rules of `source` (column, mechanism, parameter text, grouping
@@ -341,12 +420,7 @@ fn warm(source: pgrx::pg_sys::Oid, batch: usize) -> i64 {
         });
         let spec = MechanismSpec::parse(&mechanism, &json)
             .unwrap_or_else(|e| crate::error::raise(e.into(), F));
-        let base = engine
-            .mechanism(&spec)
-            .unwrap_or_else(|e| crate::error::raise(e.into(), F));
-        let Some(rule) = rule(&engine, &mechanism, &params, || {
-            (spec.clone(), base.clone())
-        }) else {
+        let Some(rule) = rule(&engine, &mechanism, &params, || spec.clone()) else {
             pgrx::notice!("{F}: {relname}.{column}: its rule ({mechanism}) runs no model, so it is computed at each read and not stored");
             continue;
         };
@@ -362,15 +436,14 @@ fn warm(source: pgrx::pg_sys::Oid, batch: usize) -> i64 {
             .ok()
             .flatten()
             .unwrap_or(0);
-        let build = |g: Option<&str>| -> Arc<dyn Mechanism> {
-            match g {
-                None => base.clone(),
-                Some(_) => engine
-                    .build(&spec.clone().with_group(g))
-                    .unwrap_or_else(|e| crate::error::raise(e.into(), F))
-                    .into(),
-            }
-        };
+        let pool = fill_pool(&engine);
+        let build =
+            |e: &Engine, g: Option<&str>| -> Result<Arc<dyn Mechanism>, dptext_core::Error> {
+                match g {
+                    None => e.mechanism(&spec),
+                    Some(_) => e.build(&spec.clone().with_group(g)).map(Arc::from),
+                }
+            };
         let started = std::time::Instant::now();
         let mut last = started;
         let mut seen = std::collections::HashSet::new();
@@ -391,7 +464,7 @@ fn warm(source: pgrx::pg_sys::Oid, batch: usize) -> i64 {
                     return Ok(());
                 }
                 pgrx::check_for_interrupts!();
-                let f = fill(&engine, &rule, &secret, &values, &build, &mut seen)
+                let f = fill(&pool, &rule, &secret, &values, &build, &mut seen)
                     .unwrap_or_else(|e| crate::error::raise(e.into(), F));
                 done += values.len() as i64;
                 column_computed += f.computed as i64;
@@ -453,10 +526,7 @@ fn prune() -> i64 {
                 });
                 let spec = MechanismSpec::parse(&mechanism, &json)
                     .unwrap_or_else(|e| crate::error::raise(e.into(), F));
-                let base = engine
-                    .mechanism(&spec)
-                    .unwrap_or_else(|e| crate::error::raise(e.into(), F));
-                let Some(rule) = rule(&engine, &mechanism, &params, || (spec.clone(), base)) else {
+                let Some(rule) = rule(&engine, &mechanism, &params, || spec.clone()) else {
                     continue;
                 };
                 let col = pgrx::spi::quote_identifier(&column);

@@ -220,6 +220,29 @@ impl MechanismSpec {
         }
     }
 
+    /// Whether the mechanism runs a model on every value (the detection
+    /// model, and for NDD the masked LM): entity replacement unless it
+    /// replaces whole values, NDD, and chains with either. What makes a
+    /// value worth computing once and storing.
+    ///
+    /// ```
+    /// use dptext_core::mechanisms::MechanismSpec;
+    /// let p = |n: &str, j: serde_json::Value| MechanismSpec::parse(n, &j).unwrap();
+    /// assert!(p("deidentify", serde_json::json!({})).runs_model());
+    /// assert!(!p("deidentify", serde_json::json!({"whole": true})).runs_model());
+    /// assert!(!p("santext", serde_json::json!({"eps": 3})).runs_model());
+    /// ```
+    pub fn runs_model(&self) -> bool {
+        match self {
+            MechanismSpec::Deidentify(d) => !d.whole,
+            MechanismSpec::Ndd(_) => true,
+            MechanismSpec::Chain(stages) => stages.iter().any(MechanismSpec::runs_model),
+            MechanismSpec::SanText(_)
+            | MechanismSpec::SanTextPlus(_)
+            | MechanismSpec::CusText(_) => false,
+        }
+    }
+
     /// The mechanism's name as SQL and labels spell it.
     pub fn name(&self) -> &'static str {
         match self {
