@@ -502,6 +502,29 @@ def deny_by_default(b):
             owner.execute("DROP TABLE leak_deny")
 
 
+def computed_once_store(b):
+    """The store of model-based outputs (leak_t.code's deidentify rule
+    files there on every masked read): no masked session reads, probes or
+    fills it through SQL."""
+    with b.connect() as c:
+        c.execute("SELECT code FROM leak_t").fetchall()
+    with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+        filled = owner.execute("SELECT count(*) FROM dptext.store").fetchone()[0]
+    b.check("a masked read of a model-based rule files its outputs in the store", filled > 0, f"{filled}")
+    for name, stmt in [
+        ("the store", "SELECT tag, output FROM dptext.store"),
+        ("the store by tag", "SELECT output FROM dptext.store WHERE tag = sha256(convert_to('ZQ-7731', 'UTF8'))"),
+        ("the store's summary", "SELECT * FROM dptext.store_summary"),
+        ("warming a labelled table", "SELECT dptext.warm('leak_t')"),
+        ("warming through the inner function", "SELECT dptext._warm('leak_t'::regclass::oid, 8)"),
+        ("pruning the store", "SELECT dptext.store_prune()"),
+        ("writing the store", "INSERT INTO dptext.store VALUES ('\\x00', 'x', 'r', 'k')"),
+        ("turning the store off", "SET dptext.store = off"),
+        ("a store cache of its own", "SET dptext.store_cache_mb = 0"),
+    ]:
+        b.no_leak(f"masked session refused: {name}", b.run([stmt]), expect_error="42501")
+
+
 def below_the_mask(b):
     """The attacks of a masked analyst with SELECT and USERSET settings on
     what lies below the mask: each must be refused or give nothing."""
@@ -630,6 +653,35 @@ def below_the_mask(b):
                   for q in ("SELECT id FROM leak_route", "SELECT id, name FROM leak_route")]
     b.check("no child-by-child order through a routed inheritance parent",
             all(o not in (am + nz, nz + am) and sorted(o) == sorted(am + nz) for o in orders), f"{orders}")
+
+    # 4b(2). The shuffle itself: drawn from the operating system, so
+    # `setseed` cannot replay it; and a security barrier, so a leaky qual
+    # (a NOTICE per row) is not pushed below it to see the rows child
+    # after child.
+    with b.connect() as c:
+        replays = []
+        for _ in range(2):
+            c.execute("SELECT setseed(0.42)")
+            replays.append([r[0] for r in c.execute("SELECT id FROM leak_route").fetchall()])
+    b.check("the inheritance shuffle does not follow setseed", replays[0] != replays[1], f"{replays}")
+    with b.connect() as c:
+        taps = []
+        c.add_notice_handler(lambda d: taps.append(d.message_primary or ""))
+        c.execute("CREATE FUNCTION pg_temp.leak_tap(i int) RETURNS boolean LANGUAGE plpgsql "
+                  "AS $$ BEGIN RAISE NOTICE 'row %', i; RETURN true; END $$")
+        c.execute("SET max_parallel_workers_per_gather = 0")
+        c.execute("SELECT count(*) FROM leak_route WHERE pg_temp.leak_tap(id)")
+    tapped = [int(t.split()[1]) for t in taps if t.startswith("row ")]
+    b.check("a leaky qual sees no child-by-child order through a routed inheritance parent",
+            tapped not in (am + nz, nz + am) and sorted(tapped) == sorted(am + nz), f"{tapped}")
+
+    # 4b(3). TOAST tables: their row counts are chunks of raw values.
+    with b.connect() as c:
+        toasts = c.execute("SELECT count(*) FROM pg_class WHERE relkind = 't'").fetchone()[0]
+        joined = c.execute("SELECT t.reltuples FROM pg_class r LEFT JOIN pg_class t ON t.oid = r.reltoastrelid "
+                           "WHERE r.relname = 'leak_t'").fetchone()[0]
+    b.check("TOAST tables are hidden from masked sessions' pg_class", toasts == 0 and joined is None,
+            f"{toasts} {joined}")
 
     # 4b''. A foreign key of the masked role's own table onto the labelled
     # column (REFERENCES granted): NOT VALID skips the check, and ON
@@ -765,6 +817,7 @@ def main():
         sys.exit(1 if b.failed else 0)
 
     below_the_mask(b)
+    computed_once_store(b)
     deny_by_default(b)
 
     # COPY and TRUNCATE resolve the relation they check under the lock the

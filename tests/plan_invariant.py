@@ -240,6 +240,15 @@ class Checker:
         bare_names = sum(1 for n in nodes(plan) if "Alias" in n) == 1
         patterns = [re.compile(r'(?<![\w."])"?%s"?\."?%s"?(?![\w"])' % (re.escape(a), re.escape(c)))
                     for a, c in raw]
+        # Nodes above an Append may name the family's parent by an alias no
+        # scan carries (the parent's own range-table entry, `plan_p_1` while
+        # its scans are `plan_p_2`, ...): any `<family>_<n>` that is not a
+        # node of its own reads the family's raw column.
+        for a, c in raw:
+            base = re.sub(r"_\d+$", "", a)
+            excluded = "|".join(re.escape(o) for o in sorted(other)) or "(?!)"
+            patterns.append(re.compile(
+                r'(?<![\w."])"?(?!(?:%s)"?\.)%s_\d+"?\."?%s"?(?![\w"])' % (excluded, re.escape(base), re.escape(c))))
         if bare_names:
             patterns += [re.compile(r'(?<![\w."])"?%s"?(?![\w"(])' % re.escape(c)) for _, c in raw]
         found = []

@@ -59,6 +59,11 @@ impl Secret {
         hex::encode(&h.finalize()[..6])
     }
 
+    /// Whether `other` holds the same key material.
+    pub fn same(&self, other: &Secret) -> bool {
+        self.0 == other.0
+    }
+
     /// A key for another purpose, derived from this one under `domain`
     /// (HMAC-SHA256 of the domain under the key): knowing it reveals
     /// neither this key nor any random stream drawn from it.
@@ -77,6 +82,17 @@ impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Secret(id {})", self.key_id())
     }
+}
+
+/// A uniform number in `[0, 1)` from a generator seeded once per thread
+/// by the operating system: unpredictable and unseedable by any caller
+/// (unlike SQL's `random()`, which `setseed` replays).
+pub fn os_unit() -> f64 {
+    use rand::Rng;
+    thread_local! {
+        static OS: std::cell::RefCell<ChaCha20Rng> = std::cell::RefCell::new(ChaCha20Rng::from_os_rng());
+    }
+    OS.with(|r| r.borrow_mut().random::<f64>())
 }
 
 /// Reads a secret key from a file: the whole file, without trailing

@@ -1003,7 +1003,7 @@ pub(crate) fn database_has_column_labels() -> bool {
 
 /// Refuses masked reads unless a key is in force: seeded or OS randomness
 /// would let a masked session see fresh draws (or replay a public seed).
-pub(crate) fn require_key() {
+pub(crate) fn require_key() -> dptext_core::RandomMode {
     // The key of a masked session is the administrator's: one the session
     // chose (a start-up option, SET or set_config, where SET ON PARAMETER
     // was granted) would give it a fresh release of every value per key,
@@ -1016,7 +1016,7 @@ pub(crate) fn require_key() {
         }
     }
     match crate::guc::random_mode() {
-        Ok(dptext_core::RandomMode::Keyed(_)) => {}
+        Ok(mode @ dptext_core::RandomMode::Keyed(_)) => mode,
         Ok(_) => refuse(
             "masked sessions read labelled columns only under a key, and none is set: set dptext.key_file (in postgresql.conf, or ALTER DATABASE/ROLE ... SET) to a file holding a secret key".into(),
         ),
@@ -1079,9 +1079,7 @@ fn mask_value(
     if !crate::ffi::catalog::called_by_rewrite(fcinfo) {
         refuse("dptext.mask is applied by masking only and cannot be called directly".into());
     }
-    require_key();
-    let mode = crate::guc::random_mode()
-        .unwrap_or_else(|e| refuse(format!("the masking key could not be read: {e}")));
+    let mode = require_key();
     let engine = crate::engine();
     let compute = || {
         let m = match group {
@@ -1225,17 +1223,32 @@ pub mod dptext {
     }
 
     /// False when the calling session is masked and `relid`, of kind
-    /// `relkind`, is an index that reads a labelled column: masked
-    /// sessions read `pg_class` through this filter, so the row counts and
-    /// sizes of such indexes (a partial index's `reltuples` counts the raw
-    /// values that match its predicate) never reach them.
+    /// `relkind`, is an index that reads a labelled column, or a TOAST
+    /// table: masked sessions read `pg_class` through this filter, so the
+    /// row counts and sizes of such indexes (a partial index's `reltuples`
+    /// counts the raw values that match its predicate) and of TOAST tables
+    /// (chunks of raw values) never reach them.
     #[pg_extern(stable, parallel_safe)]
     fn class_visible(relid: pg_sys::Oid, relkind: i8) -> bool {
         let kind = relkind as u8;
+        if kind == pg_sys::RELKIND_TOASTVALUE {
+            // A TOAST table's row count is the number of ~2 kB chunks of
+            // the values stored out of line: raw lengths, to the chunk.
+            return !super::session_is_masked();
+        }
         if kind != pg_sys::RELKIND_INDEX && kind != pg_sys::RELKIND_PARTITIONED_INDEX {
             return true;
         }
         !super::session_is_masked() || !super::index_reads_protected(relid)
+    }
+
+    /// A random sort key from the operating system: the order in which a
+    /// masked read of a parent of plain inheritance hands on its rows
+    /// (docs/masking.md). Unlike `random()`, no session can seed or replay
+    /// it.
+    #[pg_extern(volatile, parallel_safe)]
+    fn shuffle_key() -> f64 {
+        dptext_core::rng::os_unit()
     }
 
     /// False when the calling session is masked and the extended

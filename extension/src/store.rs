@@ -32,15 +32,47 @@ struct State {
     /// Mechanism name and parameter text -> its identity, or `None` when
     /// the rule does not use the store.
     rules: HashMap<(String, String), Option<Arc<str>>>,
-    /// The tag key and the public id of the key it came from.
-    key: Option<(String, TagKey)>,
-    /// Recently served outputs by tag, and their bytes.
-    served: HashMap<[u8; 32], Arc<str>>,
+    /// The masking key, its public id and the tag key derived from it.
+    key: Option<(dptext_core::rng::Secret, String, TagKey)>,
+    /// The store table and its index, once looked up (dropped on
+    /// relation-cache invalidations).
+    relations: Option<Option<(pgrx::pg_sys::Oid, pgrx::pg_sys::Oid)>>,
+    /// The last rule asked for by its texts, and its identity: a masked
+    /// read asks for one rule row after row.
+    last_rule: Option<(String, String, Option<Arc<str>>)>,
+    /// Recently served outputs by rule, group and raw value (exact keys,
+    /// so never a wrong one; cleared when the key changes), and their
+    /// bytes. Hashing the value is cheaper than its tag's HMAC.
+    served: HashMap<String, Arc<str>>,
     served_bytes: usize,
+    /// The buffer lookup keys are written into.
+    buffer: String,
 }
 
 thread_local! {
     static STATE: RefCell<State> = RefCell::new(State::default());
+}
+
+/// Forgets the store's relations and the rules' identities; called on
+/// relation-cache invalidations (the extension may have been dropped and
+/// created again, a recognizer changed).
+pub(crate) fn invalidate() {
+    STATE.with(|s| {
+        let mut s = s.borrow_mut();
+        s.relations = None;
+        s.last_rule = None;
+    });
+}
+
+/// The store table and its index, looked up once per backend (until an
+/// invalidation).
+fn store_relations() -> Option<(pgrx::pg_sys::Oid, pgrx::pg_sys::Oid)> {
+    if let Some(r) = STATE.with(|s| s.borrow().relations) {
+        return r;
+    }
+    let r = table::relations();
+    STATE.with(|s| s.borrow_mut().relations = Some(r));
+    r
 }
 
 /// Whether a rule uses the store: it runs a model on every value
@@ -64,10 +96,20 @@ pub(crate) fn rule(
     if !crate::guc::STORE.get() {
         return None;
     }
-    let context = (
-        Arc::as_ptr(engine) as usize,
-        crate::recognizers::fingerprint(),
-    );
+    let engine_id = Arc::as_ptr(engine) as usize;
+    let fast = STATE.with(|s| {
+        let s = s.borrow();
+        match (&s.last_rule, &s.context) {
+            (Some((n, p, r)), Some((e, _))) if n == name && p == params && *e == engine_id => {
+                Some(r.clone())
+            }
+            _ => None,
+        }
+    });
+    if let Some(r) = fast {
+        return r;
+    }
+    let context = (engine_id, crate::recognizers::fingerprint());
     let cached = STATE.with(|s| {
         let mut s = s.borrow_mut();
         if s.context.as_ref() != Some(&context) {
@@ -79,14 +121,16 @@ pub(crate) fn rule(
             .cloned()
     });
     if let Some(r) = cached {
+        STATE.with(|s| s.borrow_mut().last_rule = Some((name.into(), params.into(), r.clone())));
         return r;
     }
     let spec = spec();
     let id = eligible(&spec).then(|| identity(engine, &spec, &context.1));
     STATE.with(|s| {
-        s.borrow_mut()
-            .rules
-            .insert((name.to_string(), params.to_string()), id.clone())
+        let mut s = s.borrow_mut();
+        s.rules
+            .insert((name.to_string(), params.to_string()), id.clone());
+        s.last_rule = Some((name.into(), params.into(), id.clone()));
     });
     id
 }
@@ -124,24 +168,59 @@ fn tag(
 ) -> (String, [u8; 32]) {
     STATE.with(|s| {
         let mut s = s.borrow_mut();
-        let id = secret.key_id();
-        if s.key.as_ref().map(|(k, _)| k) != Some(&id) {
-            s.key = Some((id.clone(), TagKey::new(secret)));
+        if !s.key.as_ref().is_some_and(|(k, _, _)| k.same(secret)) {
+            s.key = Some((secret.clone(), secret.key_id(), TagKey::new(secret)));
+            s.served.clear();
+            s.served_bytes = 0;
         }
-        let key = s.key.as_ref().map(|(_, k)| k.tag(rule, group, value));
-        (id, key.unwrap_or_default())
+        match s.key.as_ref() {
+            Some((_, id, k)) => (id.clone(), k.tag(rule, group, value)),
+            None => (String::new(), [0; 32]),
+        }
     })
 }
 
-fn served(tag: &[u8; 32]) -> Option<Arc<str>> {
-    STATE.with(|s| s.borrow().served.get(tag).cloned())
+/// The key of this backend's copy: rule, group (marked, so that no group
+/// differs from an empty one) and value, each length-prefixed.
+fn served_key(out: &mut String, rule: &str, group: Option<&str>, value: &str) {
+    use std::fmt::Write;
+    out.clear();
+    let _ = write!(out, "{}:{rule}", rule.len());
+    match group {
+        Some(g) => {
+            let _ = write!(out, "+{}:{g}", g.len());
+        }
+        None => out.push('-'),
+    }
+    out.push_str(value);
 }
 
-fn remember(tag: [u8; 32], out: Arc<str>) {
+/// The output this backend served last for (rule, group, value) under
+/// `secret`, if it kept it.
+fn served(
+    secret: &dptext_core::rng::Secret,
+    rule: &str,
+    group: Option<&str>,
+    value: &str,
+) -> Option<Arc<str>> {
+    STATE.with(|s| {
+        let mut s = s.borrow_mut();
+        if !s.key.as_ref().is_some_and(|(k, _, _)| k.same(secret)) {
+            return None;
+        }
+        let mut buffer = std::mem::take(&mut s.buffer);
+        served_key(&mut buffer, rule, group, value);
+        let hit = s.served.get(buffer.as_str()).cloned();
+        s.buffer = buffer;
+        hit
+    })
+}
+
+fn remember(rule: &str, group: Option<&str>, value: &str, out: Arc<str>) {
     let limit = usize::try_from(crate::guc::STORE_CACHE_MB.get()).unwrap_or(0) << 20;
     STATE.with(|s| {
         let mut s = s.borrow_mut();
-        let size = out.len() + 64;
+        let size = out.len() + value.len() + rule.len() + 96;
         if size > limit {
             return;
         }
@@ -150,8 +229,10 @@ fn remember(tag: [u8; 32], out: Arc<str>) {
             s.served.clear();
             s.served_bytes = 0;
         }
+        let mut key = String::with_capacity(value.len() + rule.len() + 16);
+        served_key(&mut key, rule, group, value);
         s.served_bytes += size;
-        s.served.insert(tag, out);
+        s.served.insert(key, out);
     });
 }
 
@@ -169,15 +250,15 @@ pub(crate) fn serve(
     let RandomMode::Keyed(secret) = mode else {
         return compute();
     };
-    let Some((store, index)) = table::relations() else {
+    let Some((store, index)) = store_relations() else {
         return compute();
     };
-    let (key_id, tag) = tag(secret, rule, group, value);
-    if let Some(hit) = served(&tag) {
+    if let Some(hit) = served(secret, rule, group, value) {
         return hit.to_string();
     }
+    let (key_id, tag) = tag(secret, rule, group, value);
     if let Some(hit) = table::lookup(store, index, &tag) {
-        remember(tag, hit.as_str().into());
+        remember(rule, group, value, hit.as_str().into());
         return hit;
     }
     let out = compute();
@@ -193,7 +274,7 @@ pub(crate) fn serve(
             }],
         );
     }
-    remember(tag, out.as_str().into());
+    remember(rule, group, value, out.as_str().into());
     out
 }
 
@@ -227,7 +308,7 @@ pub(crate) fn fill(
     seen: &mut std::collections::HashSet<[u8; 32]>,
 ) -> Result<Filled, dptext_core::Error> {
     let mut done = Filled::default();
-    let Some((store, index)) = table::relations() else {
+    let Some((store, index)) = store_relations() else {
         return Ok(done);
     };
     let mode = RandomMode::Keyed(secret.clone());
@@ -500,7 +581,7 @@ fn prune() -> i64 {
     if crate::masking::session_is_masked() {
         crate::masking::refuse(format!("masked sessions cannot call {F}"));
     }
-    if table::relations().is_none() {
+    if store_relations().is_none() {
         return 0;
     }
     let engine = crate::engine();

@@ -78,6 +78,7 @@ unsafe extern "C-unwind" fn relcache_changed(_arg: pg_sys::Datum, relid: Oid) {
     }
     masking::invalidate();
     crate::recognizers::invalidate();
+    crate::store::invalidate();
     crate::vocabularies::invalidate();
 }
 
@@ -120,7 +121,7 @@ unsafe extern "C-unwind" fn planner(
                         );
                     }
                     if super::rewrite::rewrite(parse, &policies, session_masked) > 0 {
-                        masking::require_key();
+                        let _ = masking::require_key();
                     }
                 }
             }

@@ -359,6 +359,103 @@ unsafe extern "C-unwind" fn alias_walker(node: *mut Node, ctx: *mut c_void) -> b
     }
 }
 
+/// `sub` (a masking subquery over a parent of plain inheritance) read
+/// through an outer subquery that hands its rows on in a random order: a
+/// plain parent returns its children's rows one child after the other,
+/// and which child holds a row is the owner's routing (a trigger on the
+/// raw value, say). The order comes from `dptext.shuffle_key()`, drawn
+/// from the operating system (a session can seed `random()` with
+/// `setseed` and replay it). The sort is above `sub`, whose scan computes
+/// the masks: the rows it sorts (and may spill) hold masked values only.
+///
+/// # Safety
+/// `sub` is a valid masking subquery whose target list has one entry per
+/// output column (resnos 1..n, none junk); `eref` is its relation's alias
+/// and `colnames` the column names of those outputs.
+unsafe fn shuffled(
+    sub: *mut Query,
+    eref: *mut pg_sys::Alias,
+    colnames: *mut pg_sys::List,
+) -> *mut Query {
+    // SAFETY: as the caller promises; every node is built fresh in the
+    // planner's memory context, the inner target entries are only read.
+    unsafe {
+        let inner =
+            pgrx::PgBox::<pg_sys::RangeTblEntry>::alloc_node(NodeTag::T_RangeTblEntry).into_pg();
+        (*inner).rtekind = pg_sys::RTEKind::RTE_SUBQUERY;
+        (*inner).subquery = sub;
+        let alias = pg_sys::copyObjectImpl(eref.cast()).cast::<pg_sys::Alias>();
+        (*alias).colnames = pg_sys::list_copy(colnames);
+        (*inner).eref = alias;
+        (*inner).inFromCl = true;
+        let mut tlist = PgList::<pg_sys::TargetEntry>::new();
+        let mut last: i16 = 0;
+        for te in PgList::<pg_sys::TargetEntry>::from_pg((*sub).targetList).iter_ptr() {
+            let expr = (*te).expr.cast::<Node>();
+            let var = pg_sys::makeVar(
+                1,
+                (*te).resno,
+                pg_sys::exprType(expr),
+                pg_sys::exprTypmod(expr),
+                pg_sys::exprCollation(expr),
+                0,
+            );
+            tlist.push(pg_sys::makeTargetEntry(
+                var.cast(),
+                (*te).resno,
+                (*te).resname,
+                false,
+            ));
+            last = last.max((*te).resno);
+        }
+        let key = pg_sys::makeFuncExpr(
+            masking::function_oid("dptext.shuffle_key()"),
+            pg_sys::FLOAT8OID,
+            std::ptr::null_mut(),
+            Oid::INVALID,
+            Oid::INVALID,
+            pg_sys::CoercionForm::COERCE_EXPLICIT_CALL,
+        );
+        let te = pg_sys::makeTargetEntry(key.cast(), last + 1, std::ptr::null_mut(), true);
+        (*te).ressortgroupref = 1;
+        tlist.push(te);
+        let lt = Oid::from(pg_sys::Float8LessOperator);
+        let mut order =
+            pgrx::PgBox::<pg_sys::SortGroupClause>::alloc_node(NodeTag::T_SortGroupClause);
+        order.tleSortGroupRef = 1;
+        order.sortop = lt;
+        order.eqop = pg_sys::get_equality_op_for_ordering_op(lt, std::ptr::null_mut());
+        order.nulls_first = false;
+        let mut sort = PgList::<pg_sys::SortGroupClause>::new();
+        sort.push(order.into_pg());
+        let outer = pgrx::PgBox::<Query>::alloc_node(NodeTag::T_Query).into_pg();
+        (*outer).commandType = pg_sys::CmdType::CMD_SELECT;
+        (*outer).querySource = pg_sys::QuerySource::QSRC_ORIGINAL;
+        (*outer).canSetTag = true;
+        let mut rtable = PgList::<pg_sys::RangeTblEntry>::new();
+        rtable.push(inner);
+        (*outer).rtable = rtable.into_pg();
+        let mut only = pgrx::PgBox::<pg_sys::RangeTblRef>::alloc_node(NodeTag::T_RangeTblRef);
+        only.rtindex = 1;
+        let mut from = PgList::<Node>::new();
+        from.push(only.into_pg().cast());
+        (*outer).jointree = pg_sys::makeFromExpr(from.into_pg(), std::ptr::null_mut());
+        (*outer).targetList = tlist.into_pg();
+        (*outer).sortClause = sort.into_pg();
+        // Row locks were pushed into `sub`; the outer query marks them
+        // pushed down, as the parser does for a locked subquery.
+        if (*sub).hasForUpdate {
+            for rc in PgList::<pg_sys::RowMarkClause>::from_pg((*sub).rowMarks).iter_ptr() {
+                let outer_rc = pg_sys::copyObjectImpl(rc.cast()).cast::<pg_sys::RowMarkClause>();
+                (*outer_rc).pushedDown = true;
+                (*outer).rowMarks = pg_sys::lappend((*outer).rowMarks, outer_rc.cast());
+            }
+            (*outer).hasForUpdate = true;
+        }
+        outer
+    }
+}
+
 impl<'a> Rewrite<'a> {
     /// What replaces `var`, when it reads a relation read masked: a
     /// whole-row reference becomes a row of the masking subquery's
@@ -761,7 +858,6 @@ impl<'a> Rewrite<'a> {
             let relid = (*rte).relid;
             let inner = pg_sys::copyObjectImpl(rte.cast()).cast::<pg_sys::RangeTblEntry>();
             (*inner).securityQuals = std::ptr::null_mut();
-            let mut shuffle: *mut pg_sys::List = std::ptr::null_mut();
             let mut tlist = PgList::<pg_sys::TargetEntry>::new();
             let mut colnames = PgList::<Node>::from_pg(pg_sys::list_copy((*(*rte).eref).colnames));
             let columns = crate::ffi::catalog::dropped_columns(relid);
@@ -797,35 +893,6 @@ impl<'a> Rewrite<'a> {
                 tlist.push(pg_sys::makeTargetEntry(var.cast(), resno, name, false));
                 colnames.push(pg_sys::makeString(pg_sys::pstrdup(name)).cast());
             }
-            if read.shuffle {
-                // A parent of plain inheritance returns its children's rows
-                // one child after the other, and which child holds a row is
-                // the owner's routing (a trigger on the raw value, say):
-                // the subquery hands its rows on in a random order instead,
-                // sorted (masked values only) by a junk `random()`.
-                let random = pg_sys::makeFuncExpr(
-                    Oid::from(pg_sys::F_RANDOM),
-                    pg_sys::FLOAT8OID,
-                    std::ptr::null_mut(),
-                    Oid::INVALID,
-                    Oid::INVALID,
-                    pg_sys::CoercionForm::COERCE_EXPLICIT_CALL,
-                );
-                let resno = i16::try_from(natts + read.system.len() + 1).unwrap_or(i16::MAX);
-                let te = pg_sys::makeTargetEntry(random.cast(), resno, std::ptr::null_mut(), true);
-                (*te).ressortgroupref = 1;
-                tlist.push(te);
-                let lt = Oid::from(pg_sys::Float8LessOperator);
-                let mut order =
-                    pgrx::PgBox::<pg_sys::SortGroupClause>::alloc_node(NodeTag::T_SortGroupClause);
-                order.tleSortGroupRef = 1;
-                order.sortop = lt;
-                order.eqop = pg_sys::get_equality_op_for_ordering_op(lt, std::ptr::null_mut());
-                order.nulls_first = false;
-                let mut sort = PgList::<pg_sys::SortGroupClause>::new();
-                sort.push(order.into_pg());
-                shuffle = sort.into_pg();
-            }
             let sub = pgrx::PgBox::<Query>::alloc_node(NodeTag::T_Query).into_pg();
             (*sub).commandType = pg_sys::CmdType::CMD_SELECT;
             (*sub).querySource = pg_sys::QuerySource::QSRC_ORIGINAL;
@@ -839,7 +906,6 @@ impl<'a> Rewrite<'a> {
             from.push(only.into_pg().cast());
             (*sub).jointree = pg_sys::makeFromExpr(from.into_pg(), std::ptr::null_mut());
             (*sub).targetList = tlist.into_pg();
-            (*sub).sortClause = shuffle;
             // Row locks (FOR UPDATE/SHARE) are taken where the rows are
             // read: pushed into the subquery, as the parser does for a
             // locked subquery in FROM.
@@ -854,6 +920,11 @@ impl<'a> Rewrite<'a> {
                     (*rc).pushedDown = true;
                 }
             }
+            let sub = if read.shuffle {
+                shuffled(sub, (*rte).eref, colnames.as_ptr())
+            } else {
+                sub
+            };
             (*rte).rtekind = pg_sys::RTEKind::RTE_SUBQUERY;
             (*rte).subquery = sub;
             (*rte).relid = Oid::INVALID;
@@ -869,8 +940,10 @@ impl<'a> Rewrite<'a> {
             (*rte).extraUpdatedCols = std::ptr::null_mut();
             // Row-level security policies stay here, over the masked
             // columns; as a security barrier no leaky qual of the query
-            // runs before them.
-            (*rte).security_barrier = !(*rte).securityQuals.is_null();
+            // runs before them. A shuffled read is a barrier too: a leaky
+            // qual pushed below the shuffle would see the rows child after
+            // child (a NOTICE per row tells the order).
+            (*rte).security_barrier = !(*rte).securityQuals.is_null() || read.shuffle;
             let eref = pg_sys::copyObjectImpl((*rte).eref.cast()).cast::<pg_sys::Alias>();
             (*eref).colnames = colnames.into_pg();
             (*rte).eref = eref;

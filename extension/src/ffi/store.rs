@@ -46,9 +46,8 @@ pub fn lookup(table: pg_sys::Oid, index: pg_sys::Oid, tag: &[u8]) -> Option<Stri
     // stays valid while read; the scan key is initialised by ScanKeyInit
     // over a palloc'd bytea datum that lives in the current memory
     // context until the scan ends; systable_beginscan gets a registered
-    // snapshot (the latest outside parallel mode, the active one inside,
-    // where no new snapshot may be taken) and the scan is ended before it
-    // is unregistered; the output column is read from a tuple the scan
+    // snapshot (the active one, which exists inside parallel workers too)
+    // and the scan is ended before it is unregistered; the output column is read from a tuple the scan
     // returned, and copied into a Rust string (detoasted) before the scan
     // ends; the column number is checked against the descriptor.
     unsafe {
@@ -66,10 +65,13 @@ pub fn lookup(table: pg_sys::Oid, index: pg_sys::Oid, tag: &[u8]) -> Option<Stri
             pg_sys::Oid::from(pg_sys::F_BYTEAEQ),
             datum,
         );
-        let snapshot = if pg_sys::IsInParallelMode() {
+        // The statement's snapshot: an entry committed since the statement
+        // began is not seen (the value is computed, as if missing, with
+        // the same output), and no new snapshot is taken per value.
+        let snapshot = if pg_sys::ActiveSnapshotSet() {
             pg_sys::GetActiveSnapshot()
         } else {
-            pg_sys::GetLatestSnapshot()
+            pg_sys::GetTransactionSnapshot()
         };
         let snapshot = pg_sys::RegisterSnapshot(snapshot);
         let scan = pg_sys::systable_beginscan(rel, index, true, snapshot, 1, &mut key);
