@@ -80,11 +80,31 @@ row() { printf '%-12s %12s %10s\n' "$1" "$2" "${3:-}"; }
 echo "rows: $ROWS distinct notes, rule deidentify(), one backend, parallel query off"
 row step ms ratio
 raw=$(best3 postgres "$q"); row raw "$raw" 1.00
+# A masked backend's memory (RSS and anonymous memory, from /proc) after
+# reading every note: served from the store, and computed (store off for
+# the role, 200 notes: the models load).
+memory() {
+  for mode in on off; do
+    limit=""; [ "$mode" = off ] && limit="WHERE id <= 200"
+    psql -X -q -d postgres -c "ALTER ROLE bench_masked IN DATABASE $DB SET dptext.store = $mode" >/dev/null
+    psql -X -q -d "$DB" -U bench_masked -tA -v ON_ERROR_STOP=1 <<SQL
+SELECT pg_backend_pid() AS pid \gset
+\setenv BENCH_PID :pid
+\o /dev/null
+SELECT count(*), sum(length(note)) FROM t $limit;
+\o
+\! awk -v m="store $mode" '/^(VmRSS|RssAnon)/ { printf "%s %s %s kB\\n", m, \$1, \$2 }' /proc/\$BENCH_PID/status
+SQL
+  done
+  psql -X -q -d postgres -c "ALTER ROLE bench_masked IN DATABASE $DB RESET dptext.store" >/dev/null
+}
+
 if [ "$ONLY" = reads ]; then
   psql -X -q -d "$DB" -c "TRUNCATE dptext.store"
   warm2=$(ms postgres "$owner_setup SET dptext.model_threads = 2;" "SELECT dptext.warm('t')"); row warm_2thread "$warm2"
   stored=$(ms bench_masked "" "$q"); row stored "$stored" "$(ratio "$stored" "$raw")"
   repeated=$(best3 bench_masked "$q"); row repeated "$repeated" "$(ratio "$repeated" "$raw")"
+  memory
   exit 0
 fi
 psql -X -q -d "$DB" -c "TRUNCATE dptext.store"
