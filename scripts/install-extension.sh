@@ -28,3 +28,15 @@ args=(-p dptext -c "$PG_CONFIG" --out-dir "$out")
   $SUDO mv -f "$tmp" "$dest"
   echo "installed $dest"
 done
+
+# Earlier releases' scripts and the update scripts between releases
+# (sql/versions): CREATE EXTENSION dptext VERSION '0.1.0' and ALTER
+# EXTENSION dptext UPDATE find them beside the current one.
+extdir="$("$PG_CONFIG" --sharedir)/extension"
+for src in "$REPO"/sql/versions/dptext--*.sql; do
+  dest="$extdir/$(basename "$src")"
+  tmp="$extdir/.$(basename "$src").dptext-new.$$"
+  $SUDO install -D -m 0644 "$src" "$tmp"
+  $SUDO mv -f "$tmp" "$dest"
+  echo "installed $dest"
+done

@@ -675,6 +675,18 @@ def below_the_mask(b):
     b.check("a leaky qual sees no child-by-child order through a routed inheritance parent",
             tapped not in (am + nz, nz + am) and sorted(tapped) == sorted(am + nz), f"{tapped}")
 
+    # 4b(2'). Predicate locks: in a SERIALIZABLE transaction an index read
+    # of a routed parent locks the tuples it read, and pg_locks named their
+    # child and ctid.
+    for name, stmts in [
+        ("pg_locks after a SERIALIZABLE read of a routed parent",
+         ["BEGIN ISOLATION LEVEL SERIALIZABLE", "SELECT count(*) FROM leak_route WHERE id = 5",
+          "SELECT relation::regclass, page, tuple FROM pg_locks WHERE locktype IN ('tuple', 'page')"]),
+        ("pg_lock_status", ["SELECT * FROM pg_lock_status()"]),
+        ("pg_blocking_pids", ["SELECT pg_blocking_pids(pg_backend_pid())"]),
+    ]:
+        b.no_leak(f"masked session refused: {name}", b.run(stmts), expect_error="42501")
+
     # 4b(3). TOAST tables: their row counts are chunks of raw values.
     with b.connect() as c:
         toasts = c.execute("SELECT count(*) FROM pg_class WHERE relkind = 't'").fetchone()[0]

@@ -212,6 +212,35 @@ def main():
                 "TABLE dptext.store"]:
         ok, detail = refused(m, sql)
         check(f"masked session refused: {sql}", ok, detail)
+    # The store and its index are not in a masked session's pg_class (their
+    # row count is how many distinct values were computed, everywhere).
+    check("the store is hidden from masked sessions' pg_class",
+          one(m, "SELECT count(*) FROM pg_class WHERE relname IN ('store', 'store_tag') "
+                 "AND relnamespace = 'dptext'::regnamespace") == 0)
+    # The lock table is refused: SERIALIZABLE reads take predicate locks
+    # that name the tuples they touched.
+    ok, detail = refused(m, "SELECT * FROM pg_locks")
+    check("masked session refused: pg_locks", ok, detail)
+    # An aborted read leaves nothing behind: its fills roll back and the
+    # backend forgets what it served, so the value is computed (and filed,
+    # taking a transaction id) again.
+    with owner.cursor() as cur:
+        cur.execute("TRUNCATE dptext.store")
+    try:
+        with m.transaction():
+            with m.cursor() as cur:
+                cur.execute("SELECT note FROM store_t WHERE id = 2")
+                cur.execute("SELECT 1 / 0")
+    except psycopg.errors.DivisionByZero:
+        pass
+    with m.transaction():
+        with m.cursor() as cur:
+            cur.execute("SELECT note FROM store_t WHERE id = 2")
+            cur.execute("SELECT txid_current_if_assigned() IS NOT NULL")
+            recomputed = cur.fetchone()[0]
+    check("an aborted read leaves no served entry behind", recomputed)
+    with owner.cursor() as cur:
+        cur.execute("TRUNCATE dptext.store")
     # A read-only masked transaction reads without filling.
     with m.transaction():
         with m.cursor() as cur:

@@ -1231,6 +1231,11 @@ pub mod dptext {
     #[pg_extern(stable, parallel_safe)]
     fn class_visible(relid: pg_sys::Oid, relkind: i8) -> bool {
         let kind = relkind as u8;
+        if crate::store::is_store_relation(relid) {
+            // Its row count is how many distinct values were computed,
+            // across every table, readable by the session or not.
+            return !super::session_is_masked();
+        }
         if kind == pg_sys::RELKIND_TOASTVALUE {
             // A TOAST table's row count is the number of ~2 kB chunks of
             // the values stored out of line: raw lengths, to the chunk.

@@ -64,6 +64,25 @@ pub(crate) fn invalidate() {
     });
 }
 
+/// Forgets this backend's copy of served entries; called when a
+/// transaction or subtransaction aborts. A cancelled read (a
+/// `statement_timeout` in the middle of a parent's Append) must leave
+/// nothing that tells which rows it reached: its store fills roll back,
+/// and so does this copy.
+pub(crate) fn forget_served() {
+    STATE.with(|s| {
+        if let Ok(mut s) = s.try_borrow_mut() {
+            s.served.clear();
+            s.served_bytes = 0;
+        }
+    });
+}
+
+/// Whether `relid` is the store table or its index.
+pub(crate) fn is_store_relation(relid: pgrx::pg_sys::Oid) -> bool {
+    store_relations().is_some_and(|(t, i)| t == relid || i == relid)
+}
+
 /// The store table and its index, looked up once per backend (until an
 /// invalidation).
 fn store_relations() -> Option<(pgrx::pg_sys::Oid, pgrx::pg_sys::Oid)> {
@@ -324,6 +343,22 @@ pub(crate) fn fill(
         }
         missing.push((i, t));
     }
+    // One run per group (a mechanism per group), the groups in the order
+    // of their smallest tag: no raw order.
+    let mut first: HashMap<Option<&str>, [u8; 32]> = HashMap::new();
+    for (i, t) in &missing {
+        let e = first.entry(values[*i].1.as_deref()).or_insert(*t);
+        if *t < *e {
+            *e = *t;
+        }
+    }
+    missing.sort_by(|a, b| {
+        let (ga, gb) = (values[a.0].1.as_deref(), values[b.0].1.as_deref());
+        first[&ga]
+            .cmp(&first[&gb])
+            .then(ga.cmp(&gb))
+            .then(a.1.cmp(&b.1))
+    });
     let mut start = 0;
     while start < missing.len() {
         let group = values[missing[start].0].1.as_deref();
@@ -334,11 +369,13 @@ pub(crate) fn fill(
         let chunk = &missing[start..end];
         let texts: Vec<&str> = chunk.iter().map(|(i, _)| values[*i].0.as_str()).collect();
         let outs = run_split(pool, &texts, &mode, &|e: &Engine| build(e, group))?;
-        let kept: Vec<(String, [u8; 32])> = outs
+        let mut kept: Vec<(String, [u8; 32])> = outs
             .into_iter()
             .zip(chunk)
             .map(|(o, (_, t))| (o, *t))
             .collect();
+        // Filed in tag order, which says nothing of the raw values.
+        kept.sort_by_key(|k| k.1);
         let entries: Vec<Entry<'_>> = kept
             .iter()
             .map(|(o, t)| Entry {
@@ -530,7 +567,9 @@ fn warm(source: pgrx::pg_sys::Oid, batch: usize) -> i64 {
         let mut seen = std::collections::HashSet::new();
         let mut done = 0i64;
         let mut column_computed = 0i64;
-        let query = format!("SELECT v, g {from} ORDER BY g, v");
+        // In a random order: the store's rows are filed in the order they
+        // are computed, and that order must not follow the raw values.
+        let query = format!("SELECT v, g {from} ORDER BY pg_catalog.random()");
         let result: Result<(), pgrx::spi::Error> = Spi::connect(|client| {
             let mut cursor = client.try_open_cursor(query.as_str(), &[])?;
             loop {

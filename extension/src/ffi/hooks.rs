@@ -47,8 +47,9 @@ fn roles_key() -> (u32, u32) {
 pub fn install() {
     // SAFETY: `_PG_init` runs once per process in its main thread, before
     // any query; the previous hooks are saved and called in turn, as every
-    // PostgreSQL extension chains them. The callback is a valid
-    // `RelcacheCallbackFunction` that lives as long as the process.
+    // PostgreSQL extension chains them. The callbacks are a valid
+    // `RelcacheCallbackFunction`, `XactCallback` and `SubXactCallback`
+    // that live as long as the process and touch no PostgreSQL state.
     unsafe {
         PREV_PLANNER = pg_sys::planner_hook;
         pg_sys::planner_hook = Some(planner);
@@ -65,8 +66,37 @@ pub fn install() {
         PREV_RELATION_INFO = pg_sys::get_relation_info_hook;
         pg_sys::get_relation_info_hook = Some(relation_info);
         pg_sys::CacheRegisterRelcacheCallback(Some(relcache_changed), pg_sys::Datum::from(0));
+        pg_sys::RegisterXactCallback(Some(xact_ended), std::ptr::null_mut());
+        pg_sys::RegisterSubXactCallback(Some(subxact_ended), std::ptr::null_mut());
     }
     super::side_channels::install();
+}
+
+/// A transaction's end: on abort, this backend's copy of served store
+/// entries is forgotten ([`crate::store::forget_served`]).
+#[pg_guard]
+unsafe extern "C-unwind" fn xact_ended(
+    event: pg_sys::XactEvent::Type,
+    _arg: *mut std::ffi::c_void,
+) {
+    if event == pg_sys::XactEvent::XACT_EVENT_ABORT
+        || event == pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT
+    {
+        crate::store::forget_served();
+    }
+}
+
+/// A subtransaction's end: on abort, as [`xact_ended`].
+#[pg_guard]
+unsafe extern "C-unwind" fn subxact_ended(
+    event: pg_sys::SubXactEvent::Type,
+    _my: pg_sys::SubTransactionId,
+    _parent: pg_sys::SubTransactionId,
+    _arg: *mut std::ffi::c_void,
+) {
+    if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
+        crate::store::forget_served();
+    }
 }
 
 #[pg_guard]

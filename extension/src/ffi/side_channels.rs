@@ -172,13 +172,22 @@ const BUILTIN_COUNTERS: &[(u32, &str)] = &[
 /// logs).
 const BUILTIN_PREFIXES: &[&str] = &["pg_stat_get_", "pg_ls_"];
 
-/// Further built-in functions a masked session may not call: file reads
+/// Further built-in functions a masked session may not call: the lock
+/// table (predicate locks name the tuples a read touched), file reads
 /// and sizes (a data file holds the raw values: `pg_read_file`,
 /// `pg_read_binary_file`, `pg_stat_file`, `lo_import`), and `currtid2`,
 /// which follows a row's update chain to its newest version and whose
 /// errors give a relation's size in blocks (where rows are stored depends
 /// on their raw lengths).
 const BUILTIN_NAMES: &[&str] = &[
+    // The lock table (`pg_locks`): in a SERIALIZABLE transaction a read
+    // takes predicate locks on the tuples and pages it reads, which name
+    // the relation (an inheritance child) and the place (a ctid) of each
+    // row a masked read touched.
+    "pg_lock_status",
+    "pg_blocking_pids",
+    "pg_safe_snapshot_blocking_pids",
+    "pg_isolation_test_session_is_blocked",
     "pg_read_file",
     "pg_read_binary_file",
     "pg_stat_file",

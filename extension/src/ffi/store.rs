@@ -45,9 +45,8 @@ pub fn lookup(table: pg_sys::Oid, index: pg_sys::Oid, tag: &[u8]) -> Option<Stri
     // the transaction, as the executor's own opens are) so its descriptor
     // stays valid while read; the scan key is initialised by ScanKeyInit
     // over a palloc'd bytea datum that lives in the current memory
-    // context until the scan ends; systable_beginscan gets a registered
-    // snapshot (the active one, which exists inside parallel workers too)
-    // and the scan is ended before it is unregistered; the output column is read from a tuple the scan
+    // context until the scan ends; systable_beginscan gets the static
+    // SnapshotSelf (no registration needed for a non-MVCC snapshot); the output column is read from a tuple the scan
     // returned, and copied into a Rust string (detoasted) before the scan
     // ends; the column number is checked against the descriptor.
     unsafe {
@@ -65,15 +64,13 @@ pub fn lookup(table: pg_sys::Oid, index: pg_sys::Oid, tag: &[u8]) -> Option<Stri
             pg_sys::Oid::from(pg_sys::F_BYTEAEQ),
             datum,
         );
-        // The statement's snapshot: an entry committed since the statement
-        // began is not seen (the value is computed, as if missing, with
-        // the same output), and no new snapshot is taken per value.
-        let snapshot = if pg_sys::ActiveSnapshotSet() {
-            pg_sys::GetActiveSnapshot()
-        } else {
-            pg_sys::GetTransactionSnapshot()
-        };
-        let snapshot = pg_sys::RegisterSnapshot(snapshot);
+        // SnapshotSelf: every committed entry and this transaction's own.
+        // Not an MVCC snapshot, so a SERIALIZABLE transaction takes no
+        // predicate lock on the entry found (pg_locks would name its
+        // place in the store, which follows the order values were
+        // filed in), and no snapshot is taken per value. Every copy of a
+        // tag holds the same output, so any visible one will do.
+        let snapshot = &raw mut pg_sys::SnapshotSelfData;
         let scan = pg_sys::systable_beginscan(rel, index, true, snapshot, 1, &mut key);
         let tuple = pg_sys::systable_getnext(scan);
         let out = if tuple.is_null() {
@@ -84,7 +81,6 @@ pub fn lookup(table: pg_sys::Oid, index: pg_sys::Oid, tag: &[u8]) -> Option<Stri
             String::from_datum(d, isnull)
         };
         pg_sys::systable_endscan(scan);
-        pg_sys::UnregisterSnapshot(snapshot);
         pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
         out
     }
