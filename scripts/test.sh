@@ -94,6 +94,22 @@ for f in tests/sql/*.sql; do
   fi
 done
 
+step "updates, a streaming replica, dump and restore (tests/upgrade_check.py, tests/cluster_copies.py)"
+# ALTER EXTENSION dptext UPDATE from the previous release; a hot standby and
+# a restored copy in new clusters beside the demo's mask as it does.
+for check in upgrade_check cluster_copies; do
+  extra=()
+  [ "$check" = cluster_copies ] && extra=(--pg-bin "$PG_BIN" --run-user "$RUN_USER"
+    --work-dir "$PGDEMO/copies" --assets-dir "$DPTEXT_ASSETS")
+  if PYTHONPATH="$STATE/pylib" python3 "$REPO/tests/$check.py" \
+      --owner-dsn "host=$PGHOST port=$PGPORT user=postgres dbname=postgres" \
+      --key-file "$DPTEXT_KEY_FILE" "${extra[@]}" > "$STATE/regress/$check.out" 2>&1; then
+    echo "$check ... ok ($(tail -1 "$STATE/regress/$check.out"))"; regress_pass=$((regress_pass + 1))
+  else
+    cat "$STATE/regress/$check.out"; echo "$check ... FAILED"; regress_fail=$((regress_fail + 1))
+  fi
+done
+
 step "scale-out on Citus (tests/citus)"
 # Citus is a test dependency: built from its source once into a cache
 # outside the clone (scripts/citus.sh), or skipped, saying why.
