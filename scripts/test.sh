@@ -137,6 +137,15 @@ else
   echo "SKIPPED: the Citus tests: $why"
 fi
 
+step "Debian packages: build, install, use, remove (scripts/package.sh, tests/package_check.sh)"
+# Reuses the extension build the demo installed (scripts/install-extension.sh).
+if DPTEXT_PGRX_PACKAGE="$STATE/pgrx-package" "$REPO/scripts/package.sh" "$STATE/debian" > "$STATE/regress/package.out" 2>&1 \
+   && "$REPO/tests/package_check.sh" "$STATE/debian" "$PGDEMO/pkgtest" >> "$STATE/regress/package.out" 2>&1; then
+  echo "package_check ... ok ($(tail -1 "$STATE/regress/package.out"))"; regress_pass=$((regress_pass + 1))
+else
+  cat "$STATE/regress/package.out"; echo "package_check ... FAILED"; regress_fail=$((regress_fail + 1))
+fi
+
 step "core, cli and cross-crate tests (cargo test)"
 psql -X -q -d postgres -c "DROP DATABASE IF EXISTS dptext_it" -c "CREATE DATABASE dptext_it"
 psql -X -q -d dptext_it -c "CREATE EXTENSION dptext"
