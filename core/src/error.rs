@@ -163,21 +163,6 @@ impl Error {
         }
     }
 
-    /// The PostgreSQL SQLSTATE this error should be reported with.
-    pub fn sqlstate(&self) -> &'static str {
-        match self {
-            Error::InvalidParameter { .. } | Error::UnknownMechanism(_) | Error::Json(_) => "22023",
-            Error::MissingAsset { .. }
-            | Error::AssetNotBuilt { .. }
-            | Error::MappingNotBuilt { .. } => "58P01",
-            Error::Cancelled => "57014",
-            Error::CorruptAsset { .. } => "XX001",
-            Error::InputTooLarge { .. } => "54000",
-            Error::Io { .. } => "58030",
-            Error::Model(_) => "58000",
-        }
-    }
-
     /// A hint for the user that holds in every front end, when there is
     /// one (front ends add their own: the setting or flag to change).
     pub fn hint(&self) -> Option<&'static str> {

@@ -14,7 +14,7 @@ use pgrx::prelude::*;
 /// Everything that can fail in the extension.
 #[derive(Debug, thiserror::Error)]
 pub enum ExtError {
-    /// An error from the core, carrying its own SQLSTATE.
+    /// An error from the core; its kind decides the SQLSTATE (below).
     #[error(transparent)]
     Core(#[from] dptext_core::Error),
     /// A request the extension does not support (a security label on an

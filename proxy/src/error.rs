@@ -43,6 +43,26 @@ pub enum ProxyError {
     /// Proxy mode's sanitizing failed (a value too large, a model error).
     #[error("dptext-proxy: sanitizing failed: {0}")]
     Sanitize(#[from] dptext_core::Error),
+    /// A fault of the proxy itself (a sanitizing worker stopped or lost a
+    /// value): not the client's doing nor the server's.
+    #[error("dptext-proxy: internal error: {0}")]
+    Internal(String),
+}
+
+/// The SQLSTATE of each kind of core error: the same codes the extension
+/// reports for them (`extension/src/error.rs`), so that one failure reads
+/// the same in SQL and through the proxy.
+pub fn core_sqlstate(kind: dptext_core::ErrorKind) -> &'static str {
+    use dptext_core::ErrorKind as K;
+    match kind {
+        K::InvalidParameter => "22023",
+        K::MissingAsset | K::MappingNotBuilt => "58P01",
+        K::InputTooLarge => "54000",
+        K::CorruptAsset => "XX001",
+        K::Io => "58030",
+        K::Cancelled => "57014",
+        K::Model => "XX000",
+    }
 }
 
 impl ProxyError {
@@ -151,10 +171,41 @@ impl ProxyError {
             ProxyError::Limit { sqlstate, .. } => sqlstate,
             ProxyError::OtherDatabase { .. } => "3D000",
             ProxyError::Io(_) => "08006",
-            ProxyError::Sanitize(e) => e.sqlstate(),
+            ProxyError::Sanitize(e) => core_sqlstate(e.kind()),
+            ProxyError::Internal(_) => "XX000",
         }
     }
 }
 
 /// Result alias of the proxy.
 pub type Result<T, E = ProxyError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A core failure reads the same through the proxy as in SQL (the
+    /// extension's table, `extension/src/error.rs`), and the proxy's own
+    /// faults are internal errors, not protocol violations.
+    #[test]
+    fn sqlstates_agree_with_the_extension() {
+        use dptext_core::ErrorKind as K;
+        for (kind, code) in [
+            (K::InvalidParameter, "22023"),
+            (K::MissingAsset, "58P01"),
+            (K::MappingNotBuilt, "58P01"),
+            (K::InputTooLarge, "54000"),
+            (K::CorruptAsset, "XX001"),
+            (K::Io, "58030"),
+            (K::Cancelled, "57014"),
+            (K::Model, "XX000"),
+        ] {
+            assert_eq!(core_sqlstate(kind), code, "{kind:?}");
+        }
+        assert_eq!(ProxyError::Internal("x".into()).sqlstate(), "XX000");
+        assert_eq!(
+            ProxyError::Sanitize(dptext_core::Error::Model("m".into())).sqlstate(),
+            "XX000"
+        );
+    }
+}

@@ -146,7 +146,7 @@ fn run_job(
             .unwrap_or_else(PoisonError::into_inner)
             .get(label)
             .cloned()
-            .ok_or_else(|| ProxyError::Protocol(format!("rule {label} was not prepared")))?;
+            .ok_or_else(|| ProxyError::Internal(format!("rule {label} was not prepared")))?;
         // Built once per worker engine and kept there (Engine::mechanism).
         let m = engine.mechanism(&spec)?;
         let (at, texts): (Vec<usize>, Vec<&str>) = items
@@ -163,7 +163,7 @@ fn run_job(
         }
     }
     out.into_iter()
-        .map(|r| r.unwrap_or_else(|| Err(ProxyError::Protocol("a value was not sanitized".into()))))
+        .map(|r| r.unwrap_or_else(|| Err(ProxyError::Internal("a value was not sanitized".into()))))
         .collect()
 }
 
@@ -175,7 +175,7 @@ fn run_job(
 fn guarded(share: impl FnOnce() -> Result<Vec<String>>) -> Result<Vec<String>> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(share)).unwrap_or_else(|_| {
         tracing::error!("a sanitizing worker panicked; the value's session ends");
-        Err(ProxyError::Protocol("a sanitizing worker failed".into()))
+        Err(ProxyError::Internal("a sanitizing worker failed".into()))
     })
 }
 
@@ -280,7 +280,7 @@ impl Sanitizer {
         let tx = self
             .tx
             .as_ref()
-            .ok_or_else(|| ProxyError::Protocol("the sanitizing workers stopped".into()))?;
+            .ok_or_else(|| ProxyError::Internal("the sanitizing workers stopped".into()))?;
         let mut waits = Vec::new();
         let mut items = items.into_iter().peekable();
         while items.peek().is_some() {
@@ -291,14 +291,14 @@ impl Sanitizer {
                 reply,
             })
             .await
-            .map_err(|_| ProxyError::Protocol("the sanitizing workers stopped".into()))?;
+            .map_err(|_| ProxyError::Internal("the sanitizing workers stopped".into()))?;
             waits.push(wait);
         }
         let mut out = Vec::new();
         for w in waits {
             out.extend(
                 w.await
-                    .map_err(|_| ProxyError::Protocol("a sanitizing worker failed".into()))??,
+                    .map_err(|_| ProxyError::Internal("a sanitizing worker failed".into()))??,
             );
         }
         Ok(out)

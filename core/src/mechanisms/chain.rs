@@ -402,7 +402,7 @@ mod tests {
                 .run(m.as_ref(), "Seen 2019-03-14.", &mode, &[])
                 .unwrap_err();
             assert!(err.to_string().contains("dptext.key_file"), "{err}");
-            assert_eq!(err.sqlstate(), "22023");
+            assert_eq!(err.kind(), crate::ErrorKind::InvalidParameter);
             let many = engine.run_many(m.as_ref(), &["a", "b"], &mode, &[]);
             assert_eq!(many.len(), 2);
             assert!(many.iter().all(|r| r.is_err()));

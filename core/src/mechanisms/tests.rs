@@ -347,7 +347,7 @@ fn seeded_and_keyed_modes_are_deterministic() {
         )
         .unwrap_err();
     assert!(err.to_string().contains("dptext assets fetch"), "{err}");
-    assert_eq!(err.sqlstate(), "58P01");
+    assert_eq!(err.kind(), crate::ErrorKind::MissingAsset);
     std::fs::remove_dir_all(dir).unwrap();
 }
 
