@@ -19,7 +19,8 @@ pub enum Error {
 
     /// A mechanism name that the core does not know.
     #[error(
-        "unknown mechanism \"{0}\": expected one of santext, santext_plus, custext, deidentify, ndd"
+        "unknown mechanism \"{0}\": expected one of {list}",
+        list = crate::mechanisms::MECHANISMS.join(", ")
     )]
     UnknownMechanism(String),
 

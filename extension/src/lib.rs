@@ -518,7 +518,7 @@ fn dptext_info() -> JsonB {
         "assets_dir": e.config().assets_dir,
         "glove_words": e.config().glove_words,
         "randomness": mode,
-        "mechanisms": ["santext", "santext_plus", "custext", "deidentify", "ndd"],
+        "mechanisms": dptext_core::mechanisms::MECHANISMS,
     }))
 }
 

@@ -58,7 +58,7 @@ pub use ndd::NddSpec;
 pub use operators::DeidentifySpec;
 pub use params::parse_params;
 pub use santext::{SanText, SanTextPlus, SanTextPlusSpec, SanTextSpec};
-pub use spec::MechanismSpec;
+pub use spec::{MechanismSpec, MECHANISMS};
 pub use vocabulary::Vocabulary;
 pub use words::Words;
 

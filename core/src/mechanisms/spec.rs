@@ -43,6 +43,13 @@ pub enum MechanismSpec {
 pub const DETECTION_RECALL: &str =
     "the shipped detector's span recall on held-out clinical notes: 0.91 to 0.96, docs/detection.md";
 
+/// Every mechanism a rule, `sanitize()` or the CLI may name, in the order
+/// the documents list them: the one list that error messages,
+/// `dptext_info()` and the front ends read (a test checks that each parses
+/// under its name, and that [`MechanismSpec::parse`] knows no other).
+/// `chain` is not among them: chains are written with `THEN`.
+pub const MECHANISMS: &[&str] = &["santext", "santext_plus", "custext", "deidentify", "ndd"];
+
 impl MechanismSpec {
     /// Parses a mechanism name and its JSON parameters.
     ///
@@ -448,4 +455,33 @@ fn validate_stages(stages: &[MechanismSpec]) -> Result<()> {
         ));
     }
     stages.iter().try_for_each(MechanismSpec::validate)
+}
+
+#[cfg(test)]
+mod registry_tests {
+    use super::*;
+
+    /// Each listed name parses (its default parameters, an `eps` for the
+    /// word mechanisms) to a spec of that name, and a name outside the list
+    /// is unknown, its message listing exactly the registry.
+    #[test]
+    fn the_registry_is_what_parse_knows() {
+        for name in MECHANISMS {
+            let params = match *name {
+                "santext" | "santext_plus" | "custext" => serde_json::json!({"eps": 3}),
+                _ => serde_json::json!({}),
+            };
+            let spec =
+                MechanismSpec::parse(name, &params).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(spec.name(), *name);
+        }
+        let e = MechanismSpec::parse("rot13", &serde_json::json!({})).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "unknown mechanism \"rot13\": expected one of {}",
+                MECHANISMS.join(", ")
+            )
+        );
+    }
 }
