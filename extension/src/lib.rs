@@ -8,6 +8,8 @@
 //! so a worker computes exactly what the leader would.
 //!
 //! Settings are documented in [`guc`]; errors carry SQLSTATEs ([`error`]).
+//! `unsafe` code is refused by the compiler outside [`ffi`].
+#![deny(unsafe_code)]
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -20,6 +22,8 @@ use pgrx::prelude::*;
 use pgrx::JsonB;
 
 mod error;
+// The only module allowed `unsafe` (the compiler refuses it elsewhere).
+#[allow(unsafe_code)]
 mod ffi;
 pub mod guc;
 pub mod masking;

@@ -922,8 +922,7 @@ fn rule_fixes_shift(r: &ColumnRule) -> bool {
 /// row could be read under many grouping values, each a new date shift of
 /// the same dates; enough shifts of one date bound it.
 pub(crate) fn group_type_supported(typ: Oid) -> bool {
-    // SAFETY: a syscache read; returns its argument for a non-domain.
-    let base = unsafe { pg_sys::getBaseType(typ) };
+    let base = crate::ffi::catalog::base_type(typ);
     [
         pg_sys::TEXTOID,
         pg_sys::VARCHAROID,

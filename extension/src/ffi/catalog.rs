@@ -449,3 +449,11 @@ pub fn expression_columns(node_text: &str) -> Vec<i16> {
     // current memory context; its Vars read the relation as entry 1.
     unsafe { varattnos(pg_sys::stringToNode(text.as_ptr()).cast()) }
 }
+
+/// The base type of `typ` (a domain's, through every level), or `typ`
+/// itself when it is not a domain.
+pub fn base_type(typ: pg_sys::Oid) -> pg_sys::Oid {
+    // SAFETY: a syscache read; returns its argument for a non-domain and
+    // raises an ERROR (not undefined behaviour) for an unknown type.
+    unsafe { pg_sys::getBaseType(typ) }
+}
