@@ -80,7 +80,7 @@ pub fn raise(e: ExtError, funcname: &'static str) -> ! {
     if matches!(e, ExtError::Core(dptext_core::Error::Cancelled)) {
         // Core stopped because PostgreSQL has a cancel or terminate
         // pending: PostgreSQL raises its own error for it.
-        crate::ffi::interrupts::raise_pending(funcname);
+        crate::pg::interrupts::raise_pending(funcname);
     }
     let mut report = ErrorReport::new(e.code(), e.to_string(), funcname);
     if let Some(h) = e.hint() {

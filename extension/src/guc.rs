@@ -31,7 +31,7 @@ use dptext_core::runtime::Device;
 use dptext_core::RandomMode;
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
 
-use crate::ffi;
+use crate::pg;
 
 pub(crate) static ASSETS_DIR: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(None);
@@ -96,7 +96,7 @@ pub fn init() {
         GucContext::Suset,
         GucFlags::default(),
     );
-    ffi::settings::define_secret_guc(
+    pg::settings::define_secret_guc(
         c"dptext.key",
         c"Secret key for keyed sanitization (never shown).",
         c"With a key, asking for the same value again returns the same output, which defeats averaging attacks. SHOW and pg_settings display ******** instead.",
@@ -362,7 +362,7 @@ mod tests {
 /// chose itself (a `SET` by a role granted SET on it, a start-up option)
 /// counts as on, since a masked session could otherwise turn it off.
 pub fn deny_unlabelled_text() -> bool {
-    DENY_UNLABELLED_TEXT.get() || ffi::settings::chosen_by_session("dptext.deny_unlabelled_text")
+    DENY_UNLABELLED_TEXT.get() || pg::settings::chosen_by_session("dptext.deny_unlabelled_text")
 }
 
 /// `dptext.label_admins`: the roles (besides superusers) whose members

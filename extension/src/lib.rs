@@ -8,7 +8,8 @@
 //! so a worker computes exactly what the leader would.
 //!
 //! Settings are documented in [`guc`]; errors carry SQLSTATEs ([`error`]).
-//! `unsafe` code is refused by the compiler outside [`ffi`].
+//! `unsafe` code is refused by the compiler outside [`pg`] and the
+//! enforcement files that must touch PostgreSQL's structures ([`enforce`]).
 #![deny(unsafe_code)]
 
 use std::cell::RefCell;
@@ -21,19 +22,25 @@ use dptext_core::Engine;
 use pgrx::prelude::*;
 use pgrx::JsonB;
 
+// Enforcement of masking at the source: the policy and `dptext.mask`
+// (`masking`), the hooks, the query rewrite, DDL checks, side channels,
+// the label provider; its files that touch PostgreSQL's structures carry
+// their own `unsafe` allowance.
+pub mod enforce;
 mod error;
-// The only module allowed `unsafe` (the compiler refuses it elsewhere).
-#[allow(unsafe_code)]
-mod ffi;
+// Thin PostgreSQL primitives (catalog reads, settings, interrupts, the
+// store's table access): `unsafe` allowed here and in the enforcement
+// files that name it, refused by the compiler everywhere else.
 pub mod guc;
-pub mod masking;
+#[allow(unsafe_code)]
+mod pg;
 mod recognizers;
 pub mod rules;
 mod store;
 mod vocabularies;
 
 use error::OrRaise;
-use ffi::interrupts::{Params, Utf8Text};
+use pg::interrupts::{Params, Utf8Text};
 
 ::pgrx::pg_module_magic!(name, version);
 
@@ -48,9 +55,9 @@ pub extern "C-unwind" fn _PG_init() {
     // only thread, before anything captured one.
     std::env::set_var("RUST_LIB_BACKTRACE", "0");
     guc::init();
-    ffi::labels::register_label_provider();
-    ffi::hooks::install();
-    if guc::key_is_set() && !ffi::loading_at_server_start() {
+    enforce::labels::register_label_provider();
+    enforce::hooks::install();
+    if guc::key_is_set() && !pg::loading_at_server_start() {
         // Until this library was loaded, dptext.key was an ordinary
         // placeholder setting that SHOW displays to anyone.
         pgrx::warning!(
@@ -82,8 +89,8 @@ fn engine() -> Arc<Engine> {
                 // Every long loop of every call asks PostgreSQL's interrupt
                 // flags, so cancel, statement_timeout and terminate work.
                 let e = Arc::new(
-                    Engine::with_map(config, ffi::map_file)
-                        .with_cancel(Arc::new(ffi::interrupts::check)),
+                    Engine::with_map(config, pg::map_file)
+                        .with_cancel(Arc::new(pg::interrupts::check)),
                 );
                 *slot = Some(e.clone());
                 e
@@ -110,11 +117,11 @@ fn run(spec: MechanismSpec, t: &str, funcname: &'static str) -> dptext_core::mec
 /// sessions while a key is set.
 fn keyed_call_mode(funcname: &'static str) -> dptext_core::RandomMode {
     let mode = guc::random_mode().or_raise(funcname);
-    if matches!(mode, dptext_core::RandomMode::Keyed(_)) && masking::session_is_masked() {
+    if matches!(mode, dptext_core::RandomMode::Keyed(_)) && enforce::masking::session_is_masked() {
         // Under the key that masks its reads, a masked session's own call
         // of a rule on a guessed text would give what a masked read of
         // that text gives: an oracle for raw values.
-        masking::refuse(format!(
+        enforce::masking::refuse(format!(
             "masked sessions cannot call {funcname} while a key is set: its output for a guessed text would match masked reads of that text"
         ));
     }

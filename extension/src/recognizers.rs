@@ -73,7 +73,7 @@ fn read(threshold: f64) -> Result<(CustomDef, String), String> {
         ..CustomDef::default()
     };
     let mut parts: Vec<String> = vec![threshold.to_string()];
-    let exists = crate::ffi::catalog::read_only_rows(EXISTS_SQL)?;
+    let exists = crate::pg::catalog::read_only_rows(EXISTS_SQL)?;
     if exists
         .first()
         .and_then(|r| r.first())
@@ -90,7 +90,7 @@ fn read(threshold: f64) -> Result<(CustomDef, String), String> {
             .map(|t| serde_json::from_str(t).map_err(|e| e.to_string()))
             .transpose()
     };
-    for row in crate::ffi::catalog::read_only_rows(READ_SQL)? {
+    for row in crate::pg::catalog::read_only_rows(READ_SQL)? {
         parts.push(format!("{row:?}"));
         let col = |i: usize| row.get(i).cloned().flatten();
         match col(0).as_deref() {
@@ -152,6 +152,6 @@ pub mod dptext {
     /// invalidate a relation's cache by themselves.
     #[pg_extern(volatile)]
     fn _recognizers_changed(table: pg_sys::Oid) {
-        crate::ffi::catalog::invalidate_relation(table);
+        crate::pg::catalog::invalidate_relation(table);
     }
 }

@@ -148,7 +148,7 @@ pub(crate) fn check_label(target: LabelTarget, label: Option<&str>) {
             }
             let rule = dptext_core::rules::parse_column_label(label).or_raise(F);
             if let Some(group) = &rule.group_column {
-                match crate::ffi::catalog::attnum(relid, group) {
+                match crate::pg::catalog::attnum(relid, group) {
                     Some(g) if g == attnum => raise(
                         ExtError::Unsupported(format!(
                             "GROUPED BY {group} names the labelled column itself: name the column that identifies the group (a patient id)"
@@ -161,8 +161,8 @@ pub(crate) fn check_label(target: LabelTarget, label: Option<&str>) {
                         ),
                         F,
                     ),
-                    Some(g) if !crate::masking::group_type_supported(
-                        crate::ffi::catalog::attribute_type(relid, g).0,
+                    Some(g) if !crate::enforce::masking::group_type_supported(
+                        crate::pg::catalog::attribute_type(relid, g).0,
                     ) => raise(
                         ExtError::Unsupported(format!(
                             "GROUPED BY {group}: its type's text depends on session settings (dates, times, floats...); group by a text, integer, numeric or uuid column"
@@ -173,7 +173,7 @@ pub(crate) fn check_label(target: LabelTarget, label: Option<&str>) {
                     None => raise(
                         ExtError::Unsupported(format!(
                             "GROUPED BY {group}: {} has no such column",
-                            crate::ffi::catalog::relation_name(relid)
+                            crate::pg::catalog::relation_name(relid)
                         )),
                         F,
                     ),
@@ -198,7 +198,7 @@ pub mod dptext {
     use pgrx::JsonB;
 
     use crate::error::OrRaise;
-    use crate::ffi::interrupts::{Params, Utf8Text};
+    use crate::pg::interrupts::{Params, Utf8Text};
 
     /// Parses and validates a column rule, returning its mechanism, every
     /// parameter (defaults filled in), its per-token guarantee, the label

@@ -9,7 +9,7 @@
 //! `dptext.warm(table)` fills the store in batches. Only rules that run
 //! detection (entity replacement, NDD and chains with them) use the store:
 //! the word mechanisms compute faster than a lookup. The table is read and
-//! written below SQL ([`crate::ffi::store`]): nobody but its owner has a
+//! written below SQL ([`crate::pg::store`]): nobody but its owner has a
 //! privilege on it, and a masked session's read needs none.
 
 use std::cell::RefCell;
@@ -20,7 +20,7 @@ use dptext_core::mechanisms::{Mechanism, MechanismSpec};
 use dptext_core::store::TagKey;
 use dptext_core::{Engine, RandomMode};
 
-use crate::ffi::store::{self as table, Entry};
+use crate::pg::store::{self as table, Entry};
 
 /// Per-backend state: rule identities, the tag key, recently served
 /// entries.
@@ -454,7 +454,7 @@ fn fill_pool(engine: &Arc<Engine>) -> Vec<Arc<Engine>> {
     let custom = engine.recognizers();
     (0..threads)
         .map(|_| {
-            let e = Engine::with_map(config.clone(), crate::ffi::map_file);
+            let e = Engine::with_map(config.clone(), crate::pg::map_file);
             e.set_recognizers(custom.clone());
             Arc::new(e)
         })
@@ -515,8 +515,8 @@ fn human(secs: f64) -> String {
 fn warm(source: pgrx::pg_sys::Oid, batch: usize) -> i64 {
     use pgrx::prelude::*;
     const F: &str = "dptext.warm";
-    if crate::masking::session_is_masked() {
-        crate::masking::refuse(format!("masked sessions cannot call {F}"));
+    if crate::enforce::masking::session_is_masked() {
+        crate::enforce::masking::refuse(format!("masked sessions cannot call {F}"));
     }
     if !crate::guc::STORE.get() {
         invalid(
@@ -617,8 +617,8 @@ fn warm(source: pgrx::pg_sys::Oid, batch: usize) -> i64 {
 fn prune() -> i64 {
     use pgrx::prelude::*;
     const F: &str = "dptext.store_prune";
-    if crate::masking::session_is_masked() {
-        crate::masking::refuse(format!("masked sessions cannot call {F}"));
+    if crate::enforce::masking::session_is_masked() {
+        crate::enforce::masking::refuse(format!("masked sessions cannot call {F}"));
     }
     if store_relations().is_none() {
         return 0;

@@ -837,7 +837,7 @@ mod tests {
         if error_of("SELECT count(*) FROM detect_pii('warm up')").is_some() {
             return; // no detection model installed
         }
-        crate::ffi::interrupts::cancel_after(1000);
+        crate::pg::interrupts::cancel_after(1000);
         let started = std::time::Instant::now();
         let failure = failure_of("SELECT count(*) FROM detect_pii((SELECT string_agg(md5(i::text), ' ') FROM generate_series(1, 60000) i))");
         let late = started
@@ -924,7 +924,7 @@ mod tests {
     /// This test database is UTF8: the check lets every function through.
     #[pg_test]
     fn a_utf8_database_passes_the_encoding_check() {
-        assert_eq!(crate::ffi::interrupts::non_utf8_encoding(), None);
+        assert_eq!(crate::pg::interrupts::non_utf8_encoding(), None);
         Spi::run("SET dptext.seed = 1").unwrap();
         assert!(one("SELECT santext('café déjà vu', 3)").is_some());
     }

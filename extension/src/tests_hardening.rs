@@ -113,7 +113,7 @@ mod tests {
             let oid = Spi::get_one::<pg_sys::Oid>(&format!("SELECT '{relid}'::regclass::oid"))
                 .unwrap()
                 .unwrap();
-            let mut names: Vec<String> = crate::ffi::locks::affected_relations(oid)
+            let mut names: Vec<String> = crate::pg::locks::affected_relations(oid)
                 .into_iter()
                 .map(|o| {
                     Spi::get_one::<String>(&format!("SELECT {o}::regclass::text"))

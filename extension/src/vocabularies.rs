@@ -76,7 +76,7 @@ fn read(name: &str, funcname: &'static str) -> Option<VocabularyAsset> {
          pg_catalog.array_to_json(v.words)::pg_catalog.text \
          FROM dptext.vocabularies v WHERE v.name = '{name}'"
     );
-    let exists = crate::ffi::catalog::read_only_rows(
+    let exists = crate::pg::catalog::read_only_rows(
         c"SELECT pg_catalog.to_regclass('dptext.vocabularies') IS NOT NULL",
     )
     .ok()
@@ -86,7 +86,7 @@ fn read(name: &str, funcname: &'static str) -> Option<VocabularyAsset> {
         return None;
     }
     let sql = CString::new(sql).unwrap_or_default();
-    let rows = crate::ffi::catalog::read_only_rows(&sql)
+    let rows = crate::pg::catalog::read_only_rows(&sql)
         .unwrap_or_else(|e| pgrx::error!("dptext: could not read dptext.vocabularies: {e}"));
     let row = rows.into_iter().next()?;
     let col = |i: usize| row.get(i).cloned().flatten().unwrap_or_default();
@@ -167,7 +167,7 @@ pub mod dptext {
                     return Ok(());
                 }
                 for row in batch {
-                    crate::ffi::interrupts::check().or_raise(F);
+                    crate::pg::interrupts::check().or_raise(F);
                     if let Some(v) = row.get::<String>(1)? {
                         counter.add(&v);
                     }

@@ -4,7 +4,7 @@
 //! left behind), the statistics hooks (planner estimates, column widths), the
 //! object-access and log hooks of [`super::side_channels`] and the cache
 //! invalidation callback. Each chains to the hook that was installed
-//! before it. Every hook takes the locks of [`super::locks`] before it
+//! before it. Every hook takes the locks of [`crate::pg::locks`] before it
 //! reads the masking decision.
 
 use std::cell::{Cell, RefCell};
@@ -14,7 +14,7 @@ use std::ffi::{c_char, c_int, CStr};
 use pgrx::pg_sys::{self, NodeTag, Oid};
 use pgrx::{is_a, pg_guard, PgList};
 
-use crate::masking;
+use crate::enforce::masking;
 
 static mut PREV_PLANNER: pg_sys::planner_hook_type = None;
 static mut PREV_UTILITY: pg_sys::ProcessUtility_hook_type = None;
@@ -39,7 +39,7 @@ thread_local! {
 
 /// The session's (login role, current role), as a key of `PLANNED_MASKED`.
 fn roles_key() -> (u32, u32) {
-    let (login, current) = super::catalog::session_roles();
+    let (login, current) = crate::pg::catalog::session_roles();
     (login.to_u32(), current.to_u32())
 }
 
@@ -122,7 +122,7 @@ unsafe extern "C-unwind" fn planner(
     if !masking::in_lookup() {
         // A role label cannot change until this transaction ends, and one
         // that committed while the lock was awaited is read now.
-        super::locks::lock_session_roles();
+        crate::pg::locks::lock_session_roles();
         let session_masked = masking::session_is_masked();
         PLANNED_MASKED.with(|p| p.borrow_mut().insert(roles_key(), session_masked));
         // SAFETY: `parse` is the rewritten query the planner was called
@@ -174,7 +174,7 @@ unsafe extern "C-unwind" fn planner(
 
 /// The executor-start hook: a plan cached earlier (a prepared statement,
 /// PL/pgSQL, SQL functions) starts without the planner hook, so its
-/// transaction takes the role locks here (see [`super::locks`]). Taking
+/// transaction takes the role locks here (see [`crate::pg::locks`]). Taking
 /// them accepts pending invalidations; if that brings an invalidation of
 /// every relation (what a label change sends) and the session is masked
 /// now but the plan was not planned masked, the plan was chosen under the
@@ -186,7 +186,7 @@ unsafe extern "C-unwind" fn planner(
 unsafe extern "C-unwind" fn executor_start(query_desc: *mut pg_sys::QueryDesc, eflags: c_int) {
     if !masking::in_lookup() {
         let seen = WIDE_INVALIDATIONS.with(Cell::get);
-        super::locks::lock_session_roles();
+        crate::pg::locks::lock_session_roles();
         if WIDE_INVALIDATIONS.with(Cell::get) != seen
             && PLANNED_MASKED.with(|p| p.borrow().get(&roles_key()).copied()) != Some(true)
             && masking::session_is_masked()
@@ -308,7 +308,7 @@ unsafe extern "C-unwind" fn attavgwidth(relid: Oid, attnum: pg_sys::AttrNumber) 
         && masking::session_is_masked()
         && !masking::column_statistics_visible(relid, attnum)
     {
-        let (typ, typmod, _) = super::catalog::attribute_type(relid, attnum);
+        let (typ, typmod, _) = crate::pg::catalog::attribute_type(relid, attnum);
         // SAFETY: a syscache read of the column's type, which exists (the
         // relation is locked by the query being planned).
         let width = unsafe { pg_sys::get_typavgwidth(typ, typmod) };
@@ -371,7 +371,7 @@ unsafe extern "C-unwind" fn utility(
     // SAFETY: `pstmt` is the valid statement PostgreSQL passed.
     let transaction_control = unsafe { is_a((*pstmt).utilityStmt, NodeTag::T_TransactionStmt) };
     if !masking::in_lookup() && !transaction_control {
-        super::locks::lock_session_roles();
+        crate::pg::locks::lock_session_roles();
     }
     if !masking::in_lookup() && !transaction_control && masking::session_is_masked() {
         // SAFETY: `pstmt` is a valid utility statement; when the tree is
@@ -533,7 +533,7 @@ unsafe fn check_utility(stmt: *mut pg_sys::Node) {
             if relid != Oid::INVALID && masking::relation_policy(relid).protects() {
                 masking::refuse(format!(
                     "masked sessions cannot create a foreign key that references {}, which has dptext rules: its checks and cascades would run on raw values",
-                    super::catalog::relation_name(relid)
+                    crate::pg::catalog::relation_name(relid)
                 ));
             }
         }
@@ -559,7 +559,7 @@ unsafe fn copy_through_query(copy: *mut pg_sys::CopyStmt, relid: Oid) {
     // returns a list of RawStmt for a valid SELECT; names are quoted with
     // PostgreSQL's own `quote_identifier`.
     unsafe {
-        if super::catalog::relkind(relid) != pg_sys::RELKIND_RELATION {
+        if crate::pg::catalog::relkind(relid) != pg_sys::RELKIND_RELATION {
             return; // COPY TO refuses other kinds by itself
         }
         let cols: Vec<String> = if (*copy).attlist.is_null() {

@@ -1,6 +1,6 @@
 //! Catalog reads the masking decisions need, each a thin safe wrapper
 //! over one PostgreSQL call. Imports nothing else of the crate, so that
-//! [`crate::masking`] can use it while the hooks use `masking`.
+//! [`crate::enforce::masking`] can use it while the hooks use `masking`.
 
 use std::ffi::CStr;
 

@@ -47,7 +47,7 @@ use std::rc::Rc;
 use pgrx::pg_sys::{self, Node, NodeTag, Oid, Query};
 use pgrx::{is_a, IntoDatum, PgList};
 
-use crate::masking::{self, RelationPolicy};
+use crate::enforce::masking::{self, RelationPolicy};
 
 /// `pg_statistic_ext_data`: extended statistics' values (pgrx binds no
 /// constant for it).
@@ -120,7 +120,7 @@ unsafe extern "C-unwind" fn survey_walker(node: *mut Node, ctx: *mut c_void) -> 
             if (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION {
                 s.relations.push(((*rte).relid, (*rte).checkAsUser));
                 // PostgreSQL 15 keeps the columns read on the entry itself.
-                let cols = crate::ffi::catalog::attnums_of((*rte).selectedCols);
+                let cols = crate::pg::catalog::attnums_of((*rte).selectedCols);
                 if !cols.is_empty() {
                     s.read_columns
                         .push(((*rte).relid, (*rte).checkAsUser, cols));
@@ -295,7 +295,7 @@ unsafe fn rewrite_query(q: *mut Query, r: &mut Rewrite<'_>, flags: i32) -> *mut 
                 && (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION
                 && (*rte).inh
                 && r.masked_policy(rte).is_some_and(|p| p.protects())
-                && crate::ffi::catalog::has_inheritance_children((*rte).relid)
+                && crate::pg::catalog::has_inheritance_children((*rte).relid)
             {
                 reads.entry(rti).or_default().shuffle = true;
             }
@@ -485,11 +485,11 @@ impl<'a> Rewrite<'a> {
                     // included.
                     masking::refuse(format!(
                         "masked sessions cannot read ctid of {}, which has dptext rules: where a row is stored depends on the length of its labelled values",
-                        crate::ffi::catalog::relation_name((*rte).relid)
+                        crate::pg::catalog::relation_name((*rte).relid)
                     ));
                 }
                 if i32::from(attnum) == pg_sys::TableOidAttributeNumber
-                    && crate::ffi::catalog::has_inheritance_children((*rte).relid)
+                    && crate::pg::catalog::has_inheritance_children((*rte).relid)
                 {
                     // Which child of plain inheritance holds a row is the
                     // owner's routing (a trigger, or CHECK constraints),
@@ -497,7 +497,7 @@ impl<'a> Rewrite<'a> {
                     // partition's key is checked instead (family_refusal).
                     masking::refuse(format!(
                         "masked sessions cannot read tableoid of {}, which has dptext rules and inheritance children: which child holds a row may follow its raw values",
-                        crate::ffi::catalog::relation_name((*rte).relid)
+                        crate::pg::catalog::relation_name((*rte).relid)
                     ));
                 }
                 if i32::from(attnum) != pg_sys::TableOidAttributeNumber {
@@ -506,10 +506,10 @@ impl<'a> Rewrite<'a> {
                     // `UPDATE ... WHERE name LIKE 'M%'` matched.
                     masking::refuse(format!(
                         "masked sessions cannot read the transaction columns (xmin, xmax, cmin, cmax) of {}, which has dptext rules: which rows a statement wrote can follow their raw values",
-                        crate::ffi::catalog::relation_name((*rte).relid)
+                        crate::pg::catalog::relation_name((*rte).relid)
                     ));
                 }
-                let natts = crate::ffi::catalog::dropped_columns((*rte).relid).len();
+                let natts = crate::pg::catalog::dropped_columns((*rte).relid).len();
                 let system = &mut self.reads[level].entry((*var).varno).or_default().system;
                 let slot = match system.iter().position(|&a| a == attnum) {
                     Some(i) => i,
@@ -544,7 +544,7 @@ impl<'a> Rewrite<'a> {
                 return;
             };
             if attnum == 0 {
-                let dropped = crate::ffi::catalog::dropped_columns((*rte).relid);
+                let dropped = crate::pg::catalog::dropped_columns((*rte).relid);
                 for (a, gone) in (1..).zip(dropped) {
                     if !gone {
                         self.record(level, varno, a);
@@ -860,10 +860,10 @@ impl<'a> Rewrite<'a> {
             (*inner).securityQuals = std::ptr::null_mut();
             let mut tlist = PgList::<pg_sys::TargetEntry>::new();
             let mut colnames = PgList::<Node>::from_pg(pg_sys::list_copy((*(*rte).eref).colnames));
-            let columns = crate::ffi::catalog::dropped_columns(relid);
+            let columns = crate::pg::catalog::dropped_columns(relid);
             let natts = columns.len();
             for (attnum, dropped) in (1..).zip(columns) {
-                let (typ, typmod, coll) = crate::ffi::catalog::attribute_type(relid, attnum);
+                let (typ, typmod, coll) = crate::pg::catalog::attribute_type(relid, attnum);
                 let expr: *mut pg_sys::Expr = if dropped {
                     pg_sys::makeNullConst(pg_sys::INT4OID, -1, Oid::INVALID).cast()
                 } else if let Some(rule) = policy.rule(attnum) {
@@ -964,7 +964,7 @@ impl<'a> Rewrite<'a> {
             if self.masked_policy(rte).is_some_and(|p| p.protects()) {
                 masking::refuse(format!(
                     "masked sessions cannot use TABLESAMPLE on {}, which has dptext rules: the rows a sample picks depend on where they are stored, which depends on the length of their labelled values",
-                    crate::ffi::catalog::relation_name((*rte).relid)
+                    crate::pg::catalog::relation_name((*rte).relid)
                 ));
             }
         }
@@ -1110,13 +1110,13 @@ unsafe fn is_mask_function(funcid: Oid) -> bool {
 /// `var` is a valid Var reading relation `relid`, which has column
 /// `attnum`; the nodes are built in the current memory context.
 unsafe fn group_text(var: *mut pg_sys::Var, relid: Oid, attnum: i16) -> *mut Node {
-    let (typ, typmod, coll) = crate::ffi::catalog::attribute_type(relid, attnum);
+    let (typ, typmod, coll) = crate::pg::catalog::attribute_type(relid, attnum);
     // The policy refused other types; checked again, as the text of any
     // other type may depend on the session's settings.
     if !masking::group_type_supported(typ) {
         masking::refuse(format!(
             "{} groups a dptext rule by column {attnum}, whose type's text depends on session settings",
-            crate::ffi::catalog::relation_name(relid)
+            crate::pg::catalog::relation_name(relid)
         ));
     }
     // SAFETY: as the caller promises; makeVar and the node constructors
@@ -1211,7 +1211,7 @@ unsafe fn require_select(rte: *mut pg_sys::RangeTblEntry, attnum: i16) {
         {
             masking::refuse(format!(
                 "a dptext rule of {} groups by column {attnum}, which this role may not read: the masked value would depend on it",
-                crate::ffi::catalog::relation_name(relid)
+                crate::pg::catalog::relation_name(relid)
             ));
         }
     }

@@ -139,10 +139,10 @@ pub fn lock_relations_for_relabel(relid: Oid) {
 pub(crate) fn affected_relations(relid: Oid) -> BTreeSet<u32> {
     let sql = AFFECTED_SQL.replace("$1", &relid.to_u32().to_string());
     let Ok(sql) = std::ffi::CString::new(sql) else {
-        crate::masking::refuse("the relations a label affects could not be read".into());
+        crate::enforce::masking::refuse("the relations a label affects could not be read".into());
     };
     let rows = super::catalog::read_only_rows(&sql).unwrap_or_else(|e| {
-        crate::masking::refuse(format!(
+        crate::enforce::masking::refuse(format!(
             "the relations a label affects could not be read: {e}"
         ))
     });

@@ -1,5 +1,5 @@
 //! Masking at the source: what a masked session may read, decided here;
-//! the query-tree rewrite that enforces it lives in [`crate::ffi::rewrite`].
+//! the query-tree rewrite that enforces it lives in [`crate::enforce::rewrite`].
 //!
 //! A session is **masked** when its login role (`session_user`) or its
 //! current role is labelled `SECURITY LABEL FOR dptext ON ROLE r IS
@@ -12,7 +12,7 @@
 //!
 //! Decisions are cached per backend and the caches are dropped on every
 //! relation-cache invalidation, which label changes send (see
-//! [`crate::ffi::hooks`]).
+//! [`crate::enforce::hooks`]).
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -181,14 +181,14 @@ pub(crate) fn refuse(message: String) -> ! {
 pub(crate) fn refuse_denied_write(relid: Oid) -> ! {
     refuse(format!(
         "masked sessions cannot write {}: it has text columns without a dptext rule, and dptext.deny_unlabelled_text is on (an error's detail, a conflict or an index order would show them)",
-        crate::ffi::catalog::relation_name(relid)
+        crate::pg::catalog::relation_name(relid)
     ))
 }
 
 pub(crate) fn refuse_write(relid: Oid) -> ! {
     refuse(format!(
         "masked sessions cannot write {}, which has dptext rules",
-        crate::ffi::catalog::relation_name(relid)
+        crate::pg::catalog::relation_name(relid)
     ))
 }
 
@@ -212,8 +212,8 @@ pub(crate) fn role_is_masked(role: Oid) -> bool {
     if let Some(m) = ROLES.with(|r| r.borrow().get(&role).copied()) {
         return m;
     }
-    let masked = crate::ffi::catalog::role_label(role).is_some()
-        || (!crate::ffi::catalog::is_superuser(role)
+    let masked = crate::pg::catalog::role_label(role).is_some()
+        || (!crate::pg::catalog::is_superuser(role)
             && lookup(|| read_one::<bool>(INHERITS_MASKED_SQL, &[role.into()]))
                 .unwrap_or_else(|e| refuse(format!("could not read the roles' dptext labels: {e}")))
                 .unwrap_or(false));
@@ -225,14 +225,14 @@ pub(crate) fn role_is_masked(role: Oid) -> bool {
 /// is labelled `MASKED`. Nothing the session sets changes either role's
 /// label, and `SET ROLE` cannot change the login role.
 pub(crate) fn session_is_masked() -> bool {
-    let (login, current) = crate::ffi::catalog::session_roles();
+    let (login, current) = crate::pg::catalog::session_roles();
     role_is_masked(login) || (current != login && role_is_masked(current))
 }
 
 /// [`session_is_masked`] when both roles' labels are cached, without
 /// reading the catalog.
 pub(crate) fn session_is_masked_cached() -> Option<bool> {
-    let (login, current) = crate::ffi::catalog::session_roles();
+    let (login, current) = crate::pg::catalog::session_roles();
     ROLES.with(|r| {
         let r = r.borrow();
         let l = *r.get(&login)?;
@@ -255,12 +255,12 @@ pub(crate) fn relation_policy(relid: Oid) -> Rc<RelationPolicy> {
 
 /// Under `dptext.deny_unlabelled_text`: why a masked session may not read
 /// columns `attnums` (0: the whole row) of relation `relid`, when one of
-/// them is text-like ([`crate::ffi::catalog::text_like_type`]) with
+/// them is text-like ([`crate::pg::catalog::text_like_type`]) with
 /// neither a rule nor an `ALLOW` label. The system catalogs and the
 /// extension's own schema are exempt (their text is definitions, not
 /// data people wrote).
 pub(crate) fn unlabelled_text_refusal(relid: Oid, attnums: &[i16]) -> Option<String> {
-    use crate::ffi::catalog;
+    use crate::pg::catalog;
     let relkind = catalog::relkind(relid);
     if ![
         pg_sys::RELKIND_RELATION,
@@ -359,7 +359,7 @@ pub(crate) fn family_refusal(relid: Oid) -> Option<String> {
             None => {
                 cols.retain(|&a| a != 0);
                 if let Some(exprs) = exprs {
-                    cols.extend(crate::ffi::catalog::expression_columns(&exprs));
+                    cols.extend(crate::pg::catalog::expression_columns(&exprs));
                 }
                 reads_protected(&relation_policy(table), &cols)
             }
@@ -367,8 +367,8 @@ pub(crate) fn family_refusal(relid: Oid) -> Option<String> {
         placed_by_raw.then(|| {
             format!(
                 "masked sessions cannot read {}: {} has a {kind} on a column with a dptext rule, so where a row is stored tells its raw value",
-                crate::ffi::catalog::relation_name(relid),
-                crate::ffi::catalog::relation_name(table)
+                crate::pg::catalog::relation_name(relid),
+                crate::pg::catalog::relation_name(table)
             )
         })
     });
@@ -385,7 +385,7 @@ pub(crate) fn index_reads_protected(indexid: Oid) -> bool {
     let reads = match INDEXES.with(|i| i.borrow().get(&indexid).cloned()) {
         Some(r) => r,
         None => {
-            let columns = crate::ffi::catalog::index_columns(indexid);
+            let columns = crate::pg::catalog::index_columns(indexid);
             let labelled = columns
                 .as_ref()
                 .is_some_and(|(table, cols)| reads_protected(&relation_policy(*table), cols));
@@ -426,7 +426,7 @@ pub(crate) fn writes_denied(relid: Oid) -> bool {
 /// expressions), each CHECK constraint when the family has more than one
 /// table, and each index a member is clustered on (its oid last).
 const FAMILY_PLACEMENT_SQL: &str = concat!(
-    crate::ffi::catalog::family_cte!(),
+    crate::pg::catalog::family_cte!(),
     "
 SELECT 'partition key', p.partrelid, p.partattrs::pg_catalog.int2[], p.partexprs::pg_catalog.text,
        NULL::pg_catalog.oid
@@ -557,7 +557,7 @@ fn shard_parent(relid: Oid) -> Oid {
     if !has_shards {
         return Oid::INVALID;
     }
-    let Some((nsp, name)) = crate::ffi::catalog::relation_namespace_and_name(relid) else {
+    let Some((nsp, name)) = crate::pg::catalog::relation_namespace_and_name(relid) else {
         return Oid::INVALID;
     };
     let Some(shard_id) = name
@@ -569,10 +569,9 @@ fn shard_parent(relid: Oid) -> Oid {
     let parent = read_one::<Oid>(SHARD_OF_SQL, &[shard_id.into()])
         .unwrap_or_else(|e| refuse(format!("could not read Citus's shard catalog: {e}")))
         .unwrap_or(Oid::INVALID);
-    let same_owner = crate::ffi::catalog::relation_owner(relid).is_some()
-        && crate::ffi::catalog::relation_owner(relid)
-            == crate::ffi::catalog::relation_owner(parent);
-    match crate::ffi::catalog::relation_namespace_and_name(parent) {
+    let same_owner = crate::pg::catalog::relation_owner(relid).is_some()
+        && crate::pg::catalog::relation_owner(relid) == crate::pg::catalog::relation_owner(parent);
+    match crate::pg::catalog::relation_namespace_and_name(parent) {
         Some((parent_nsp, _)) if parent_nsp == nsp && parent != relid && same_owner => parent,
         _ => Oid::INVALID,
     }
@@ -615,21 +614,21 @@ fn read_policy(relid: Oid) -> RelationPolicy {
         // Checked again here, not only when the label was set: a column's
         // type can be changed afterwards, and the rewrite hands the value
         // to the rule as text.
-        let (typ, _, _) = crate::ffi::catalog::attribute_type(relid, attnum);
+        let (typ, _, _) = crate::pg::catalog::attribute_type(relid, attnum);
         if ![pg_sys::TEXTOID, pg_sys::VARCHAROID, pg_sys::BPCHAROID].contains(&typ) {
             refuse(format!(
                 "column {attnum} of {} has a dptext rule but is no longer text, varchar or char (its type was changed since the label was set): relabel it",
-                crate::ffi::catalog::relation_name(relid)
+                crate::pg::catalog::relation_name(relid)
             ));
         }
         // The grouping column is found by name in the relation read (a
         // partition or shard carries the same names, not always the same
         // numbers); one it lacks fails closed.
         let group = rule.group_column.as_ref().map(|name| {
-            let g = crate::ffi::catalog::attnum(relid, name).unwrap_or_else(|| {
+            let g = crate::pg::catalog::attnum(relid, name).unwrap_or_else(|| {
                 refuse(format!(
                     "a dptext rule of {} groups by column {name}, which it does not have",
-                    crate::ffi::catalog::relation_name(relid)
+                    crate::pg::catalog::relation_name(relid)
                 ))
             });
             // Checked again here, not only when the label was set: columns
@@ -637,14 +636,14 @@ fn read_policy(relid: Oid) -> RelationPolicy {
             if g == attnum {
                 refuse(format!(
                     "a dptext rule of {} groups by column {name}, which is the labelled column itself (renamed since the label was set): the raw value would fix its own date shift",
-                    crate::ffi::catalog::relation_name(relid)
+                    crate::pg::catalog::relation_name(relid)
                 ));
             }
-            let (typ, _, _) = crate::ffi::catalog::attribute_type(relid, g);
+            let (typ, _, _) = crate::pg::catalog::attribute_type(relid, g);
             if !group_type_supported(typ) {
                 refuse(format!(
                     "a dptext rule of {} groups by column {name}, whose type's text depends on session settings (DateStyle, TimeZone, extra_float_digits...): a masked session could draw many date shifts of one value; group by a text, integer, numeric or uuid column",
-                    crate::ffi::catalog::relation_name(relid)
+                    crate::pg::catalog::relation_name(relid)
                 ));
             }
             g
@@ -658,7 +657,7 @@ fn read_policy(relid: Oid) -> RelationPolicy {
     }
     allowed.retain(|a| !rules.iter().any(|r| r.attnum == *a));
     ALLOWED.with(|m| m.borrow_mut().insert(relid, Rc::new(allowed)));
-    let relkind = crate::ffi::catalog::relkind(relid);
+    let relkind = crate::pg::catalog::relkind(relid);
     if relkind == pg_sys::RELKIND_VIEW && !rules.is_empty() {
         // Labels on a view's columns are refused when set; one set before
         // that was refused would never be enforced (the view is replaced
@@ -666,7 +665,7 @@ fn read_policy(relid: Oid) -> RelationPolicy {
         // refused rather than served raw.
         refuse(format!(
             "view {} has dptext labels on its columns, which cannot be enforced on a view: remove them and label the columns of the tables it reads",
-            crate::ffi::catalog::relation_name(relid)
+            crate::pg::catalog::relation_name(relid)
         ));
     }
     if let Some(build) = last_build(relid) {
@@ -751,7 +750,7 @@ fn sanitized_policy(relid: Oid, mut rules: Vec<ColumnRule>, build: (Oid, i64)) -
     conclude(rules, taint, |why| {
         format!(
             "masked sessions may read only the masked columns of {}: {why}; rebuild it with dptext.create_sanitized_view",
-            crate::ffi::catalog::relation_name(relid)
+            crate::pg::catalog::relation_name(relid)
         )
     })
 }
@@ -762,21 +761,17 @@ fn sanitized_policy(relid: Oid, mut rules: Vec<ColumnRule>, build: (Oid, i64)) -
 /// plain copy of a labelled column by the source's rule, a column computed
 /// only from unlabelled columns as it is. When the query reads a labelled
 /// column anywhere else (a filter, an expression) or cannot be followed
-/// (see [`crate::ffi::lineage`]), every column without a rule is refused:
+/// (see [`crate::enforce::lineage`]), every column without a rule is refused:
 /// it may hold what the raw values decided. (A view built by
 /// `dptext.create_sanitized_view` applied the rules itself and never comes
 /// here: [`sanitized_policy`].)
 fn matview_policy(relid: Oid, mut rules: Vec<ColumnRule>) -> RelationPolicy {
-    let lineage = crate::ffi::lineage::matview_lineage(relid);
+    let lineage = crate::enforce::lineage::matview_lineage(relid);
     let mut taint = lineage
         .opaque
         .map(|why| format!("its query cannot be followed ({why})"));
-    let column = |rel: Oid, att: i16| {
-        format!(
-            "column {att} of {}",
-            crate::ffi::catalog::relation_name(rel)
-        )
-    };
+    let column =
+        |rel: Oid, att: i16| format!("column {att} of {}", crate::pg::catalog::relation_name(rel));
     for &(src, att) in &lineage.arranged_by {
         if reads_protected(&relation_policy(src), &[att]) {
             // Which rows are stored, and in what order, follow raw values:
@@ -785,7 +780,7 @@ fn matview_policy(relid: Oid, mut rules: Vec<ColumnRule>) -> RelationPolicy {
             // no column is served, masked or not; count(*) still is.
             return RelationPolicy::Refused(format!(
                 "masked sessions cannot read materialized view {}: its rows were sorted, grouped or deduplicated by the labelled {}, so the order they are stored in tells raw values; build it with dptext.create_sanitized_view, or without that clause",
-                crate::ffi::catalog::relation_name(relid),
+                crate::pg::catalog::relation_name(relid),
                 column(src, att)
             ));
         }
@@ -842,7 +837,7 @@ fn matview_policy(relid: Oid, mut rules: Vec<ColumnRule>) -> RelationPolicy {
         // ones by their stored order, and count(*) by how many matched.
         Some(why) => RelationPolicy::Refused(format!(
             "masked sessions cannot read materialized view {}: {why}, so which rows it stores, their order or their values may follow raw values; build it with dptext.create_sanitized_view instead",
-            crate::ffi::catalog::relation_name(relid)
+            crate::pg::catalog::relation_name(relid)
         )),
         None => conclude(rules, None, |why| why),
     }
@@ -854,12 +849,7 @@ fn matview_policy(relid: Oid, mut rules: Vec<ColumnRule>) -> RelationPolicy {
 /// when the source column may not be served from stored rows (its rule
 /// fixes deidentify's date shift per group) or may not be read at all.
 fn serve_copy(rules: &mut Vec<ColumnRule>, attnum: i16, src: Oid, att: i16) -> Option<String> {
-    let column = || {
-        format!(
-            "column {att} of {}",
-            crate::ffi::catalog::relation_name(src)
-        )
-    };
+    let column = || format!("column {att} of {}", crate::pg::catalog::relation_name(src));
     let p = relation_policy(src);
     if let Some(r) = p.rule(att) {
         if rule_fixes_shift(r) {
@@ -922,7 +912,7 @@ fn rule_fixes_shift(r: &ColumnRule) -> bool {
 /// row could be read under many grouping values, each a new date shift of
 /// the same dates; enough shifts of one date bound it.
 pub(crate) fn group_type_supported(typ: Oid) -> bool {
-    let base = crate::ffi::catalog::base_type(typ);
+    let base = crate::pg::catalog::base_type(typ);
     [
         pg_sys::TEXTOID,
         pg_sys::VARCHAROID,
@@ -950,7 +940,7 @@ pub(crate) fn mask_function() -> Oid {
     // the query is planned, whatever its rows hold: a value converted row
     // by row would fail only on rows with non-ASCII bytes, a bit of each
     // raw value.
-    crate::ffi::interrupts::require_utf8();
+    crate::pg::interrupts::require_utf8();
     function_oid("dptext.mask(pg_catalog.text,pg_catalog.text,pg_catalog.text)")
 }
 
@@ -1008,7 +998,7 @@ pub(crate) fn require_key() -> dptext_core::RandomMode {
     // was granted) would give it a fresh release of every value per key,
     // or a key it knows.
     for name in ["dptext.key_file", "dptext.key"] {
-        if crate::ffi::settings::chosen_by_session(name) {
+        if crate::pg::settings::chosen_by_session(name) {
             refuse(format!(
                 "masked sessions read labelled columns only under the key an administrator set, and this session set {name} itself (a start-up option or SET): reconnect without it"
             ));
@@ -1075,7 +1065,7 @@ fn mask_value(
     params: &str,
     group: Option<Option<&str>>,
 ) -> String {
-    if !crate::ffi::catalog::called_by_rewrite(fcinfo) {
+    if !crate::pg::catalog::called_by_rewrite(fcinfo) {
         refuse("dptext.mask is applied by masking only and cannot be called directly".into());
     }
     let mode = require_key();
@@ -1122,7 +1112,7 @@ pub mod dptext {
     use pgrx::prelude::*;
     use pgrx::JsonB;
 
-    use crate::ffi::interrupts::Utf8Text;
+    use crate::pg::interrupts::Utf8Text;
 
     /// One labelled value through its rule, keyed: what a masked session
     /// reads instead of the raw value. Only the query rewrite may call it
@@ -1155,7 +1145,7 @@ pub mod dptext {
     ) -> Option<String> {
         // A NULL value is refused like any direct call before it is
         // passed through as NULL.
-        if !crate::ffi::catalog::called_by_rewrite(fcinfo) {
+        if !crate::pg::catalog::called_by_rewrite(fcinfo) {
             super::refuse(
                 "dptext.mask is applied by masking only and cannot be called directly".into(),
             );
@@ -1180,7 +1170,7 @@ pub mod dptext {
     /// ```
     #[pg_extern(stable, parallel_safe)]
     fn session_masking() -> JsonB {
-        let (login, current) = crate::ffi::catalog::session_roles();
+        let (login, current) = crate::pg::catalog::session_roles();
         let mode = crate::guc::random_mode();
         let (keyed, key_id) = match &mode {
             Ok(dptext_core::RandomMode::Keyed(k)) => (true, Some(k.key_id())),
@@ -1202,9 +1192,9 @@ pub mod dptext {
             "masked": super::session_is_masked(),
             "keyed": keyed,
             "key_id": key_id,
-            "login_role": crate::ffi::catalog::role_name(login),
-            "current_role": crate::ffi::catalog::role_name(current),
-            "superuser": crate::ffi::catalog::is_superuser(login) || crate::ffi::catalog::is_superuser(current),
+            "login_role": crate::pg::catalog::role_name(login),
+            "current_role": crate::pg::catalog::role_name(current),
+            "superuser": crate::pg::catalog::is_superuser(login) || crate::pg::catalog::is_superuser(current),
             "writable_tables": writable,
             "version": env!("CARGO_PKG_VERSION"),
         }))

@@ -28,7 +28,7 @@ use std::ffi::{c_int, c_void, CStr};
 use pgrx::pg_guard;
 use pgrx::pg_sys::{self, Oid};
 
-use crate::masking;
+use crate::enforce::masking;
 
 static mut PREV_OBJECT_ACCESS: pg_sys::object_access_hook_type = None;
 static mut PREV_EMIT_LOG: pg_sys::emit_log_hook_type = None;
