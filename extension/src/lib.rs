@@ -12,13 +12,9 @@
 //! enforcement files that must touch PostgreSQL's structures ([`enforce`]).
 #![deny(unsafe_code)]
 
-use std::cell::RefCell;
-use std::sync::Arc;
-
 use dptext_core::mechanisms::{
     EmbeddingChoice, MechanismSpec, SanTextPlusSpec, SanTextSpec, Words,
 };
-use dptext_core::Engine;
 use pgrx::prelude::*;
 use pgrx::JsonB;
 
@@ -26,6 +22,7 @@ use pgrx::JsonB;
 // (`masking`), the hooks, the query rewrite, DDL checks, side channels,
 // the label provider; its files that touch PostgreSQL's structures carry
 // their own `unsafe` allowance.
+mod backend;
 pub mod enforce;
 mod error;
 // Thin PostgreSQL primitives (catalog reads, settings, interrupts, the
@@ -39,6 +36,7 @@ pub mod rules;
 mod store;
 mod vocabularies;
 
+use backend::{embedding, engine, mlm, randomness_json, run, with_vocabulary};
 use error::OrRaise;
 use pg::interrupts::{Params, Utf8Text};
 
@@ -73,106 +71,6 @@ pub extern "C-unwind" fn _PG_init() {
 // docs/sql-reference.md, "Privileges").
 extension_sql_file!("../../sql/catalog.sql", name = "catalog", finalize);
 
-thread_local! {
-    /// One engine per backend; rebuilt when a setting it depends on changes,
-    /// so vocabularies load once and stay cached.
-    static ENGINE: RefCell<Option<Arc<Engine>>> = const { RefCell::new(None) };
-}
-
-fn engine() -> Arc<Engine> {
-    let config = guc::engine_config();
-    let engine = ENGINE.with(|slot| {
-        let mut slot = slot.borrow_mut();
-        match slot.as_ref() {
-            Some(e) if *e.config() == config => e.clone(),
-            _ => {
-                // Every long loop of every call asks PostgreSQL's interrupt
-                // flags, so cancel, statement_timeout and terminate work.
-                let e = Arc::new(
-                    Engine::with_map(config, pg::map_file)
-                        .with_cancel(Arc::new(pg::interrupts::check)),
-                );
-                *slot = Some(e.clone());
-                e
-            }
-        }
-    });
-    recognizers::refresh(&engine);
-    engine
-}
-
-fn run(spec: MechanismSpec, t: &str, funcname: &'static str) -> dptext_core::mechanisms::Sanitized {
-    let engine = engine();
-    vocabularies::ensure(&engine, &spec, funcname);
-    let mechanism = engine.mechanism(&spec).or_raise(funcname);
-    let mode = keyed_call_mode(funcname);
-    let out = engine
-        .run(mechanism.as_ref(), t, &mode, &[])
-        .or_raise(funcname);
-    warn_fallback(None);
-    out
-}
-
-/// The random mode for a call of a rule function, refused to masked
-/// sessions while a key is set.
-fn keyed_call_mode(funcname: &'static str) -> dptext_core::RandomMode {
-    let mode = guc::random_mode().or_raise(funcname);
-    if matches!(mode, dptext_core::RandomMode::Keyed(_)) && enforce::masking::session_is_masked() {
-        // Under the key that masks its reads, a masked session's own call
-        // of a rule on a guessed text would give what a masked read of
-        // that text gives: an oracle for raw values.
-        enforce::masking::refuse(format!(
-            "masked sessions cannot call {funcname} while a key is set: its output for a guessed text would match masked reads of that text"
-        ));
-    }
-    mode
-}
-
-/// A rule's output for `t` (`apply_rule`): `spec` is the rule without its
-/// group, `group` the grouping value (`None`: no group). Model-based
-/// rules under a key are served from the computed-once store
-/// ([`store`]); the output is the same as computing it.
-fn run_rule(spec: MechanismSpec, group: Option<&str>, t: &str, funcname: &'static str) -> String {
-    let engine = engine();
-    vocabularies::ensure(&engine, &spec, funcname);
-    let mode = keyed_call_mode(funcname);
-    let compute = || {
-        let m: Arc<dyn dptext_core::mechanisms::Mechanism> = match group {
-            Some(_) => engine
-                .build(&spec.clone().with_group(group))
-                .or_raise(funcname)
-                .into(),
-            None => engine.mechanism(&spec).or_raise(funcname),
-        };
-        let out = engine.run(m.as_ref(), t, &mode, &[]).or_raise(funcname);
-        warn_fallback(None);
-        out.text
-    };
-    let params = spec.params_json().to_string();
-    match store::rule(&engine, spec.name(), &params, || spec.clone()) {
-        Some(rule) => store::serve(&rule, group, t, &mode, compute),
-        None => compute(),
-    }
-}
-
-/// One WARNING per backend when a model asked to run on `dptext.device`
-/// (the detection model, the masked LM) runs on the CPU instead; with
-/// `reason` when the caller knows it.
-fn warn_fallback(reason: Option<&str>) {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    static WARNED: AtomicBool = AtomicBool::new(false);
-    if dptext_core::runtime::fallback_count() > 0 && !WARNED.swap(true, Ordering::Relaxed) {
-        let reason = reason.unwrap_or(
-            "a build without the cuda feature, a library without the CUDA provider, or no GPU",
-        );
-        pgrx::warning!("dptext.device = 'cuda' is not available ({reason}); running on the CPU");
-    }
-}
-
-fn embedding(e: &str, funcname: &'static str) -> EmbeddingChoice {
-    e.parse().or_raise(funcname)
-}
-
 /// SanText (Yue et al. 2021): every word replaced by a word drawn with
 /// probability proportional to `exp(-eps/2 * d(x, y))` over the embedding
 /// vocabulary. eps·d-metric LDP per word.
@@ -201,15 +99,6 @@ fn santext(
         },
     ));
     run(with_vocabulary(spec, vocabulary, "santext"), t.0, "santext").text
-}
-
-/// `spec` drawing from the released vocabulary `name` ('': the
-/// embedding's own words), checked: the mechanism takes one and the name
-/// is valid. A text default rather than NULL keeps the functions STRICT
-/// (NULL in, NULL out).
-fn with_vocabulary(spec: MechanismSpec, name: &str, funcname: &'static str) -> MechanismSpec {
-    spec.with_vocabulary(Some(name.to_owned()))
-        .or_raise(funcname)
 }
 
 /// SanText+ : the least frequent fraction `w` of the vocabulary is
@@ -406,15 +295,6 @@ fn deidentify_epsilon(strategy: &str, p: f64) -> f64 {
     dptext_core::mechanisms::replace::strategy_epsilon(s, p).or_raise("deidentify_epsilon")
 }
 
-/// The masked LM for NDD (its fallback, like the detection model's, is
-/// warned about once per backend: [`warn_fallback`]).
-fn mlm(funcname: &'static str) -> Arc<dptext_core::mlm::MaskedLm> {
-    guc::device().or_raise(funcname);
-    let m = engine().mlm().or_raise(funcname);
-    warn_fallback(m.fallback());
-    m
-}
-
 /// NDD (neighbouring distribution divergence, Peng, Li, Zhao): how much
 /// an edit disturbs the masked LM's predictions at the unedited
 /// neighbours, each weighted `mu^distance`. `b` is an edit of `a`: the
@@ -492,17 +372,6 @@ fn sanitize(t: Utf8Text, mechanism: &str, params: Params) -> JsonB {
     let mut cost = serde_json::json!(out.cost);
     cost["rests_on"] = rests_on.into();
     JsonB(serde_json::json!({ "text": out.text, "cost": cost }))
-}
-
-/// The random mode as JSON, with the key's public id, never the key.
-fn randomness_json(mode: &dptext_core::RandomMode) -> serde_json::Value {
-    match mode {
-        dptext_core::RandomMode::Os => serde_json::json!({"mode": "os"}),
-        dptext_core::RandomMode::Seeded(s) => serde_json::json!({"mode": "seeded", "seed": s}),
-        dptext_core::RandomMode::Keyed(k) => {
-            serde_json::json!({"mode": "keyed", "key_id": k.key_id()})
-        }
-    }
 }
 
 /// What this backend uses: assets directory, random mode (with the key's

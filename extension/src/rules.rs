@@ -240,7 +240,7 @@ pub mod dptext {
         const F: &str = "dptext.apply_rule";
         let spec = dptext_core::mechanisms::MechanismSpec::parse(mechanism, &params.0.or_raise(F))
             .or_raise(F);
-        crate::run_rule(spec, None, t.0, F)
+        crate::backend::run_rule(spec, None, t.0, F)
     }
 
     /// [`apply_rule`] for a rule written `GROUPED BY column`: `grp` is that
@@ -261,7 +261,7 @@ pub mod dptext {
         let t = t?;
         let spec = dptext_core::mechanisms::MechanismSpec::parse(mechanism, &params.0.or_raise(F))
             .or_raise(F);
-        Some(crate::run_rule(spec, grp, t.0, F))
+        Some(crate::backend::run_rule(spec, grp, t.0, F))
     }
 
     /// The random mode in force: `{"mode": "os"}`, `{"mode": "seeded",
@@ -273,7 +273,7 @@ pub mod dptext {
     /// ```
     #[pg_extern(stable, parallel_safe)]
     fn randomness() -> JsonB {
-        JsonB(crate::randomness_json(
+        JsonB(crate::backend::randomness_json(
             &crate::guc::random_mode().or_raise("dptext.randomness"),
         ))
     }
@@ -286,7 +286,7 @@ pub mod dptext {
     /// ```
     #[pg_extern(stable, parallel_safe)]
     fn asset_versions() -> JsonB {
-        let dir = crate::engine().config().assets_dir.clone();
+        let dir = crate::backend::engine().config().assets_dir.clone();
         let packages = dptext_core::assets::Installed::read(&dir)
             .map(|i| {
                 i.packages

@@ -529,7 +529,7 @@ fn warm(source: pgrx::pg_sys::Oid, batch: usize) -> i64 {
     let RandomMode::Keyed(secret) = mode else {
         invalid("key_file", "warming needs a key (dptext.key_file): only keyed outputs are the same at every read, so only they can be computed once", F);
     };
-    let engine = crate::engine();
+    let engine = crate::backend::engine();
     let relname = source_name(source);
     let mut computed = 0i64;
     for (column, mechanism, params, group_column) in rules_of(source) {
@@ -623,7 +623,7 @@ fn prune() -> i64 {
     if store_relations().is_none() {
         return 0;
     }
-    let engine = crate::engine();
+    let engine = crate::backend::engine();
     // Every tag a current value of a labelled column has, under the key
     // in force (none: every entry goes).
     let mut keep = std::collections::HashSet::new();

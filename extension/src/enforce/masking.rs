@@ -1037,7 +1037,7 @@ fn grouped_mechanism_for(
     group: Option<&str>,
 ) -> Arc<dyn dptext_core::mechanisms::Mechanism> {
     let spec = rule_spec(mechanism, params).with_group(group);
-    crate::engine()
+    crate::backend::engine()
         .build(&spec)
         .unwrap_or_else(|e| raise(e.into(), "dptext.mask"))
         .into()
@@ -1069,7 +1069,7 @@ fn mask_value(
         refuse("dptext.mask is applied by masking only and cannot be called directly".into());
     }
     let mode = require_key();
-    let engine = crate::engine();
+    let engine = crate::backend::engine();
     let compute = || {
         let m = match group {
             Some(g) => grouped_mechanism_for(mechanism, params, g),
@@ -1099,7 +1099,7 @@ fn mechanism_for(mechanism: &str, params: &str) -> Arc<dyn dptext_core::mechanis
         return m;
     }
     let spec = rule_spec(mechanism, params);
-    let built = crate::engine()
+    let built = crate::backend::engine()
         .mechanism(&spec)
         .unwrap_or_else(|e| raise(e.into(), F));
     MECHANISMS.with(|c| c.borrow_mut().insert(key, built.clone()));
