@@ -121,8 +121,15 @@ fn a_mapping_build_stops_when_cancelled() {
         )
     });
     timer.join().unwrap();
-    assert!(took < AFTER + LATE, "{took:?}");
+    // The whole build takes about 40 s on 2 cores; the cancel is checked
+    // between blocks of rows, and a block took up to 5 s while the test
+    // command compiled beside it: stopping within 10 s is the bound that
+    // holds on a loaded machine and still fails a build that runs on.
+    assert!(took < AFTER + MAPPING_LATE, "{took:?}");
 }
+
+/// How late a cancelled mapping build may return: see its test.
+const MAPPING_LATE: Duration = Duration::from_secs(10);
 
 #[test]
 fn a_hook_is_asked_often_but_not_per_byte() {
