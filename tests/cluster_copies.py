@@ -29,28 +29,13 @@ import argparse
 import os
 import shutil
 import subprocess
-import sys
 import time
 
 import psycopg
 
-RESULTS = []
+from checks import check, finish, one, rows
+
 MARKERS = ["Whitmore", "Castellanos", "Greaves", "4471902"]
-
-
-def check(name, ok, detail=""):
-    RESULTS.append(ok)
-    print(f"{'ok' if ok else 'FAILED'}: {name}" + ("" if ok or not detail else f" -- {detail}"))
-
-
-def rows(conn, sql, args=None):
-    with conn.cursor() as cur:
-        cur.execute(sql, args)
-        return cur.fetchall()
-
-
-def one(conn, sql, args=None):
-    return rows(conn, sql, args)[0][0]
 
 
 def dsn(base, **kw):
@@ -252,10 +237,7 @@ def main():
     boot.execute("DROP DATABASE IF EXISTS dptext_copy_src")
     boot.close()
     shutil.rmtree(work, ignore_errors=True)
-    passed = sum(RESULTS)
-    failed = len(RESULTS) - passed
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    finish()
 
 
 if __name__ == "__main__":

@@ -24,12 +24,13 @@ Prints one line per check and 'N passed, M failed'; exits 1 on a failure.
 import argparse
 import os
 import shutil
-import sys
 import tempfile
 import threading
 import time
 
 import psycopg
+
+from checks import check, finish, one, rows
 
 NOTES = [
     "Seen by Dr. Alice Whitmore on 03/14/2023 at Mercy General Hospital. MRN 4471902.",
@@ -39,13 +40,6 @@ NOTES = [
     "No acute distress. Chest clear. Seen by Dr. Robert Okafor.",
     "Seen by Dr. Alice Whitmore on 03/14/2023 at Mercy General Hospital. MRN 4471902.",
 ]
-
-RESULTS = []
-
-
-def check(name, ok, detail=""):
-    RESULTS.append(ok)
-    print(f"{'ok' if ok else 'FAILED'}: {name}" + ("" if ok or not detail else f" -- {detail}"))
 
 
 def refused(conn, sql, code="42501"):
@@ -57,16 +51,6 @@ def refused(conn, sql, code="42501"):
     except psycopg.Error as e:
         conn.rollback() if not conn.autocommit else None
         return e.sqlstate == code, f"{e.sqlstate}: {e}"
-
-
-def rows(conn, sql, args=None):
-    with conn.cursor() as cur:
-        cur.execute(sql, args)
-        return cur.fetchall()
-
-
-def one(conn, sql, args=None):
-    return rows(conn, sql, args)[0][0]
 
 
 def main():
@@ -330,10 +314,7 @@ def main():
         os.unlink(other_key)
     except OSError:
         pass
-    passed = sum(RESULTS)
-    failed = len(RESULTS) - passed
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    finish()
 
 
 if __name__ == "__main__":

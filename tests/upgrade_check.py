@@ -24,26 +24,10 @@ installs both beside the current one. This check:
 Prints one line per check and 'N passed, M failed'; exits 1 on a failure.
 """
 import argparse
-import sys
 
 import psycopg
 
-RESULTS = []
-
-
-def check(name, ok, detail=""):
-    RESULTS.append(ok)
-    print(f"{'ok' if ok else 'FAILED'}: {name}" + ("" if ok or not detail else f" -- {detail}"))
-
-
-def rows(conn, sql, args=None):
-    with conn.cursor() as cur:
-        cur.execute(sql, args)
-        return cur.fetchall()
-
-
-def one(conn, sql, args=None):
-    return rows(conn, sql, args)[0][0]
+from checks import check, finish, one, rows
 
 
 def dsn_for(dsn, db, user=None):
@@ -182,10 +166,7 @@ def main():
     boot = psycopg.connect(a.owner_dsn, autocommit=True)
     for db in ("dptext_upgrade_old", "dptext_upgrade_new"):
         boot.execute(f"DROP DATABASE IF EXISTS {db}")
-    passed = sum(RESULTS)
-    failed = len(RESULTS) - passed
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    finish()
 
 
 if __name__ == "__main__":

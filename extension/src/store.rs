@@ -500,6 +500,57 @@ fn invalid(name: &'static str, reason: impl Into<String>, funcname: &'static str
     )
 }
 
+/// A column of `source` whose rule uses the store: its name, the rule
+/// (parsed), the rule's identity, and a subquery of its distinct (value,
+/// group) pairs as `v` and `g`.
+struct StoredColumn {
+    column: String,
+    spec: MechanismSpec,
+    rule: Arc<str>,
+    distinct: String,
+}
+
+/// The columns of `source` (named `relname` in SQL) whose rules use the
+/// store; `skipped` hears of each other labelled column and its mechanism.
+fn stored_columns(
+    engine: &Arc<Engine>,
+    source: pgrx::pg_sys::Oid,
+    relname: &str,
+    funcname: &'static str,
+    mut skipped: impl FnMut(&str, &str),
+) -> Vec<StoredColumn> {
+    let mut out = Vec::new();
+    for (column, mechanism, params, group_column) in rules_of(source) {
+        let json: serde_json::Value = serde_json::from_str(&params).unwrap_or_else(|e| {
+            crate::error::raise(
+                crate::error::ExtError::Core(dptext_core::Error::Json(e)),
+                funcname,
+            )
+        });
+        let spec = MechanismSpec::parse(&mechanism, &json)
+            .unwrap_or_else(|e| crate::error::raise(e.into(), funcname));
+        let Some(rule) = rule(engine, &mechanism, &params, || spec.clone()) else {
+            skipped(&column, &mechanism);
+            continue;
+        };
+        let col = pgrx::spi::quote_identifier(&column);
+        let grp = group_column
+            .as_deref()
+            .map(|g| format!("{}::pg_catalog.text", pgrx::spi::quote_identifier(g)))
+            .unwrap_or_else(|| "NULL::pg_catalog.text".into());
+        let distinct = format!(
+            "(SELECT DISTINCT {col}::pg_catalog.text AS v, {grp} AS g FROM {relname} WHERE {col} IS NOT NULL) d"
+        );
+        out.push(StoredColumn {
+            column,
+            spec,
+            rule,
+            distinct,
+        });
+    }
+    out
+}
+
 /// A duration in words for progress lines: `42s`, `3m05s`, `1h02m`.
 fn human(secs: f64) -> String {
     let s = secs.max(0.0).round() as u64;
@@ -532,24 +583,17 @@ fn warm(source: pgrx::pg_sys::Oid, batch: usize) -> i64 {
     let engine = crate::backend::engine();
     let relname = source_name(source);
     let mut computed = 0i64;
-    for (column, mechanism, params, group_column) in rules_of(source) {
-        let json: serde_json::Value = serde_json::from_str(&params).unwrap_or_else(|e| {
-            crate::error::raise(crate::error::ExtError::Core(dptext_core::Error::Json(e)), F)
-        });
-        let spec = MechanismSpec::parse(&mechanism, &json)
-            .unwrap_or_else(|e| crate::error::raise(e.into(), F));
-        let Some(rule) = rule(&engine, &mechanism, &params, || spec.clone()) else {
-            pgrx::notice!("{F}: {relname}.{column}: its rule ({mechanism}) runs no model, so it is computed at each read and not stored");
-            continue;
-        };
-        let col = pgrx::spi::quote_identifier(&column);
-        let grp = group_column
-            .as_deref()
-            .map(|g| format!("{}::pg_catalog.text", pgrx::spi::quote_identifier(g)))
-            .unwrap_or_else(|| "NULL::pg_catalog.text".into());
-        let from = format!(
-            "FROM (SELECT DISTINCT {col}::pg_catalog.text AS v, {grp} AS g FROM {relname} WHERE {col} IS NOT NULL) d"
-        );
+    let columns = stored_columns(&engine, source, &relname, F, |column, mechanism| {
+        pgrx::notice!("{F}: {relname}.{column}: its rule ({mechanism}) runs no model, so it is computed at each read and not stored");
+    });
+    for StoredColumn {
+        column,
+        spec,
+        rule,
+        distinct,
+    } in columns
+    {
+        let from = format!("FROM {distinct}");
         let total: i64 = Spi::get_one(&format!("SELECT pg_catalog.count(*) {from}"))
             .ok()
             .flatten()
@@ -637,27 +681,10 @@ fn prune() -> i64 {
         })
         .unwrap_or_else(|e| pgrx::error!("{F}: could not read the rules: {e}"));
         for source in tables {
-            for (column, mechanism, params, group_column) in rules_of(source) {
-                let json: serde_json::Value = serde_json::from_str(&params).unwrap_or_else(|e| {
-                    crate::error::raise(
-                        crate::error::ExtError::Core(dptext_core::Error::Json(e)),
-                        F,
-                    )
-                });
-                let spec = MechanismSpec::parse(&mechanism, &json)
-                    .unwrap_or_else(|e| crate::error::raise(e.into(), F));
-                let Some(rule) = rule(&engine, &mechanism, &params, || spec.clone()) else {
-                    continue;
-                };
-                let col = pgrx::spi::quote_identifier(&column);
-                let grp = group_column
-                    .as_deref()
-                    .map(|g| format!("{}::pg_catalog.text", pgrx::spi::quote_identifier(g)))
-                    .unwrap_or_else(|| "NULL::pg_catalog.text".into());
-                let query = format!(
-                    "SELECT DISTINCT {col}::pg_catalog.text, {grp} FROM {} WHERE {col} IS NOT NULL",
-                    source_name(source)
-                );
+            let relname = source_name(source);
+            for c in stored_columns(&engine, source, &relname, F, |_, _| {}) {
+                let (column, rule) = (c.column, c.rule);
+                let query = format!("SELECT v, g FROM {}", c.distinct);
                 Spi::connect(|client| {
                     let mut cursor = client.try_open_cursor(query.as_str(), &[])?;
                     loop {
