@@ -677,3 +677,35 @@ fn set_search_path_moves_name_resolution_with_the_server() {
     // The protected column of the table the new path reached is sanitized.
     assert_no_marker("a table reached through SET search_path", &out);
 }
+
+/// `limits.idle_timeout_secs` holds in proxy mode as in database mode: an
+/// idle client is closed with a FATAL error naming the limit, and a client
+/// waiting for a long statement is not idle.
+#[test]
+fn an_idle_client_is_closed_in_proxy_mode_too() {
+    let Some(env) = env() else { return };
+    let config = format!(
+        "listen = \"127.0.0.1:0\"\nkey = \"a proxy-mode test key, not secret\"\n{}\
+         [[user]]\nname = \"pm3\"\npassword = \"pm3-pw\"\nmasked = true\n\
+         upstream_user = \"proxy_unlabelled\"\nupstream_password = \"unlabelled-up-pw\"\n\
+         [masking]\nmode = \"proxy\"\n[limits]\nidle_timeout_secs = 1\n",
+        upstream_toml(env, no_extension_db())
+    );
+    let (port, _) = spawn_proxy(&config);
+    let out = psql_cmd(port, no_extension_db(), "pm3", "pm3-pw")
+        .args(["-c", "SELECT 1", "-c", "\\! sleep 2.5", "-c", "SELECT 2"])
+        .output()
+        .expect("psql");
+    let printed = text(&out);
+    assert!(
+        printed.starts_with("1\n")
+            && printed.contains("limits.idle_timeout_secs")
+            && !printed.contains("\n2\n"),
+        "{printed}"
+    );
+    let out = psql_cmd(port, no_extension_db(), "pm3", "pm3-pw")
+        .args(["-c", "SELECT pg_sleep(2.5), 7"])
+        .output()
+        .expect("psql");
+    assert_eq!(text(&out), "|7\n");
+}

@@ -39,7 +39,7 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
@@ -507,7 +507,10 @@ impl ProxyMode {
         self.client_message(f, &mut s)
     }
 
-    /// Relays until either side ends.
+    /// Relays until either side ends. A client silent for
+    /// `limits.idle_timeout_secs` while none of its statements awaits an
+    /// answer is closed with a FATAL error naming the limit, as in
+    /// database mode.
     pub async fn relay<CR, CW, UR, UW>(
         &self,
         mut cr: CR,
@@ -524,11 +527,40 @@ impl ProxyMode {
     {
         let shared = Mutex::new(Shared::new(self.catalog.clone()));
         let max = limits.max_message_bytes;
+        let idle = limits.idle_timeout_secs;
+        let went_idle = std::sync::atomic::AtomicBool::new(false);
         let to_server = async {
             let mut skipping = false;
             let mut last_read: Option<Instant> = None;
             loop {
-                let Some(f) = wire::read_frame(&mut cr, max).await? else {
+                let read = wire::read_frame(&mut cr, max);
+                let frame = if idle > 0 {
+                    // The same read goes on after a timeout (no byte is
+                    // lost): a client whose statement still awaits its
+                    // answers is waiting, not idle.
+                    let mut read = std::pin::pin!(read);
+                    loop {
+                        match tokio::time::timeout(Duration::from_secs(idle), &mut read).await {
+                            Ok(r) => break r?,
+                            Err(_)
+                                if !shared
+                                    .lock()
+                                    .unwrap_or_else(PoisonError::into_inner)
+                                    .expect
+                                    .is_empty() =>
+                            {
+                                continue
+                            }
+                            Err(_) => {
+                                went_idle.store(true, std::sync::atomic::Ordering::Relaxed);
+                                return Err(ProxyError::idle(idle));
+                            }
+                        }
+                    }
+                } else {
+                    read.await?
+                };
+                let Some(f) = frame else {
                     return Ok::<(), ProxyError>(());
                 };
                 if skipping && f.tag != b'X' {
@@ -909,10 +941,21 @@ impl ProxyMode {
                 }
             }
         };
-        tokio::select! {
+        let ending = tokio::select! {
             r = to_server => r,
             r = to_client => r,
+        };
+        if let (Err(e), true) = (
+            &ending,
+            went_idle.load(std::sync::atomic::Ordering::Relaxed),
+        ) {
+            // Idle: the client waits for nothing, so it is at a message
+            // boundary and can read why it is closed.
+            let _ =
+                super::write(&mut cw, &wire::error("FATAL", e.sqlstate(), &e.to_string())).await;
+            let _ = cw.flush().await;
         }
+        ending
     }
 
     /// Checks one client message and records what its answers will be;
