@@ -687,7 +687,33 @@ def below_the_mask(b):
     ]:
         b.no_leak(f"masked session refused: {name}", b.run(stmts), expect_error="42501")
 
+    # 4b(2''). The children's own statistics: the planner's per-child
+    # estimates followed how the routing spread the unlabelled columns'
+    # values (a histogram of ids per child). With none used, each child's
+    # estimate is a fixed share of its row count, whatever the bound.
+    with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+        owner.execute("ANALYZE leak_route_am, leak_route_nz")
+    with b.connect() as c:
+        def child_rows(bound):
+            plan = c.execute(f"EXPLAIN (FORMAT JSON) SELECT id FROM leak_route WHERE id < {bound}").fetchone()[0]
+            out = {}
+
+            def walk(n):
+                if n.get("Relation Name", "").startswith("leak_route_"):
+                    out[n["Relation Name"]] = n["Plan Rows"]
+                for k in n.get("Plans", []):
+                    walk(k)
+            walk(plan[0]["Plan"])
+            return out
+        low, high = child_rows(4), child_rows(len(SURNAMES))
+    b.check("per-child estimates do not follow the children's value distributions",
+            low and low == high, f"{low} {high}")
+
     # 4b(3). TOAST tables: their row counts are chunks of raw values.
+    with b.connect() as c:
+        toast_rows = c.execute("SELECT count(*) FROM pg_class WHERE relnamespace = 'pg_toast'::regnamespace").fetchone()[0]
+    b.check("TOAST tables and their indexes are hidden from masked sessions' pg_class", toast_rows == 0,
+            f"{toast_rows}")
     with b.connect() as c:
         toasts = c.execute("SELECT count(*) FROM pg_class WHERE relkind = 't'").fetchone()[0]
         joined = c.execute("SELECT t.reltuples FROM pg_class r LEFT JOIN pg_class t ON t.oid = r.reltoastrelid "

@@ -40,13 +40,19 @@ struct State {
     /// The last rule asked for by its texts, and its identity: a masked
     /// read asks for one rule row after row.
     last_rule: Option<(String, String, Option<Arc<str>>)>,
-    /// Recently served outputs by rule, group and raw value (exact keys,
-    /// so never a wrong one; cleared when the key changes), and their
-    /// bytes. Hashing the value is cheaper than its tag's HMAC.
-    served: HashMap<String, Arc<str>>,
+    /// Recently served outputs by a 128-bit hash of (rule, group, raw
+    /// value) under this backend's random hash keys (cheaper than the
+    /// tag's HMAC; cleared when the masking key changes), and their bytes.
+    /// Only outputs count against `dptext.store_cache_mb`: a limit that
+    /// counted raw values would flush after a number of raw bytes, which a
+    /// session could time (a size oracle).
+    served: HashMap<u128, Arc<str>>,
     served_bytes: usize,
-    /// The buffer lookup keys are written into.
-    buffer: String,
+    /// The hash keys of [`served`](Self::served), random per backend.
+    hashers: Option<(
+        std::collections::hash_map::RandomState,
+        std::collections::hash_map::RandomState,
+    )>,
 }
 
 thread_local! {
@@ -199,19 +205,19 @@ fn tag(
     })
 }
 
-/// The key of this backend's copy: rule, group (marked, so that no group
-/// differs from an empty one) and value, each length-prefixed.
-fn served_key(out: &mut String, rule: &str, group: Option<&str>, value: &str) {
-    use std::fmt::Write;
-    out.clear();
-    let _ = write!(out, "{}:{rule}", rule.len());
-    match group {
-        Some(g) => {
-            let _ = write!(out, "+{}:{g}", g.len());
-        }
-        None => out.push('-'),
+/// The key of this backend's copy: a 128-bit hash of rule, group (marked,
+/// so that no group differs from an empty one) and value, under two random
+/// SipHash keys of this backend.
+fn served_key(state: &mut State, rule: &str, group: Option<&str>, value: &str) -> u128 {
+    use std::hash::{BuildHasher, Hash, Hasher};
+    let (a, b) = state.hashers.get_or_insert_with(Default::default);
+    let mut halves = [a.build_hasher(), b.build_hasher()];
+    for h in &mut halves {
+        rule.hash(h);
+        group.hash(h);
+        value.hash(h);
     }
-    out.push_str(value);
+    (u128::from(halves[0].finish()) << 64) | u128::from(halves[1].finish())
 }
 
 /// The output this backend served last for (rule, group, value) under
@@ -227,11 +233,8 @@ fn served(
         if !s.key.as_ref().is_some_and(|(k, _, _)| k.same(secret)) {
             return None;
         }
-        let mut buffer = std::mem::take(&mut s.buffer);
-        served_key(&mut buffer, rule, group, value);
-        let hit = s.served.get(buffer.as_str()).cloned();
-        s.buffer = buffer;
-        hit
+        let key = served_key(&mut s, rule, group, value);
+        s.served.get(&key).cloned()
     })
 }
 
@@ -239,7 +242,8 @@ fn remember(rule: &str, group: Option<&str>, value: &str, out: Arc<str>) {
     let limit = usize::try_from(crate::guc::STORE_CACHE_MB.get()).unwrap_or(0) << 20;
     STATE.with(|s| {
         let mut s = s.borrow_mut();
-        let size = out.len() + value.len() + rule.len() + 96;
+        // The output (masked) and a constant: nothing of the raw value.
+        let size = out.len() + 64;
         if size > limit {
             return;
         }
@@ -248,8 +252,7 @@ fn remember(rule: &str, group: Option<&str>, value: &str, out: Arc<str>) {
             s.served.clear();
             s.served_bytes = 0;
         }
-        let mut key = String::with_capacity(value.len() + rule.len() + 16);
-        served_key(&mut key, rule, group, value);
+        let key = served_key(&mut s, rule, group, value);
         s.served_bytes += size;
         s.served.insert(key, out);
     });

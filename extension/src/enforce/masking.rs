@@ -105,6 +105,9 @@ thread_local! {
     /// Why masked sessions may not read a relation whose family's rows were
     /// placed by raw values ([`family_refusal`]; `None`: they may).
     static FAMILIES: RefCell<HashMap<Oid, Option<String>>> = RefCell::new(HashMap::new());
+    /// Whether a relation is a child of plain inheritance (has a parent in
+    /// `pg_inherits` and is not a partition).
+    static CHILDREN: RefCell<HashMap<Oid, bool>> = RefCell::new(HashMap::new());
     /// Per index: the table it is on and the columns it reads (`None`:
     /// not an index), and whether one of them is a column masked sessions
     /// read only masked (or not at all).
@@ -145,6 +148,7 @@ pub(crate) fn invalidate() {
     RELATIONS.with(|r| r.borrow_mut().clear());
     ALLOWED.with(|a| a.borrow_mut().clear());
     FAMILIES.with(|p| p.borrow_mut().clear());
+    CHILDREN.with(|c| c.borrow_mut().clear());
     INDEXES.with(|i| i.borrow_mut().clear());
     FUNCTIONS.with(|f| f.borrow_mut().clear());
     // Cheap to refill (the engine keeps what it built), and a rule's
@@ -1019,6 +1023,12 @@ pub(crate) fn column_statistics_visible(relid: Oid, attnum: i16) -> bool {
     let visible = match relation_policy(relid).as_ref() {
         RelationPolicy::Plain => true,
         RelationPolicy::Derived { .. } | RelationPolicy::Refused(_) => false,
+        // A child of a labelled plain-inheritance family: its own
+        // statistics of any column describe the rows the owner's routing
+        // (a trigger on the raw value) sent it, and the planner's per-child
+        // estimates would show them (how many rows of each ward went to
+        // each child). None is used: the planner's defaults.
+        RelationPolicy::Masked(_) if plain_inheritance_child(relid) => false,
         p @ RelationPolicy::Masked(_) => p.rule(attnum).is_none(),
     };
     // Under deny by default, a refused column's statistics (its most
@@ -1026,6 +1036,25 @@ pub(crate) fn column_statistics_visible(relid: Oid, attnum: i16) -> bool {
     visible
         && !(crate::guc::deny_unlabelled_text()
             && unlabelled_text_refusal(relid, &[attnum]).is_some())
+}
+
+/// Whether `relid` is a child of plain inheritance (a parent in
+/// `pg_inherits`, not a partition), cached until the next invalidation.
+fn plain_inheritance_child(relid: Oid) -> bool {
+    if let Some(c) = CHILDREN.with(|c| c.borrow().get(&relid).copied()) {
+        return c;
+    }
+    let child = lookup(|| {
+        read_one::<bool>(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_inherits i WHERE i.inhrelid OPERATOR(pg_catalog.=) $1)
+                AND NOT (SELECT c.relispartition FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) $1)",
+            &[relid.into()],
+        )
+    })
+    // Fail closed: a child whose kind could not be read gets no statistics.
+    .map_or(true, |c| c.unwrap_or(true));
+    CHILDREN.with(|c| c.borrow_mut().insert(relid, child));
+    child
 }
 
 /// The rule's mechanism with `group` as the date shift's grouping value:
@@ -1232,6 +1261,10 @@ pub mod dptext {
         }
         if kind != pg_sys::RELKIND_INDEX && kind != pg_sys::RELKIND_PARTITIONED_INDEX {
             return true;
+        }
+        if crate::pg::catalog::in_toast_namespace(relid) {
+            // A TOAST index's row count is the chunk count too.
+            return !super::session_is_masked();
         }
         !super::session_is_masked() || !super::index_reads_protected(relid)
     }

@@ -457,3 +457,10 @@ pub fn base_type(typ: pg_sys::Oid) -> pg_sys::Oid {
     // raises an ERROR (not undefined behaviour) for an unknown type.
     unsafe { pg_sys::getBaseType(typ) }
 }
+
+/// Whether `relid` lives in `pg_toast` (a TOAST table or its index).
+pub fn in_toast_namespace(relid: pg_sys::Oid) -> bool {
+    // SAFETY: a syscache read; InvalidOid for a missing relation.
+    let ns = unsafe { pg_sys::get_rel_namespace(relid) };
+    ns == pg_sys::Oid::from(pg_sys::PG_TOAST_NAMESPACE)
+}
