@@ -104,7 +104,7 @@ def write_card(out, info):
     t = corpus["templates"]
     w(f"| templates (written for dptext) | - | Apache-2.0 | {t['templates']} sentence "
       f"templates in `scripts/build_mlm/templates.py` filled with person names, cities, "
-      f"organisations and streets from `core/src/mechanisms/surrogates/*.txt` and with "
+      f"organisations and streets from `core/src/mechanisms/deidentify/surrogates/*.txt` and with "
       f"countries, languages, nationalities, dates, amounts written in the script | "
       f"{t['sentences']:,} |")
     w("")

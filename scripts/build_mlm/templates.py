@@ -4,7 +4,7 @@ metric must tell a fitting entity replacement from an unfitting one).
 
 The templates and the extra word lists below were written for dptext (Apache-2.0).
 Person names, cities, organisations and streets come from the project's own surrogate
-lists under core/src/mechanisms/surrogates/ (Apache-2.0, read only here). None of the
+lists under core/src/mechanisms/deidentify/surrogates/ (Apache-2.0, read only here). None of the
 templates is taken from the evaluation sentences (the build checks for overlap).
 """
 import hashlib
@@ -189,7 +189,7 @@ WEEKDAYS = "Monday Tuesday Wednesday Thursday Friday Saturday Sunday".split()
 
 
 def _read_list(repo_root, name):
-    path = os.path.join(repo_root, "core/src/mechanisms/surrogates", name)
+    path = os.path.join(repo_root, "core/src/mechanisms/deidentify/surrogates", name)
     with open(path, encoding="utf-8") as f:
         data = f.read()
     items = [l.strip() for l in data.split("\n") if l.strip() and not l.startswith("#")]

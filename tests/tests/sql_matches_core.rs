@@ -140,7 +140,7 @@ fn materialized_view_refresh_is_repeatable_under_a_key() {
 
 #[test]
 fn keyed_deidentify_agrees_between_sql_and_core() {
-    // Surrogate draws (core/src/mechanisms/surrogates) under a key: the
+    // Surrogate draws (core/src/mechanisms/deidentify/surrogates) under a key: the
     // extension and the core must draw the same names, places and dates.
     let Some(db) = database() else { return };
     let engine = Engine::new(EngineConfig::new(dptext_core::assets::resolve_dir(None)));

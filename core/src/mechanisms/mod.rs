@@ -36,16 +36,12 @@ macro_rules! named_enum {
 pub mod cache;
 pub mod chain;
 pub mod custext;
-pub mod dateshift;
 pub mod deidentify;
 mod exponential;
 pub mod ndd;
-pub mod operators;
 mod params;
-pub mod replace;
 mod santext;
 mod spec;
-pub mod surrogates;
 mod vocabulary;
 mod words;
 
@@ -53,6 +49,8 @@ mod words;
 mod tests;
 
 pub use custext::{CusText, CusTextSpec, MAX_K};
+// Entity replacement's parts, where they were before it had a folder.
+pub use deidentify::{dateshift, operators, replace, surrogates};
 pub use exponential::ExpSampler;
 pub use ndd::NddSpec;
 pub use operators::DeidentifySpec;

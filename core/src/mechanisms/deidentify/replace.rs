@@ -13,7 +13,7 @@
 //!
 //! This file holds the strategies and the lemma; the surrogates they draw
 //! are [`super::surrogates`], and the mechanism that applies them to
-//! detected spans is [`super::deidentify`].
+//! detected spans is [`super`].
 
 use crate::error::{Error, Result};
 use crate::mechanisms::check_unit;

@@ -1,7 +1,13 @@
 //! `deidentify`: entity replacement over detected spans, with an operator
 //! per label, whole-value replacement and date shifting
 //! (docs/mechanisms.md). The surrogates, strategies and the lemma's
-//! epsilon are in [`super::replace`]; the parameters in [`super::operators`].
+//! epsilon are in [`replace`]; the parameters in [`operators`]; the surrogate lists in
+//! [`surrogates`] and date shifting in [`dateshift`].
+
+pub mod dateshift;
+pub mod operators;
+pub mod replace;
+pub mod surrogates;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -11,7 +17,6 @@ use rand::{Rng, RngCore};
 use crate::cost::{Cost, Guarantee, LabelCost};
 use crate::detect::{self, Detector, Label};
 use crate::error::Result;
-use crate::mechanisms::dateshift;
 use crate::mechanisms::operators::{DeidentifySpec, Operator};
 use crate::mechanisms::replace::{lemma_eps, ReplaceStrategy};
 use crate::mechanisms::surrogates::{full_entity, named, surrogate_word};

@@ -186,8 +186,8 @@ fn default_shift_days() -> i64 {
 impl DeidentifySpec {
     /// The spec of `deidentify`'s JSON parameters (not yet validated):
     /// strategy `full_entity`, `p` 1, no operators, `shift_days` 365.
-    pub(super) fn parse(params: &serde_json::Value) -> Result<Self> {
-        let p: DeidentifyParams = super::params::read(params)?;
+    pub(in crate::mechanisms) fn parse(params: &serde_json::Value) -> Result<Self> {
+        let p: DeidentifyParams = crate::mechanisms::params::read(params)?;
         Ok(DeidentifySpec {
             strategy: p.strategy.as_deref().unwrap_or("full_entity").parse()?,
             p: p.p,
