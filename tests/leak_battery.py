@@ -709,6 +709,55 @@ def below_the_mask(b):
     b.check("per-child estimates do not follow the children's value distributions",
             low and low == high, f"{low} {high}")
 
+    # 4b(2c). Extended statistics and indexes of routed children: an MCV
+    # list on (ward, id) per child gave estimates that placed every row in
+    # its child, and a partial index's row count per child counted its
+    # predicate there.
+    with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+        owner.execute("""
+            DROP TABLE IF EXISTS leak_rt CASCADE;
+            CREATE TABLE leak_rt (id int, ward text, name text);
+            CREATE TABLE leak_rt_am () INHERITS (leak_rt);
+            CREATE TABLE leak_rt_nz () INHERITS (leak_rt);
+            CREATE OR REPLACE FUNCTION leak_rt_route() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+              IF NEW.name < 'N' THEN INSERT INTO leak_rt_am VALUES (NEW.*); ELSE INSERT INTO leak_rt_nz VALUES (NEW.*); END IF;
+              RETURN NULL;
+            END $$;
+            CREATE TRIGGER leak_rt_route BEFORE INSERT ON leak_rt FOR EACH ROW EXECUTE FUNCTION leak_rt_route();
+            SECURITY LABEL FOR dptext ON COLUMN leak_rt.name IS 'MASKED WITH santext(eps => 2)';
+            SECURITY LABEL FOR dptext ON COLUMN leak_rt.ward IS 'ALLOW';
+            GRANT SELECT ON leak_rt TO leak_masked;
+        """)
+        for i, name in enumerate(SURNAMES * 3, 1):
+            owner.execute("INSERT INTO leak_rt VALUES (%s, %s, %s)", (i, f"W{i % 3}", name))
+        owner.execute("""
+            CREATE STATISTICS leak_rt_am_s (mcv) ON ward, id FROM leak_rt_am;
+            CREATE STATISTICS leak_rt_nz_s (mcv) ON ward, id FROM leak_rt_nz;
+            CREATE INDEX leak_rt_am_w0 ON leak_rt_am (id) WHERE ward = 'W0';
+            CREATE INDEX leak_rt_nz_w0 ON leak_rt_nz (id) WHERE ward = 'W0';
+            ANALYZE leak_rt_am, leak_rt_nz;
+        """)
+    am_id = next(i for i, n in enumerate(SURNAMES * 3, 1) if n < "N")
+    nz_id = next(i for i, n in enumerate(SURNAMES * 3, 1) if n >= "N")
+    with b.connect() as c:
+        def rt_rows(k):
+            plan = c.execute(f"EXPLAIN (FORMAT JSON) SELECT id FROM leak_rt WHERE ward <> 'zz' AND id <> {k}").fetchone()[0]
+            out = {}
+
+            def walk(n):
+                if n.get("Relation Name", "").startswith("leak_rt_"):
+                    out[n["Relation Name"]] = n["Plan Rows"]
+                for k2 in n.get("Plans", []):
+                    walk(k2)
+            walk(plan[0]["Plan"])
+            return out
+        in_am, in_nz = rt_rows(am_id), rt_rows(nz_id)
+        hidden = c.execute("SELECT count(*) FROM pg_class WHERE relname LIKE 'leak_rt_%_w0'").fetchone()[0]
+    b.check("routed children's extended statistics do not place rows in masked estimates",
+            in_am and in_am == in_nz, f"{in_am} {in_nz}")
+    b.check("routed children's indexes are hidden from masked sessions' pg_class", hidden == 0, f"{hidden}")
+
     # 4b(3). TOAST tables: their row counts are chunks of raw values.
     with b.connect() as c:
         toast_rows = c.execute("SELECT count(*) FROM pg_class WHERE relnamespace = 'pg_toast'::regnamespace").fetchone()[0]

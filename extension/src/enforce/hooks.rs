@@ -266,9 +266,10 @@ unsafe extern "C-unwind" fn relation_info(
     }
     // SAFETY: PostgreSQL passes a valid planner state and relation; the
     // entry `rel.relid` of the planner's range-table array is the one the
-    // relation is read as; `indexlist` holds IndexOptInfo nodes.
+    // relation is read as; `indexlist` holds IndexOptInfo nodes; emptying
+    // `statlist` (a List the planner only reads) leaves no statistics.
     unsafe {
-        if masking::in_lookup() || (*rel).indexlist.is_null() {
+        if masking::in_lookup() || ((*rel).indexlist.is_null() && (*rel).statlist.is_null()) {
             return;
         }
         let rte = *(*root).simple_rte_array.add((*rel).relid as usize);
@@ -278,6 +279,12 @@ unsafe extern "C-unwind" fn relation_info(
                 && masking::role_is_masked((*rte).checkAsUser));
         if !masked {
             return;
+        }
+        if masking::masked_inheritance_child(relid) {
+            // Extended statistics on a routed child's unlabelled columns
+            // (its MCV lists of ward and id, say) would give per-child
+            // estimates that tell which child holds each row.
+            (*rel).statlist = std::ptr::null_mut();
         }
         let mut kept = PgList::<pg_sys::IndexOptInfo>::new();
         let mut dropped = false;

@@ -390,9 +390,13 @@ pub(crate) fn index_reads_protected(indexid: Oid) -> bool {
         Some(r) => r,
         None => {
             let columns = crate::pg::catalog::index_columns(indexid);
-            let labelled = columns
-                .as_ref()
-                .is_some_and(|(table, cols)| reads_protected(&relation_policy(*table), cols));
+            // Every index of a child of a labelled plain-inheritance
+            // family counts: its statistics (expressions), its row count
+            // (a partial index) and its order describe the rows the owner's
+            // routing sent that child.
+            let labelled = columns.as_ref().is_some_and(|(table, cols)| {
+                reads_protected(&relation_policy(*table), cols) || masked_inheritance_child(*table)
+            });
             let r = Rc::new(IndexReads { columns, labelled });
             INDEXES.with(|i| i.borrow_mut().insert(indexid, r.clone()));
             r
@@ -1036,6 +1040,14 @@ pub(crate) fn column_statistics_visible(relid: Oid, attnum: i16) -> bool {
     visible
         && !(crate::guc::deny_unlabelled_text()
             && unlabelled_text_refusal(relid, &[attnum]).is_some())
+}
+
+/// Whether `relid` is a child of plain inheritance in a family with dptext
+/// rules: its own statistics, extended statistics and indexes describe the
+/// rows the owner's routing sent it, which masked plans must not use.
+pub(crate) fn masked_inheritance_child(relid: Oid) -> bool {
+    matches!(relation_policy(relid).as_ref(), RelationPolicy::Masked(_))
+        && plain_inheritance_child(relid)
 }
 
 /// Whether `relid` is a child of plain inheritance (a parent in

@@ -185,6 +185,12 @@ const BUILTIN_NAMES: &[&str] = &[
     // the relation (an inheritance child) and the place (a ctid) of each
     // row a masked read touched.
     "pg_lock_status",
+    // The control file: checkpoint positions in the WAL, whose distance
+    // counts what every session wrote (WAL figures are refused).
+    "pg_control_checkpoint",
+    "pg_control_system",
+    "pg_control_recovery",
+    "pg_control_init",
     "pg_blocking_pids",
     "pg_safe_snapshot_blocking_pids",
     "pg_isolation_test_session_is_blocked",
