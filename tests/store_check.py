@@ -249,6 +249,15 @@ def main():
     check("warm computes each distinct value once", n == 20, f"{n}")
     check("warm reports totals", any("20 distinct values, 20 computed" in x for x in notices), str(notices))
     check("a second warm computes nothing", one(owner, "SELECT dptext.warm('store_w')") == 0)
+    # warm's refusals: no key, a batch size out of range, the store off.
+    with psycopg.connect(a.owner_dsn, autocommit=True) as keyless:
+        ok, detail = refused(keyless, "SELECT dptext.warm('store_w')", code="22023")
+        check("warm without a key is refused (22023, naming dptext.key_file)", ok and "key_file" in detail, detail)
+    ok, detail = refused(owner, "SELECT dptext.warm('store_w', 0)", code="22023")
+    check("warm with batch_size 0 is refused (22023)", ok and "batch_size" in detail, detail)
+    ok, detail = refused(owner, "SET dptext.store = off; SELECT dptext.warm('store_w')", code="22023")
+    owner.execute("RESET dptext.store")
+    check("warm with the store off is refused (22023)", ok and "store" in detail, detail)
     with owner.cursor() as cur:
         cur.execute("SET dptext.store = off")
         plain = rows(owner, "SELECT id, dptext.apply_rule(note, 'deidentify', '{}') FROM store_w ORDER BY id")

@@ -37,6 +37,26 @@ pub fn writable() -> bool {
     unsafe { !pg_sys::RecoveryInProgress() && !pg_sys::XactReadOnly && !pg_sys::IsInParallelMode() }
 }
 
+/// The store table opened with `lock` (kept to the end of the
+/// transaction), after checking it has the columns this module reads and
+/// writes; an ERROR naming the fix otherwise.
+///
+/// # Safety
+/// `table` is the store table ([`relations`]); the caller closes the
+/// relation it gets (with `NoLock`).
+unsafe fn open(table: pg_sys::Oid, lock: u32) -> pg_sys::Relation {
+    // SAFETY: as the caller promises; a relation opened with a lock has a
+    // valid descriptor until it is closed.
+    unsafe {
+        let rel = pg_sys::table_open(table, lock as pg_sys::LOCKMODE);
+        if (*(*rel).rd_att).natts != NATTS {
+            pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+            pgrx::error!("dptext.store has an unexpected shape: run ALTER EXTENSION dptext UPDATE");
+        }
+        rel
+    }
+}
+
 /// The output filed under `tag`, if any (the first found: every copy of
 /// one tag holds the same output).
 pub fn lookup(table: pg_sys::Oid, index: pg_sys::Oid, tag: &[u8]) -> Option<String> {
@@ -50,12 +70,8 @@ pub fn lookup(table: pg_sys::Oid, index: pg_sys::Oid, tag: &[u8]) -> Option<Stri
     // returned, and copied into a Rust string (detoasted) before the scan
     // ends; the column number is checked against the descriptor.
     unsafe {
-        let rel = pg_sys::table_open(table, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+        let rel = open(table, pg_sys::AccessShareLock);
         let desc = (*rel).rd_att;
-        if (*desc).natts != NATTS {
-            pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
-            pgrx::error!("dptext.store has an unexpected shape: run ALTER EXTENSION dptext UPDATE");
-        }
         let mut key: pg_sys::ScanKeyData = std::mem::zeroed();
         pg_sys::ScanKeyInit(
             &mut key,
@@ -116,12 +132,8 @@ pub fn insert(table: pg_sys::Oid, index: pg_sys::Oid, entries: &[Entry<'_>]) {
     // plain btree over column 1, built by the extension's script); the
     // IndexInfo is built from the open index.
     unsafe {
-        let rel = pg_sys::table_open(table, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
+        let rel = open(table, pg_sys::RowExclusiveLock);
         let desc = (*rel).rd_att;
-        if (*desc).natts != NATTS {
-            pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
-            pgrx::error!("dptext.store has an unexpected shape: run ALTER EXTENSION dptext UPDATE");
-        }
         let irel = pg_sys::index_open(index, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
         let info = pg_sys::BuildIndexInfo(irel);
         let now = pg_sys::GetCurrentTimestamp();
