@@ -266,6 +266,24 @@ def main():
     check("warmed outputs equal computed ones", rows(m, "SELECT id, note FROM store_w ORDER BY id") == plain)
     m.close()
     check("a masked read after warming files nothing", one(owner, "SELECT count(*) FROM dptext.store") == 20)
+    # Two model threads (two engines side by side, with this backend's
+    # recognizers) file the same outputs as one.
+    with owner.cursor() as cur:
+        cur.execute("TRUNCATE dptext.store")
+        cur.execute("SET dptext.model_threads = 2")
+        cur.execute("SELECT dptext.warm('store_w', 8)")
+        cur.execute("RESET dptext.model_threads")
+    # With no backend copy (store_cache_mb = 0) every read is served from
+    # the table, with the same outputs.
+    with owner.cursor() as cur:
+        cur.execute("ALTER ROLE store_masked SET dptext.store_cache_mb = 0")
+    m = masked()
+    check("outputs warmed on two model threads, read without a backend copy, equal computed ones",
+          rows(m, "SELECT id, note FROM store_w ORDER BY id") == plain
+          and one(owner, "SELECT count(*) FROM dptext.store") == 20)
+    m.close()
+    with owner.cursor() as cur:
+        cur.execute("ALTER ROLE store_masked RESET dptext.store_cache_mb")
     # create_sanitized_view warms, and its rows equal the masked reads.
     with owner.cursor() as cur:
         cur.execute("INSERT INTO store_w VALUES (100, 'Seen by Dr. Hannah Lindqvist today.')")
