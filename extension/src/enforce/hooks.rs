@@ -272,11 +272,10 @@ unsafe extern "C-unwind" fn relation_info(
         if masking::in_lookup() || ((*rel).indexlist.is_null() && (*rel).statlist.is_null()) {
             return;
         }
-        let rte = *(*root).simple_rte_array.add((*rel).relid as usize);
+        // `userid`: the role the relation's privileges are checked as
+        // (a view owner's), set before this hook on every major.
         let masked = masking::session_is_masked()
-            || (!rte.is_null()
-                && (*rte).checkAsUser != Oid::INVALID
-                && masking::role_is_masked((*rte).checkAsUser));
+            || ((*rel).userid != Oid::INVALID && masking::role_is_masked((*rel).userid));
         if !masked {
             return;
         }

@@ -48,6 +48,7 @@ use pgrx::pg_sys::{self, Node, NodeTag, Oid, Query};
 use pgrx::{is_a, IntoDatum, PgList};
 
 use crate::enforce::masking::{self, RelationPolicy};
+use crate::pg::version;
 
 /// `pg_statistic_ext_data`: extended statistics' values (pgrx binds no
 /// constant for it).
@@ -74,7 +75,6 @@ pub(crate) struct Survey {
 }
 
 type Walker = unsafe extern "C-unwind" fn(*mut Node, *mut c_void) -> bool;
-type Mutator = unsafe extern "C-unwind" fn(*mut Node, *mut c_void) -> *mut Node;
 
 /// Pass one: every relation a query reads or writes.
 ///
@@ -105,34 +105,43 @@ unsafe extern "C-unwind" fn survey_walker(node: *mut Node, ctx: *mut c_void) -> 
             if (*q).commandType != pg_sys::CmdType::CMD_SELECT && (*q).resultRelation > 0 {
                 let rte = rt_fetch((*q).rtable, (*q).resultRelation);
                 if (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION {
-                    s.written.push(((*rte).relid, (*rte).checkAsUser));
+                    s.written.push(((*rte).relid, check_as_user(q, rte)));
                 }
             }
-            return pg_sys::query_tree_walker(
-                q,
-                Some(survey_walker as Walker),
-                ctx,
-                pg_sys::QTW_EXAMINE_RTES_BEFORE as i32,
-            );
-        }
-        if is_a(node, NodeTag::T_RangeTblEntry) {
-            let rte = node.cast::<pg_sys::RangeTblEntry>();
-            if (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION {
-                s.relations.push(((*rte).relid, (*rte).checkAsUser));
-                // PostgreSQL 15 keeps the columns read on the entry itself.
-                let cols = crate::pg::catalog::attnums_of((*rte).selectedCols);
+            // The relations this level reads, with the role each is
+            // checked as and the columns it reads (the entries' own on
+            // PostgreSQL 15, the query's permission entries after).
+            for rte in PgList::<pg_sys::RangeTblEntry>::from_pg((*q).rtable).iter_ptr() {
+                if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION {
+                    continue;
+                }
+                let perms = version::perms(q, rte);
+                let role = perms.map_or(Oid::INVALID, |p| p.check_as_user);
+                s.relations.push(((*rte).relid, role));
+                let cols = perms.map_or_else(Vec::new, |p| {
+                    crate::pg::catalog::attnums_of(p.selected_cols)
+                });
                 if !cols.is_empty() {
-                    s.read_columns
-                        .push(((*rte).relid, (*rte).checkAsUser, cols));
+                    s.read_columns.push(((*rte).relid, role, cols));
                 }
             }
-            return false;
+            return pg_sys::query_tree_walker(q, Some(survey_walker as Walker), ctx, 0);
         }
         if s.look_for_mask && !s.calls_mask && is_a(node, NodeTag::T_FuncExpr) {
             s.calls_mask = is_mask_function((*node.cast::<pg_sys::FuncExpr>()).funcid);
         }
         pg_sys::expression_tree_walker(node, Some(survey_walker as Walker), ctx)
     }
+}
+
+/// The role entry `rte` of `q` has its privileges checked as
+/// (`InvalidOid`: the current user).
+///
+/// # Safety
+/// `rte` is a valid entry of `q`'s range table.
+unsafe fn check_as_user(q: *mut Query, rte: *mut pg_sys::RangeTblEntry) -> Oid {
+    // SAFETY: as the caller promises.
+    unsafe { version::perms(q, rte) }.map_or(Oid::INVALID, |p| p.check_as_user)
 }
 
 impl Survey {
@@ -218,8 +227,9 @@ struct Reads {
 
 /// Pass two's state.
 struct Rewrite<'a> {
-    /// Range tables of the enclosing queries, innermost last.
-    rtables: Vec<*mut pg_sys::List>,
+    /// The enclosing queries (their range tables and permission
+    /// entries), innermost last.
+    queries: Vec<*mut Query>,
     /// What each enclosing query reads of its masked relations, by
     /// range-table index, innermost last.
     reads: Vec<BTreeMap<i32, Reads>>,
@@ -244,7 +254,7 @@ pub(crate) unsafe fn rewrite(
     session_masked: bool,
 ) -> usize {
     let mut r = Rewrite {
-        rtables: Vec::new(),
+        queries: Vec::new(),
         reads: Vec::new(),
         policies,
         session_masked,
@@ -267,21 +277,18 @@ unsafe fn rewrite_query(q: *mut Query, r: &mut Rewrite<'_>, flags: i32) -> *mut 
     // columns it stands for (`Rewrite::read_var`), and the aliases of
     // columns nobody reads must not count as reads.
     unsafe {
-        r.rtables.push((*q).rtable);
+        r.queries.push(q);
         r.reads.push(BTreeMap::new());
-        let out = pg_sys::query_tree_mutator(
+        let out = version::query_tree_mutator(
             q,
-            Some(std::mem::transmute::<
-                Mutator,
-                unsafe extern "C-unwind" fn() -> *mut Node,
-            >(mutator)),
+            mutator,
             (r as *mut Rewrite<'_>).cast(),
             flags | pg_sys::QTW_IGNORE_JOINALIASES as i32,
         );
-        r.rtables.pop();
+        r.queries.pop();
         let mut reads = r.reads.pop().unwrap_or_default();
         for rte in PgList::<pg_sys::RangeTblEntry>::from_pg((*out).rtable).iter_ptr() {
-            r.refuse_tablesample(rte);
+            r.refuse_tablesample(out, rte);
             if r.session_masked {
                 r.hide_statistics(rte, (*out).rtable);
             }
@@ -294,7 +301,7 @@ unsafe fn rewrite_query(q: *mut Query, r: &mut Rewrite<'_>, flags: i32) -> *mut 
             if rti != (*out).resultRelation
                 && (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION
                 && (*rte).inh
-                && r.masked_policy(rte).is_some_and(|p| p.protects())
+                && r.masked_policy(out, rte).is_some_and(|p| p.protects())
                 && crate::pg::catalog::has_inheritance_children((*rte).relid)
             {
                 reads.entry(rti).or_default().shuffle = true;
@@ -325,14 +332,7 @@ unsafe extern "C-unwind" fn mutator(node: *mut Node, ctx: *mut c_void) -> *mut N
         if let Some(arg) = r.redundant_mask_call(node) {
             return mutator(arg, ctx);
         }
-        pg_sys::expression_tree_mutator(
-            node,
-            Some(std::mem::transmute::<
-                Mutator,
-                unsafe extern "C-unwind" fn() -> *mut Node,
-            >(mutator)),
-            ctx,
-        )
+        version::expression_tree_mutator(node, mutator, ctx)
     }
 }
 
@@ -467,13 +467,14 @@ impl<'a> Rewrite<'a> {
         // that level's range table (1-based), as the parser guarantees.
         unsafe {
             let up = usize::try_from((*var).varlevelsup).ok()?;
-            let level = self.rtables.len().checked_sub(1 + up)?;
-            let rte = rt_fetch(self.rtables[level], (*var).varno);
+            let level = self.queries.len().checked_sub(1 + up)?;
+            let rte = rt_fetch((*self.queries[level]).rtable, (*var).varno);
             if (*rte).rtekind == pg_sys::RTEKind::RTE_JOIN {
                 self.record_join(level, rte, (*var).varattno);
                 return None;
             }
-            self.masked_policy(rte).filter(|p| p.protects())?;
+            self.masked_policy(self.queries[level], rte)
+                .filter(|p| p.protects())?;
             let attnum = (*var).varattno;
             if attnum == 0 {
                 return Some(self.read_row(var, level, (*rte).relid));
@@ -535,12 +536,15 @@ impl<'a> Rewrite<'a> {
     unsafe fn record(&mut self, level: usize, varno: i32, attnum: i16) {
         // SAFETY: `varno` indexes the range table of `level`.
         unsafe {
-            let rte = rt_fetch(self.rtables[level], varno);
+            let rte = rt_fetch((*self.queries[level]).rtable, varno);
             if (*rte).rtekind == pg_sys::RTEKind::RTE_JOIN {
                 self.record_join(level, rte, attnum);
                 return;
             }
-            let Some(policy) = self.masked_policy(rte).filter(|p| p.protects()) else {
+            let Some(policy) = self
+                .masked_policy(self.queries[level], rte)
+                .filter(|p| p.protects())
+            else {
                 return;
             };
             if attnum == 0 {
@@ -567,7 +571,7 @@ impl<'a> Rewrite<'a> {
                 // privilege is checked like the parser's own reads, so a
                 // role that may not read it learns nothing of it (not even
                 // which rows share a value).
-                require_select(rte, g);
+                require_select(self.queries[level], rte, g);
             }
             self.reads[level]
                 .entry(varno)
@@ -604,12 +608,13 @@ impl<'a> Rewrite<'a> {
     /// and that has one.
     unsafe fn masked_policy(
         &self,
+        q: *mut Query,
         rte: *mut pg_sys::RangeTblEntry,
     ) -> Option<&'a Rc<RelationPolicy>> {
         // SAFETY: `rte` is a valid range-table entry of the query.
         unsafe {
             if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION
-                || !Survey::masked_as(self.session_masked, (*rte).checkAsUser)
+                || !Survey::masked_as(self.session_masked, check_as_user(q, rte))
             {
                 return None;
             }
@@ -665,8 +670,8 @@ impl<'a> Rewrite<'a> {
             }
             let var = var.cast::<pg_sys::Var>();
             let up = usize::try_from((*var).varlevelsup).ok()?;
-            let level = self.rtables.len().checked_sub(1 + up)?;
-            self.copies_column(self.rtables[level], var, &mechanism, &params, 0)
+            let level = self.queries.len().checked_sub(1 + up)?;
+            self.copies_column(self.queries[level], var, &mechanism, &params, 0)
                 .then_some(arg)
         }
     }
@@ -679,7 +684,7 @@ impl<'a> Rewrite<'a> {
     /// this hook like any query of the session.
     unsafe fn copies_column(
         &self,
-        rtable: *mut pg_sys::List,
+        q: *mut Query,
         var: *mut pg_sys::Var,
         mechanism: &str,
         params: &str,
@@ -692,11 +697,11 @@ impl<'a> Rewrite<'a> {
             if depth > 16 || (*var).varattno <= 0 {
                 return false;
             }
-            let rte = rt_fetch(rtable, (*var).varno);
+            let rte = rt_fetch((*q).rtable, (*var).varno);
             match (*rte).rtekind {
                 // A column with a rule is never a refused one.
                 pg_sys::RTEKind::RTE_RELATION => self
-                    .masked_policy(rte)
+                    .masked_policy(q, rte)
                     .and_then(|p| p.rule((*var).varattno))
                     .is_some_and(|r| r.mechanism == mechanism && r.params == params),
                 pg_sys::RTEKind::RTE_SUBQUERY if !(*rte).subquery.is_null() => {
@@ -721,7 +726,7 @@ impl<'a> Rewrite<'a> {
                     }
                     let inner = expr.cast::<pg_sys::Var>();
                     (*inner).varlevelsup == 0
-                        && self.copies_column((*sub).rtable, inner, mechanism, params, depth + 1)
+                        && self.copies_column(sub, inner, mechanism, params, depth + 1)
                 }
                 pg_sys::RTEKind::RTE_FUNCTION => reads_intermediate_result(rte),
                 _ => false,
@@ -809,11 +814,11 @@ impl<'a> Rewrite<'a> {
             self.record(level, (*var).varno, 0);
             let typid = pg_sys::get_rel_type_id(relid);
             let desc = pg_sys::lookup_rowtype_tupdesc_copy(typid, -1);
-            let natts = usize::try_from((*desc).natts).unwrap_or(0);
-            let attrs = (*desc).attrs.as_slice(natts);
+            let attrs = version::attributes(desc);
             let mut fields = PgList::<Node>::new();
             let mut names = PgList::<Node>::new();
-            for (i, att) in attrs.iter().enumerate() {
+            for (i, &att) in attrs.iter().enumerate() {
+                let att = &*att;
                 let attnum = i16::try_from(i + 1).unwrap_or(i16::MAX);
                 if att.attisdropped {
                     fields.push(pg_sys::makeNullConst(pg_sys::INT4OID, -1, Oid::INVALID).cast());
@@ -852,7 +857,7 @@ impl<'a> Rewrite<'a> {
         // built fresh in the planner's memory context.
         unsafe {
             let rte = rt_fetch((*q).rtable, rti);
-            let Some(policy) = self.masked_policy(rte) else {
+            let Some(policy) = self.masked_policy(q, rte) else {
                 return;
             };
             let relid = (*rte).relid;
@@ -900,6 +905,8 @@ impl<'a> Rewrite<'a> {
             let mut rtable = PgList::<pg_sys::RangeTblEntry>::new();
             rtable.push(inner);
             (*sub).rtable = rtable.into_pg();
+            // The privileges are checked where the relation is read.
+            version::move_perms(q, rte, sub, inner);
             let mut only = pgrx::PgBox::<pg_sys::RangeTblRef>::alloc_node(NodeTag::T_RangeTblRef);
             only.rtindex = 1;
             let mut from = PgList::<Node>::new();
@@ -932,12 +939,6 @@ impl<'a> Rewrite<'a> {
             (*rte).rellockmode = 0;
             (*rte).tablesample = std::ptr::null_mut();
             (*rte).inh = false;
-            (*rte).requiredPerms = 0;
-            (*rte).checkAsUser = Oid::INVALID;
-            (*rte).selectedCols = std::ptr::null_mut();
-            (*rte).insertedCols = std::ptr::null_mut();
-            (*rte).updatedCols = std::ptr::null_mut();
-            (*rte).extraUpdatedCols = std::ptr::null_mut();
             // Row-level security policies stay here, over the masked
             // columns; as a security barrier no leaky qual of the query
             // runs before them. A shuffled read is a barrier too: a leaky
@@ -955,13 +956,13 @@ impl<'a> Rewrite<'a> {
     /// block, or the block and item, with the seed of `REPEATABLE`), and
     /// where a row is stored follows from the lengths of the rows stored
     /// before it, labelled values included.
-    unsafe fn refuse_tablesample(&self, rte: *mut pg_sys::RangeTblEntry) {
+    unsafe fn refuse_tablesample(&self, q: *mut Query, rte: *mut pg_sys::RangeTblEntry) {
         // SAFETY: `rte` is a valid range-table entry of the query.
         unsafe {
             if (*rte).tablesample.is_null() {
                 return;
             }
-            if self.masked_policy(rte).is_some_and(|p| p.protects()) {
+            if self.masked_policy(q, rte).is_some_and(|p| p.protects()) {
                 masking::refuse(format!(
                     "masked sessions cannot use TABLESAMPLE on {}, which has dptext rules: the rows a sample picks depend on where they are stored, which depends on the length of their labelled values",
                     crate::pg::catalog::relation_name((*rte).relid)
@@ -1195,19 +1196,25 @@ unsafe fn bpchar_to_text(expr: *mut pg_sys::Expr, coll: Oid) -> *mut Node {
 /// `selectedCols`: the mutator may already have copied the entry.
 ///
 /// # Safety
-/// `rte` is a valid relation entry of the query being rewritten.
-unsafe fn require_select(rte: *mut pg_sys::RangeTblEntry, attnum: i16) {
+/// `rte` is a valid relation entry of `q`, the query being rewritten.
+unsafe fn require_select(q: *mut Query, rte: *mut pg_sys::RangeTblEntry, attnum: i16) {
     // SAFETY: catalog reads; the relation exists (the query locks it).
     unsafe {
         let relid = (*rte).relid;
-        let role = if (*rte).checkAsUser != Oid::INVALID {
-            (*rte).checkAsUser
+        let as_user = check_as_user(q, rte);
+        let role = if as_user != Oid::INVALID {
+            as_user
         } else {
             pg_sys::GetUserId()
         };
         let ok = pg_sys::AclResult::ACLCHECK_OK;
-        if pg_sys::pg_class_aclcheck(relid, role, pg_sys::ACL_SELECT) != ok
-            && pg_sys::pg_attribute_aclcheck(relid, attnum, role, pg_sys::ACL_SELECT) != ok
+        if pg_sys::pg_class_aclcheck(relid, role, pg_sys::AclMode::from(pg_sys::ACL_SELECT)) != ok
+            && pg_sys::pg_attribute_aclcheck(
+                relid,
+                attnum,
+                role,
+                pg_sys::AclMode::from(pg_sys::ACL_SELECT),
+            ) != ok
         {
             masking::refuse(format!(
                 "a dptext rule of {} groups by column {attnum}, which this role may not read: the masked value would depend on it",

@@ -112,18 +112,6 @@ const BUILTIN_COUNTERS: &[(u32, &str)] = &[
     ),
     (pg_sys::F_PG_STAT_GET_BUF_ALLOC, "pg_stat_get_buf_alloc"),
     (
-        pg_sys::F_PG_STAT_GET_BUF_WRITTEN_BACKEND,
-        "pg_stat_get_buf_written_backend",
-    ),
-    (
-        pg_sys::F_PG_STAT_GET_BUF_FSYNC_BACKEND,
-        "pg_stat_get_buf_fsync_backend",
-    ),
-    (
-        pg_sys::F_PG_STAT_GET_BGWRITER_BUF_WRITTEN_CHECKPOINTS,
-        "pg_stat_get_bgwriter_buf_written_checkpoints",
-    ),
-    (
         pg_sys::F_PG_STAT_GET_BGWRITER_BUF_WRITTEN_CLEAN,
         "pg_stat_get_bgwriter_buf_written_clean",
     ),
@@ -219,7 +207,11 @@ const EXTENSION_COUNTERS: &[&str] = &[
 /// [`BUILTIN_NAMES`], [`EXTENSION_COUNTERS`]).
 fn counter_function(oid: Oid) -> Option<String> {
     let id = oid.to_u32();
-    if let Some((_, name)) = BUILTIN_COUNTERS.iter().find(|(f, _)| *f == id) {
+    if let Some((_, name)) = BUILTIN_COUNTERS
+        .iter()
+        .chain(crate::pg::version::VERSION_COUNTERS)
+        .find(|(f, _)| *f == id)
+    {
         return Some((*name).to_string());
     }
     // SAFETY: a syscache read that returns NULL for a missing function,

@@ -222,13 +222,9 @@ pub fn dropped_columns(relid: pg_sys::Oid) -> Vec<bool> {
     with_relation(relid, |rel| {
         // SAFETY: a pinned entry's descriptor holds `natts` attributes.
         unsafe {
-            let desc = (*rel).rd_att;
-            let natts = usize::try_from((*desc).natts).unwrap_or(0);
-            (*desc)
-                .attrs
-                .as_slice(natts)
-                .iter()
-                .map(|a| a.attisdropped)
+            crate::pg::version::attributes((*rel).rd_att)
+                .into_iter()
+                .map(|a| (*a).attisdropped)
                 .collect()
         }
     })

@@ -10,6 +10,7 @@
 //! - [`locks`]: the locks that order label changes and masking decisions;
 //! - [`store`]: `dptext.store` read by index and written below SQL, so that
 //!   masked reads need no privilege on it;
+//! - [`version`]: what differs between the PostgreSQL majors it builds for;
 //! - embedding matrices memory-mapped ([`map_file`]), so that every backend
 //!   of the server shares one copy in the page cache.
 //!
@@ -28,6 +29,7 @@ pub mod interrupts;
 pub mod locks;
 pub mod settings;
 pub mod store;
+pub mod version;
 
 /// True while the library is being loaded by `shared_preload_libraries`.
 pub fn loading_at_server_start() -> bool {

@@ -58,11 +58,10 @@ thread_local! {
 pub fn chosen_by_session(name: &'static str) -> bool {
     let record = RECORDS.with(|r| r.borrow().get(name).copied()).or_else(|| {
         // SAFETY: PostgreSQL's array of setting records holds
-        // GetNumConfigOptions() valid pointers, each with a NUL-terminated
+        // as many valid pointers as it says, each with a NUL-terminated
         // name; read in the backend's only thread.
         let found = unsafe {
-            let vars = pg_sys::get_guc_variables();
-            let n = usize::try_from(pg_sys::GetNumConfigOptions()).unwrap_or(0);
+            let (vars, n) = crate::pg::version::setting_records();
             (0..n)
                 .map(|i| *vars.add(i))
                 .find(|g| {

