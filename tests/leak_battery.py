@@ -525,6 +525,60 @@ def computed_once_store(b):
         b.no_leak(f"masked session refused: {name}", b.run([stmt]), expect_error="42501")
 
 
+def fifth_review(b):
+    """What a fifth attacker's review found: a session setting that
+    changed how the extension read its own catalog (a recognizer's score
+    printed under extra_float_digits), and a family whose partitions carry
+    stricter labels than the parent they are read through."""
+    with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+        owner.execute("""
+DROP TABLE IF EXISTS leak_rec, leak_fam, leak_fam2 CASCADE;
+CREATE TABLE leak_rec (id int PRIMARY KEY, note text);
+INSERT INTO leak_rec VALUES (1, 'Seen in Zorblax Ward today, stable.');
+SECURITY LABEL FOR dptext ON COLUMN leak_rec.note IS 'MASKED WITH deidentify(strategy => redact)';
+GRANT SELECT ON leak_rec TO leak_masked;
+DELETE FROM dptext.recognizers WHERE name = 'leak_facilities';
+INSERT INTO dptext.recognizers (name, label, words, score) VALUES ('leak_facilities', 'ORGANIZATION', '{"Zorblax Ward"}', 0.85);
+ALTER ROLE leak_masked SET dptext.detect_threshold = 0.85;
+CREATE TABLE leak_fam (id int, s text) PARTITION BY RANGE (id);
+CREATE TABLE leak_fam_public PARTITION OF leak_fam FOR VALUES FROM (0) TO (10);
+CREATE TABLE leak_fam_vip PARTITION OF leak_fam FOR VALUES FROM (10) TO (20);
+INSERT INTO leak_fam VALUES (1, 'routine checkup'), (11, 'Governor Brambleworth positive');
+SECURITY LABEL FOR dptext ON COLUMN leak_fam.s IS 'MASKED WITH santext(eps => 3)';
+SECURITY LABEL FOR dptext ON COLUMN leak_fam_vip.s IS 'MASKED WITH deidentify(whole => true, strategy => redact)';
+CREATE TABLE leak_fam2 (id int, s text);
+CREATE TABLE leak_fam2_a () INHERITS (leak_fam2);
+CREATE TABLE leak_fam2_b () INHERITS (leak_fam2);
+INSERT INTO leak_fam2_a VALUES (1, 'Secret Brambleworth 1234');
+INSERT INTO leak_fam2_b VALUES (2, 'plain words');
+SECURITY LABEL FOR dptext ON COLUMN leak_fam2_a.s IS 'MASKED WITH deidentify(whole => true, strategy => redact)';
+SECURITY LABEL FOR dptext ON COLUMN leak_fam2_b.s IS 'MASKED WITH santext(eps => 3)';
+GRANT SELECT ON leak_fam, leak_fam_vip, leak_fam2, leak_fam2_a, leak_fam2_b TO leak_masked;
+""")
+    try:
+        for digits in (None, -14, -5, 3):
+            opts = {} if digits is None else {"options": f"-c extra_float_digits={digits}"}
+            cap = Capture()
+            with psycopg.connect(b.masked_dsn, autocommit=True, **opts) as c:
+                cap.add(c.execute("SELECT note FROM leak_rec").fetchall())
+            b.check(f"a recognizer's score is read the same under extra_float_digits={digits}",
+                    not any("zorblax" in t.lower() for t in cap.texts), f"{cap.texts}")
+        for name, stmt in [
+            ("a partition with a stricter label, read through its parent", "SELECT s FROM leak_fam WHERE id >= 10"),
+            ("the parent alone of a family whose labels disagree", "SELECT s FROM ONLY leak_fam"),
+            ("siblings with different labels, read through their parent", "SELECT s FROM leak_fam2"),
+        ]:
+            b.no_leak(name, b.run([stmt]), expect_error="42501")
+        cap = b.run(["SELECT s FROM leak_fam_vip", "SELECT s FROM leak_fam2_a"])
+        b.check("each partition read directly is masked by its own label", cap.error is None
+                and not any("brambleworth" in t.lower() for t in cap.texts), f"{cap.error} {cap.texts}")
+    finally:
+        with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+            owner.execute("DELETE FROM dptext.recognizers WHERE name = 'leak_facilities'")
+            owner.execute("ALTER ROLE leak_masked RESET dptext.detect_threshold")
+            owner.execute("DROP TABLE IF EXISTS leak_rec, leak_fam, leak_fam2 CASCADE")
+
+
 def below_the_mask(b):
     """The attacks of a masked analyst with SELECT and USERSET settings on
     what lies below the mask: each must be refused or give nothing."""
@@ -904,6 +958,8 @@ def main():
         sys.exit(1 if b.failed else 0)
 
     below_the_mask(b)
+    if not proxy_mode:
+        fifth_review(b)
     computed_once_store(b)
     deny_by_default(b)
 

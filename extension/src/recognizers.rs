@@ -41,7 +41,7 @@ pub(crate) fn invalidate() {
 /// nothing when the catalog is not created in this database.
 const READ_SQL: &std::ffi::CStr = c"SELECT 'r', name, label, pattern, \
      pg_catalog.array_to_json(words)::pg_catalog.text, \
-     pg_catalog.array_to_json(context)::pg_catalog.text, score::pg_catalog.text \
+     pg_catalog.array_to_json(context)::pg_catalog.text, score::pg_catalog.numeric::pg_catalog.text \
      FROM dptext.recognizers \
      UNION ALL SELECT 'a', value, NULL, NULL, NULL, NULL, NULL FROM dptext.allow_list \
      ORDER BY 1, 2";

@@ -69,8 +69,8 @@ fn read(name: &str, funcname: &'static str) -> Option<VocabularyAsset> {
     // Checked names are letters, digits, '_' and '-': safe inside quotes.
     dptext_core::vocab::check_name(name).or_raise(funcname);
     let sql = format!(
-        "SELECT v.name, v.source, v.eps::pg_catalog.text, v.delta::pg_catalog.text, v.noise, \
-         v.threshold::pg_catalog.text, v.max_words_per_value::pg_catalog.text, \
+        "SELECT v.name, v.source, v.eps::pg_catalog.numeric::pg_catalog.text, v.delta::pg_catalog.numeric::pg_catalog.text, v.noise, \
+         v.threshold::pg_catalog.numeric::pg_catalog.text, v.max_words_per_value::pg_catalog.text, \
          pg_catalog.to_char(v.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), \
          v.embedding, v.embedding_rows::pg_catalog.text, v.digest, \
          pg_catalog.array_to_json(v.words)::pg_catalog.text \

@@ -604,6 +604,8 @@ fn read_policy(relid: Oid) -> RelationPolicy {
     });
     let rows = rows.unwrap_or_else(|e| refuse(format!("could not read the masking rules: {e}")));
     let mut allowed: Vec<i16> = Vec::new();
+    // The rule chosen for each column (the nearest label's), as spelled.
+    let mut chosen: Vec<(i16, (String, String, Option<String>))> = Vec::new();
     for (attnum, label, depth) in rows {
         if dptext_core::rules::is_allow_label(&label) {
             // Not a rule; a MASKED WITH label elsewhere in the family wins.
@@ -614,11 +616,27 @@ fn read_policy(relid: Oid) -> RelationPolicy {
             }
             continue;
         }
-        if rules.iter().any(|r| r.attnum == attnum) {
-            continue; // the nearest label wins
-        }
         let rule = dptext_core::rules::parse_column_label(&label)
             .unwrap_or_else(|e| refuse(format!("a dptext label could not be read ({e}): {label}")));
+        let spelled = (
+            rule.mechanism().to_string(),
+            rule.params().to_string(),
+            rule.group_column.clone(),
+        );
+        if let Some((_, first)) = chosen.iter().find(|(a, _)| *a == attnum) {
+            // The nearest label wins, but a partition or child read
+            // through this relation must not be masked by a weaker rule
+            // than its own: a family whose labels disagree below the
+            // relation read fails closed.
+            if (100_000..200_000).contains(&depth) && *first != spelled {
+                refuse(format!(
+                    "column {attnum} of {} has a dptext rule other than that of one of its partitions or inheritance children: reading them through it would mask their rows by another rule than their own; label the family alike, or read the partitions directly",
+                    crate::pg::catalog::relation_name(relid)
+                ));
+            }
+            continue;
+        }
+        chosen.push((attnum, spelled));
         // Checked again here, not only when the label was set: a column's
         // type can be changed afterwards, and the rewrite hands the value
         // to the rule as text.
