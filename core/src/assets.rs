@@ -285,7 +285,9 @@ mod tests {
                 "rampart",
                 "names",
                 "places",
-                "drugs"
+                "drugs",
+                "abbreviations",
+                "icd10cm"
             ]
         );
         for p in &m.packages {

@@ -14,6 +14,10 @@ pub const NAMES_DIR: &str = "names";
 pub const PLACES_DIR: &str = "places";
 /// The drug names asset directory inside the assets directory.
 pub const DRUGS_DIR: &str = "drugs";
+/// The medical abbreviations asset directory inside the assets directory.
+pub const ABBREVIATIONS_DIR: &str = "abbreviations";
+/// The ICD-10-CM words asset directory inside the assets directory.
+pub const ICD10CM_DIR: &str = "icd10cm";
 
 /// Name and place dictionaries, keyed in upper case.
 #[derive(Debug, Default)]
@@ -26,6 +30,12 @@ pub struct Lexicon {
     /// Drug names, brand and official (asset `drugs`), upper case; one
     /// that is also a census name is left out ([`Lexicon::is_drug`]).
     drugs: std::collections::HashSet<String>,
+    /// Words of ICD-10-CM's diagnosis descriptions (asset `icd10cm`),
+    /// upper case, census names left out: findings and anatomy.
+    clinical: std::collections::HashSet<String>,
+    /// Medical abbreviations in capitals (asset `abbreviations`), census
+    /// names left out: labs, exam shorthand, report words.
+    abbreviations: std::collections::HashSet<String>,
 }
 
 fn read(path: &Path, asset: &str) -> Result<String> {
@@ -63,7 +73,56 @@ impl Lexicon {
         }
         let drugs = read(&assets.join(DRUGS_DIR).join("drugs.txt"), DRUGS_DIR)?;
         lex.add_drugs(drugs.lines().filter(|l| !l.starts_with('#')));
+        let words = read(&assets.join(ICD10CM_DIR).join("words.txt"), ICD10CM_DIR)?;
+        lex.add_clinical_words(words.lines().filter(|l| !l.starts_with('#')));
+        let abbreviations = read(
+            &assets.join(ABBREVIATIONS_DIR).join("abbreviations.txt"),
+            ABBREVIATIONS_DIR,
+        )?;
+        lex.add_abbreviations(abbreviations.lines().filter(|l| !l.starts_with('#')));
         Ok(lex)
+    }
+
+    /// Whether `w` (upper case) is a census first name or surname.
+    fn census(&self, w: &str) -> bool {
+        self.first.contains_key(w) || self.last.contains_key(w)
+    }
+
+    /// Adds words of findings and anatomy (any case); census names among
+    /// them are left out (`Addison`, `Parkinson`).
+    pub fn add_clinical_words<'a>(&mut self, words: impl IntoIterator<Item = &'a str>) {
+        for w in words {
+            let u = w.trim().to_uppercase();
+            if u.len() >= 4 && !self.census(&u) {
+                self.clinical.insert(u);
+            }
+        }
+    }
+
+    /// Adds medical abbreviations (kept as written, in capitals); census
+    /// names among them are left out.
+    pub fn add_abbreviations<'a>(&mut self, words: impl IntoIterator<Item = &'a str>) {
+        for w in words {
+            let w = w.trim();
+            if w.len() >= 2 && !self.census(w) {
+                self.abbreviations.insert(w.to_string());
+            }
+        }
+    }
+
+    /// Whether `word` is clinical vocabulary: a drug's name or a word of
+    /// a diagnosis (any case, census names excepted: `Xanax`, `Femoral`,
+    /// `OBESITY`), or a medical abbreviation written in capitals (`CTAB`,
+    /// `CO2`, `MIBI` when the list has it).
+    pub fn is_clinical(&self, word: &str) -> bool {
+        self.is_clinical_word(word) || self.abbreviations.contains(word)
+    }
+
+    /// Whether `word` (any case) is a drug's name or a word of a
+    /// diagnosis, census names excepted (not an abbreviation).
+    pub fn is_clinical_word(&self, word: &str) -> bool {
+        let u = word.to_uppercase();
+        self.drugs.contains(&u) || self.clinical.contains(&u)
     }
 
     /// Adds drug names (any case); census names among them are left out.

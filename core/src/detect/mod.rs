@@ -10,6 +10,7 @@
 pub mod annotated;
 #[cfg(test)]
 mod batched;
+mod clinical;
 pub mod context;
 pub mod custom;
 pub mod eval;
@@ -222,13 +223,14 @@ fn layers_with(
         crate::cancel::check()?;
         let found = context::find(text, lex, &spans);
         spans.extend(found);
+        spans.retain(|s| !clinical::not_phi(text, s, lex));
     }
     Ok(spans)
 }
 
 /// A model name, place or organisation needs a word of two letters or
 /// more, capitalised or in capitals, that is not clinical or common
-/// vocabulary nor a drug's name (the lexicon's, from the FDA's list):
+/// vocabulary nor clinical vocabulary (the lexicon's: drugs, diagnoses' words, abbreviations):
 /// `ABDOMEN`, `Pulse`, `heparin`, `q6h`, `T 36.4`, `Xanax` and `Zantac` are
 /// dropped.
 fn only_vocabulary(text: &str, s: &Span, lexicon: Option<&lexicon::Lexicon>) -> bool {
@@ -245,7 +247,7 @@ fn only_vocabulary(text: &str, s: &Span, lexicon: Option<&lexicon::Lexicon>) -> 
             w.chars().all(char::is_alphabetic)
                 && w.starts_with(char::is_uppercase)
                 && !vocab::is_common(w)
-                && !lexicon.is_some_and(|l| l.is_drug(w))
+                && !lexicon.is_some_and(|l| l.is_clinical_word(w))
         })
 }
 

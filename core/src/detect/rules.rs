@@ -144,6 +144,21 @@ const MURMUR_AFTER: [&str; 7] = [
     "ejection",
 ];
 
+/// A fraction that counts things seen or sampled (`4/10 HPF`, `6/10
+/// sites`, `2/14 lymph nodes`, `3/12 cores positive`), whatever the
+/// numbers.
+const COUNT_AFTER: [&str; 9] = [
+    "hpf",
+    "hpfs",
+    "lpf",
+    "sites",
+    "nodes",
+    "lymph",
+    "cores",
+    "fields",
+    "specimens",
+];
+
 /// A short "date" that is a score, a grade or a dose: `N/10` or `N/5`
 /// with a score word just before or after it, any fraction right after a
 /// scale's name or before a dose unit, `N/6` or `N/4` before a murmur.
@@ -165,7 +180,10 @@ fn is_score(text: &str, m: &regex::Match) -> bool {
         .rev()
         .find(|w| !w.is_empty())
         .unwrap_or("");
-    if DOSE_AFTER.contains(&next_word) || SCALE_BEFORE.contains(&last_word) {
+    if DOSE_AFTER.contains(&next_word)
+        || COUNT_AFTER.contains(&next_word)
+        || SCALE_BEFORE.contains(&last_word)
+    {
         return true;
     }
     if (v.ends_with("/6") || v.ends_with("/4")) && MURMUR_AFTER.contains(&next_word) {
@@ -366,6 +384,12 @@ fn ipv6_ok(s: &str) -> bool {
 
 /// Numeric dates with a plausible day and month (either order).
 fn date_ok(s: &str) -> bool {
+    // One separator throughout: `8.6-10` and `3.4-10` are reference ranges.
+    let mut seps = s.chars().filter(|c| matches!(c, '/' | '.' | '-'));
+    let first = seps.next();
+    if seps.any(|c| Some(c) != first) {
+        return false;
+    }
     let parts: Vec<u32> = s
         .split(['/', '.', '-'])
         .filter_map(|p| p.parse().ok())
@@ -468,6 +492,8 @@ mod tests {
             ("Timed up-and-go 17 sec. Mini-Cog 4/5.", "4/5"),
             ("mitoses 2; score 8/9).", "8/9"),
             ("Heart RRR, 2/6 SEM RUSB.", "2/6"),
+            ("Mitoses up to 4/10 HPF.", "4/10"),
+            ("Monofilament 6/10 sites bilat", "6/10"),
             ("carbidopa/levodopa 25/100, 1/2 tab TID", "1/2"),
             ("bup/nlx 8/2 mg SL, tolerated", "8/2"),
         ] {
@@ -485,6 +511,8 @@ mod tests {
         assert!(has("on 03/14/2021 at", "date_numeric", "03/14/2021"));
         assert!(has("on 2024-01-03.", "date_numeric", "2024-01-03"));
         assert!(!has("ratio 45/67/89", "date_numeric", "45/67/89"));
+        assert!(!has("WBC 7.2 (ref 3.4-10.8)", "date_numeric", "3.4-10"));
+        assert!(has("seen 3.14.21 in clinic", "date_numeric", "3.14.21"));
         assert!(has(
             "on July 19, 2022 with",
             "date_written",
