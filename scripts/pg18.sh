@@ -131,7 +131,7 @@ psql18() { "$PG18_BIN/psql" -X -h "$C18/run" -p "$PORT18" -U postgres "$@"; }
 regress() {
   local dir="$STATE/regress-pg18" fail=0
   mkdir -p "$dir"
-  for f in "$REPO"/tests/sql/*.sql; do
+  for f in tests/sql/*.sql; do
     local name expected
     name="$(basename "$f" .sql)"
     expected="$REPO/tests/expected/$name.out"

@@ -115,9 +115,21 @@ thread_local! {
     /// Columns labelled `ALLOW` (declared safe to read raw), per relation,
     /// filled with its policy ([`relation_policy`]).
     static ALLOWED: RefCell<HashMap<Oid, Rc<Vec<i16>>>> = RefCell::new(HashMap::new());
+    /// Why a relation may not be read with its partitions or children (a
+    /// column of theirs has another rule than the relation's), filled with
+    /// its policy ([`relation_policy`]).
+    static DISAGREEING: RefCell<HashMap<Oid, String>> = RefCell::new(HashMap::new());
     /// Built mechanisms per (mechanism, params), for [`dptext::mask`].
     static MECHANISMS: RefCell<HashMap<(String, String), Arc<dyn dptext_core::mechanisms::Mechanism>>> =
         RefCell::new(HashMap::new());
+}
+
+/// Why relation `relid` may not be read with its partitions or children
+/// by a masked session (one of them has a column rule of its own that
+/// differs from the relation's); `None` when it may. Known once the
+/// relation's policy was computed ([`relation_policy`]).
+pub(crate) fn children_disagree(relid: Oid) -> Option<String> {
+    DISAGREEING.with(|d| d.borrow().get(&relid).cloned())
 }
 
 /// The first row's first value of a read-only catalog query. pgrx's
@@ -147,6 +159,7 @@ pub(crate) fn invalidate() {
     ROLES.with(|r| r.borrow_mut().clear());
     RELATIONS.with(|r| r.borrow_mut().clear());
     ALLOWED.with(|a| a.borrow_mut().clear());
+    DISAGREEING.with(|d| d.borrow_mut().clear());
     FAMILIES.with(|p| p.borrow_mut().clear());
     CHILDREN.with(|c| c.borrow_mut().clear());
     INDEXES.with(|i| i.borrow_mut().clear());
@@ -629,10 +642,13 @@ fn read_policy(relid: Oid) -> RelationPolicy {
             // than its own: a family whose labels disagree below the
             // relation read fails closed.
             if (100_000..200_000).contains(&depth) && *first != spelled {
-                refuse(format!(
-                    "column {attnum} of {} has a dptext rule other than that of one of its partitions or inheritance children: reading them through it would mask their rows by another rule than their own; label the family alike, or read the partitions directly",
+                let why = format!(
+                    "column {attnum} of {} has a dptext rule other than that of one of its partitions or inheritance children: reading them through it would mask their rows by another rule than their own; label the family alike, or read the partitions directly (or the relation alone, with ONLY)",
                     crate::pg::catalog::relation_name(relid)
-                ));
+                );
+                DISAGREEING.with(|d| {
+                    d.borrow_mut().entry(relid).or_insert(why);
+                });
             }
             continue;
         }

@@ -112,7 +112,13 @@ unsafe extern "C-unwind" fn survey_walker(node: *mut Node, ctx: *mut c_void) -> 
             // checked as and the columns it reads (the entries' own on
             // PostgreSQL 15, the query's permission entries after).
             for rte in PgList::<pg_sys::RangeTblEntry>::from_pg((*q).rtable).iter_ptr() {
-                if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION {
+                // A view the rewriter expanded is a subquery entry that
+                // keeps its relation (PostgreSQL 16 and later; 15 keeps a
+                // relation entry for it inside the subquery): its policy
+                // refuses labels set on its columns.
+                let view =
+                    (*rte).rtekind == pg_sys::RTEKind::RTE_SUBQUERY && (*rte).relid != Oid::INVALID;
+                if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION && !view {
                     continue;
                 }
                 let perms = version::perms(q, rte);
@@ -618,7 +624,13 @@ impl<'a> Rewrite<'a> {
             {
                 return None;
             }
-            self.policies.get(&(*rte).relid)
+            let policy = self.policies.get(&(*rte).relid)?;
+            if (*rte).inh {
+                if let Some(why) = masking::children_disagree((*rte).relid) {
+                    masking::refuse(why);
+                }
+            }
+            Some(policy)
         }
     }
 
