@@ -124,6 +124,10 @@ thread_local! {
         RefCell::new(HashMap::new());
 }
 
+/// A column rule as spelled in its label: mechanism, canonical
+/// parameters, grouping column.
+type SpelledRule = (String, String, Option<String>);
+
 /// Why relation `relid` may not be read with its partitions or children
 /// by a masked session (one of them has a column rule of its own that
 /// differs from the relation's); `None` when it may. Known once the
@@ -618,7 +622,7 @@ fn read_policy(relid: Oid) -> RelationPolicy {
     let rows = rows.unwrap_or_else(|e| refuse(format!("could not read the masking rules: {e}")));
     let mut allowed: Vec<i16> = Vec::new();
     // The rule chosen for each column (the nearest label's), as spelled.
-    let mut chosen: Vec<(i16, (String, String, Option<String>))> = Vec::new();
+    let mut chosen: Vec<(i16, SpelledRule)> = Vec::new();
     for (attnum, label, depth) in rows {
         if dptext_core::rules::is_allow_label(&label) {
             // Not a rule; a MASKED WITH label elsewhere in the family wins.
