@@ -75,7 +75,7 @@ CREATE MATERIALIZED VIEW leak_mv_part AS SELECT id, note, code FROM leak_t;
 CREATE MATERIALIZED VIEW leak_mv_filter AS SELECT id, n FROM leak_t WHERE note LIKE '%Quincewhistle%';
 SECURITY LABEL FOR dptext ON COLUMN leak_mv_part.note IS 'MASKED WITH santext(eps => 2)';
 CREATE FUNCTION leak_secdef() RETURNS SETOF text LANGUAGE sql SECURITY DEFINER
-  AS 'SELECT note FROM leak_t';
+  AS 'SELECT note FROM public.leak_t';
 CREATE OR REPLACE FUNCTION leak_inlined() RETURNS SETOF text LANGUAGE sql STABLE
   AS 'SELECT note FROM leak_t';
 CREATE MATERIALIZED VIEW leak_mv_fn AS SELECT * FROM leak_secdef() AS s(note);
