@@ -321,6 +321,189 @@ pub fn parse_startup_params(body: &[u8]) -> Result<Vec<(String, String)>> {
     Ok(params)
 }
 
+/// A client's `Query`: the SQL string.
+pub fn parse_query(body: &[u8]) -> Result<&str> {
+    Reader::new(body).cstr()
+}
+
+/// A `Query` frame of `sql`.
+pub fn query(sql: &str) -> Frame {
+    let mut body = Vec::with_capacity(sql.len() + 1);
+    put_cstr(&mut body, sql);
+    Frame::new(b'Q', body)
+}
+
+/// A client's `Parse`, as proxy mode reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseMessage<'a> {
+    /// The statement name (empty: the unnamed statement).
+    pub name: &'a str,
+    /// The statement's SQL.
+    pub sql: &'a str,
+    /// What follows the two strings: the parameter types as sent.
+    pub rest: &'a [u8],
+}
+
+impl ParseMessage<'_> {
+    /// The parameter type OIDs the client names (0: the server infers),
+    /// read one at a time: an error where the message ends early.
+    pub fn param_types(&self) -> impl Iterator<Item = Result<u32>> + '_ {
+        let mut r = Reader::new(self.rest);
+        let n = r.i16();
+        let (first, n) = match n {
+            Ok(n) => (None, n.max(0)),
+            Err(e) => (Some(Err(e)), 0),
+        };
+        first
+            .into_iter()
+            .chain((0..n).map(move |_| r.i32().map(|oid| oid as u32)))
+    }
+}
+
+/// The statement name and SQL of a `Parse` body, and what follows them.
+pub fn parse_parse(body: &[u8]) -> Result<ParseMessage<'_>> {
+    let mut r = Reader::new(body);
+    let name = r.cstr()?;
+    let sql = r.cstr()?;
+    let rest = body.get(r.pos..).unwrap_or_default();
+    Ok(ParseMessage { name, sql, rest })
+}
+
+/// A `Parse` frame of statement `name` with `sql`, followed by `rest` (the
+/// parameter types, as a [`ParseMessage`] holds them).
+pub fn parse(name: &str, sql: &str, rest: &[u8]) -> Frame {
+    let mut body = Vec::with_capacity(name.len() + sql.len() + rest.len() + 2);
+    put_cstr(&mut body, name);
+    put_cstr(&mut body, sql);
+    body.extend_from_slice(rest);
+    Frame::new(b'P', body)
+}
+
+/// The portal and statement names of a `Bind` body (its parameters and
+/// formats are not read).
+pub fn parse_bind(body: &[u8]) -> Result<(&str, &str)> {
+    let mut r = Reader::new(body);
+    Ok((r.cstr()?, r.cstr()?))
+}
+
+/// The portal and row limit (0: every row) of an `Execute` body.
+pub fn parse_execute(body: &[u8]) -> Result<(&str, i32)> {
+    let mut r = Reader::new(body);
+    Ok((r.cstr()?, r.i32()?))
+}
+
+/// An `Execute` frame of `portal` with a row limit of `max_rows`.
+pub fn execute(portal: &str, max_rows: i32) -> Frame {
+    let mut body = Vec::with_capacity(portal.len() + 5);
+    put_cstr(&mut body, portal);
+    body.extend_from_slice(&max_rows.to_be_bytes());
+    Frame::new(b'E', body)
+}
+
+/// What a `Describe` or `Close` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// A prepared statement (`S`).
+    Statement,
+    /// A portal (`P`).
+    Portal,
+}
+
+impl Target {
+    /// The byte that stands for it in a message.
+    pub fn byte(self) -> u8 {
+        match self {
+            Target::Statement => b'S',
+            Target::Portal => b'P',
+        }
+    }
+}
+
+/// What a `Close` (or `Describe`) body names: a statement or portal and
+/// its name. The name is read first: a body without one is an error
+/// before its kind is judged.
+pub fn parse_close(body: &[u8]) -> Result<(Target, &str)> {
+    let kind = body.first().copied().unwrap_or(0);
+    let name = Reader::new(body.get(1..).unwrap_or_default()).cstr()?;
+    let target = match kind {
+        b'S' => Target::Statement,
+        b'P' => Target::Portal,
+        _ => return Err(ProxyError::Protocol("a Close of neither S nor P".into())),
+    };
+    Ok((target, name))
+}
+
+/// A `Close` frame of `name`.
+pub fn close(target: Target, name: &str) -> Frame {
+    let mut body = vec![target.byte()];
+    put_cstr(&mut body, name);
+    Frame::new(b'C', body)
+}
+
+/// A `Describe` frame of `name`.
+pub fn describe(target: Target, name: &str) -> Frame {
+    let mut body = vec![target.byte()];
+    put_cstr(&mut body, name);
+    Frame::new(b'D', body)
+}
+
+/// A `Bind` frame of `portal` to `statement`, without parameters.
+pub fn bind(portal: &str, statement: &str) -> Frame {
+    let mut body = Vec::new();
+    put_cstr(&mut body, portal);
+    put_cstr(&mut body, statement);
+    body.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
+    Frame::new(b'B', body)
+}
+
+/// A `Sync` frame.
+pub fn sync() -> Frame {
+    Frame::new(b'S', Vec::new())
+}
+
+/// The (table OID, column number) of each field of a RowDescription
+/// body (0 and 0 for a field that is not a table's column).
+pub fn parse_row_origins(body: &[u8]) -> Result<Vec<(u32, i16)>> {
+    let mut r = Reader::new(body);
+    let n = r.i16()?;
+    let mut out = Vec::with_capacity(usize::try_from(n).unwrap_or(0));
+    for _ in 0..n {
+        r.cstr()?;
+        let table = r.i32()? as u32;
+        let attnum = r.i16()?;
+        r.bytes(4 + 2 + 4 + 2)?;
+        out.push((table, attnum));
+    }
+    Ok(out)
+}
+
+/// A RowDescription body of text fields named `names`, each from the
+/// (table OID, column number) beside it.
+pub fn row_description(fields: &[(&str, u32, i16)]) -> Vec<u8> {
+    let mut body = (fields.len() as i16).to_be_bytes().to_vec();
+    for (name, table, attnum) in fields {
+        put_cstr(&mut body, name);
+        body.extend_from_slice(&table.to_be_bytes());
+        body.extend_from_slice(&attnum.to_be_bytes());
+        // Type text (25), length -1, modifier -1, text format.
+        body.extend_from_slice(&25u32.to_be_bytes());
+        body.extend_from_slice(&(-1i16).to_be_bytes());
+        body.extend_from_slice(&(-1i32).to_be_bytes());
+        body.extend_from_slice(&0i16.to_be_bytes());
+    }
+    body
+}
+
+/// The number of fields a DataRow body declares.
+pub fn data_row_width(body: &[u8]) -> Result<i16> {
+    Reader::new(body).i16()
+}
+
+/// The transaction status of a ReadyForQuery body (`I`, `T` or `E`).
+pub fn ready_status(body: &[u8]) -> Option<u8> {
+    body.first().copied()
+}
+
 /// Follows the message boundaries of one direction of a relayed stream,
 /// fed in chunks as they arrive: it reads each message's five header
 /// bytes and skips its body.
@@ -475,6 +658,53 @@ mod tests {
             ]
         );
         assert!(parse_startup_params(b"user\0u").is_err());
+    }
+
+    #[test]
+    fn proxy_modes_messages_round_trip() {
+        let q = query("SELECT 1");
+        assert_eq!((q.tag, parse_query(&q.body).ok()), (b'Q', Some("SELECT 1")));
+        let p = parse("s", "SELECT $1", &[0, 2, 0, 0, 0, 25, 0, 0, 0, 0]);
+        let m = parse_parse(&p.body).unwrap();
+        assert_eq!((p.tag, m.name, m.sql), (b'P', "s", "SELECT $1"));
+        let types: Vec<u32> = m.param_types().map(|t| t.unwrap()).collect();
+        assert_eq!(types, [25, 0]);
+        // Types are read one at a time: an error where the message ends.
+        let short = parse("s", "x", &[0, 2, 0, 0, 0, 25]);
+        let m = parse_parse(&short.body).unwrap();
+        let types: Vec<bool> = m.param_types().map(|t| t.is_ok()).collect();
+        assert_eq!(types, [true, false]);
+        let b = bind("portal", "stmt");
+        assert_eq!(
+            (b.tag, parse_bind(&b.body).ok()),
+            (b'B', Some(("portal", "stmt")))
+        );
+        let e = execute("portal", 7);
+        assert_eq!(
+            (e.tag, parse_execute(&e.body).ok()),
+            (b'E', Some(("portal", 7)))
+        );
+        for target in [Target::Statement, Target::Portal] {
+            let c = close(target, "n");
+            assert_eq!(
+                (c.tag, parse_close(&c.body).ok()),
+                (b'C', Some((target, "n")))
+            );
+            let d = describe(target, "n");
+            assert_eq!(
+                (d.tag, parse_close(&d.body).ok()),
+                (b'D', Some((target, "n")))
+            );
+        }
+        assert!(parse_close(b"Xn\0").is_err());
+        assert!(parse_close(b"S").is_err());
+        assert!(parse_execute(b"p\0\0").is_err());
+        let t = row_description(&[("id", 1000, 1), ("?column?", 0, 0)]);
+        assert_eq!(parse_row_origins(&t).ok(), Some(vec![(1000, 1), (0, 0)]));
+        assert!(parse_row_origins(&t[..t.len() - 1]).is_err());
+        assert_eq!(data_row_width(&data_row(&[None, None])).ok(), Some(2));
+        assert_eq!((sync().tag, sync().body.len()), (b'S', 0));
+        assert_eq!(ready_status(b"T"), Some(b'T'));
     }
 
     #[test]
