@@ -68,8 +68,10 @@ async fn fail_row<W: AsyncWrite + Unpin>(cw: &mut W, e: ProxyError) -> ProxyErro
 impl ProxyMode {
     /// Relays until either side ends. A client silent for
     /// `limits.idle_timeout_secs` while none of its statements awaits an
-    /// answer is closed with a FATAL error naming the limit, as in
-    /// database mode.
+    /// answer, or a message over `limits.max_message_bytes` either way,
+    /// ends the session with a FATAL error naming the limit, as in
+    /// database mode (a server message's length is not named: see
+    /// [`ProxyError::proxy_mode_server_message_too_large`]).
     pub async fn relay<CR, CW, UR, UW>(
         &self,
         mut cr: CR,
@@ -93,7 +95,11 @@ impl ProxyMode {
         }));
         let max = limits.max_message_bytes;
         let idle = limits.idle_timeout_secs;
-        let went_idle = AtomicBool::new(false);
+        // Whether the session ends on a limit the client is told of, and
+        // whether the client's stream is at a message boundary, so that it
+        // can read it (nothing half written to it).
+        let tell_client = AtomicBool::new(false);
+        let client_at_boundary = AtomicBool::new(true);
         let to_server = async {
             loop {
                 // A client whose statement still awaits its answers is
@@ -101,9 +107,15 @@ impl ProxyMode {
                 let read = wire::read_frame(&mut cr, max);
                 let frame = match relay::read_client(read, idle, || lock(&machine).awaiting()).await
                 {
-                    Some(frame) => frame?,
+                    Some(Ok(frame)) => frame,
+                    // A length that cannot be followed or over the limit.
+                    Some(Err(e @ ProxyError::Protocol(_))) => {
+                        tell_client.store(true, Ordering::Relaxed);
+                        return Err(ProxyError::client_message_too_large(&e));
+                    }
+                    Some(Err(e)) => return Err(e),
                     None => {
-                        went_idle.store(true, Ordering::Relaxed);
+                        tell_client.store(true, Ordering::Relaxed);
                         return Err(ProxyError::idle(idle));
                     }
                 };
@@ -164,9 +176,16 @@ impl ProxyMode {
                             }
                         }
                     }
+                    None if len > max => {
+                        let e = ProxyError::proxy_mode_server_message_too_large(max);
+                        tracing::warn!(error = %e, "server message refused");
+                        relay::send_fatal(&mut cw, &e).await;
+                        return Err(e);
+                    }
                     None => wire::read_body(&mut ur, tag, len, max).await?,
                 };
                 let steps = lock(&machine).on_server(f);
+                client_at_boundary.store(false, Ordering::Relaxed);
                 for step in steps {
                     match step {
                         ServerStep::ToClient(f) => super::write(&mut cw, &f).await?,
@@ -176,15 +195,18 @@ impl ProxyMode {
                         ServerStep::Close(e) => return Err(e),
                     }
                 }
+                client_at_boundary.store(true, Ordering::Relaxed);
             }
         };
         let ending = tokio::select! {
             r = to_server => r,
             r = to_client => r,
         };
-        if let (Err(e), true) = (&ending, went_idle.load(Ordering::Relaxed)) {
-            // Idle: the client waits for nothing, so it is at a message
-            // boundary and can read why it is closed.
+        // Idle, or a message over the limit: the client reads why it is
+        // closed, as in database mode.
+        let tell =
+            tell_client.load(Ordering::Relaxed) && client_at_boundary.load(Ordering::Relaxed);
+        if let (Err(e), true) = (&ending, tell) {
             relay::send_fatal(&mut cw, e).await;
         }
         ending
