@@ -164,14 +164,14 @@ impl Machine {
     /// a statement, of the proxy's own Describe before an Execute, kept),
     /// or of the client's Describe (relayed). Whether it is relayed.
     fn description(&mut self, tag: BackendTag, f: &Frame) -> Result<bool> {
-        let described = tag == BackendTag::RowDescription;
-        let origins = if described {
+        let columns = tag == BackendTag::RowDescription;
+        let origins = if columns {
             wire::parse_row_origins(&f.body)?
         } else {
             Vec::new()
         };
         match self.expect.front_mut() {
-            Some(Expect::Statement { output, .. }) if described => {
+            Some(Expect::Statement { output, .. }) if columns => {
                 check_width("result", output.len(), origins.len())?;
                 self.current = protected_columns(output, &origins, &self.catalog);
                 self.width = Some(output.len());
@@ -179,14 +179,14 @@ impl Machine {
             Some(Expect::Describe) => {
                 self.expect.pop_front();
             }
-            Some(Expect::PathProbe { .. }) if described => return Ok(false),
+            Some(Expect::PathProbe { .. }) if columns => return Ok(false),
             Some(Expect::Execute { portal, described }) if !*described => {
                 let output = self.session.cursor(portal).ok_or_else(|| {
                     ProxyError::Protocol(format!(
                         "an Execute of portal \"{portal}\" the proxy has not seen bound: session ended"
                     ))
                 })?;
-                if tag == BackendTag::RowDescription {
+                if columns {
                     check_width("result", output.len(), origins.len())?;
                 }
                 self.current = protected_columns(output, &origins, &self.catalog);

@@ -206,3 +206,44 @@ fn the_clients_terminate_goes_on_and_ends_the_session() {
         ["server X", "end"]
     );
 }
+
+#[test]
+fn a_closed_portal_is_forgotten_once_the_server_confirms_it() {
+    let mut m = machine();
+    client(&mut m, parse("", "SELECT note FROM t"));
+    client(&mut m, bind("k", ""));
+    assert_eq!(client(&mut m, close(Target::Portal, "k")), ["server C"]);
+    client(&mut m, sync());
+    relayed(
+        &mut m,
+        vec![parse_complete(), bind_complete(), close_complete()],
+    );
+    server(&mut m, ready(b'I'));
+    // An Execute of it the server would refuse; a description of it
+    // would be out of place.
+    client(&mut m, execute("k", 0));
+    client(&mut m, sync());
+    let steps = server(&mut m, row_description(&[2]));
+    assert!(closed_with(&steps, "has not seen bound"), "{steps:?}");
+}
+
+#[test]
+fn a_close_the_server_fails_keeps_what_it_named() {
+    let mut m = machine();
+    client(&mut m, parse("s", "SELECT note FROM t"));
+    client(&mut m, sync());
+    relayed(&mut m, vec![parse_complete()]);
+    server(&mut m, ready(b'I'));
+    client(&mut m, close(Target::Statement, "s"));
+    client(&mut m, sync());
+    assert_eq!(server(&mut m, error("57014")), ["client E 57014"]);
+    server(&mut m, ready(b'I'));
+    // Still known: a Bind of it is followed, its rows protected.
+    client(&mut m, bind("", "s"));
+    client(&mut m, execute("", 0));
+    client(&mut m, sync());
+    relayed(&mut m, vec![bind_complete()]);
+    assert!(server(&mut m, row_description(&[2])).is_empty());
+    let plan = m.row_read(BackendTag::DataRow);
+    assert_eq!(plan.map(|p| p.protected), Some(vec![0]));
+}
