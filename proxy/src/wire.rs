@@ -499,9 +499,23 @@ pub fn data_row_width(body: &[u8]) -> Result<i16> {
     Reader::new(body).i16()
 }
 
-/// The transaction status of a ReadyForQuery body (`I`, `T` or `E`).
+/// The transaction status of a ReadyForQuery body ([`READY_IDLE`], `T`
+/// in a transaction block, `E` in a failed one).
 pub fn ready_status(body: &[u8]) -> Option<u8> {
     body.first().copied()
+}
+
+/// The transaction status of a ReadyForQuery outside a transaction block.
+pub const READY_IDLE: u8 = b'I';
+
+/// The SQLSTATE (`C` field) of an ErrorResponse or NoticeResponse body,
+/// when it has one and can be read.
+pub fn error_code(body: &[u8]) -> Option<String> {
+    parse_fields(body)
+        .ok()?
+        .into_iter()
+        .find(|(c, _)| *c == b'C')
+        .map(|(_, v)| v)
 }
 
 /// Follows the message boundaries of one direction of a relayed stream,
@@ -705,6 +719,12 @@ mod tests {
         assert_eq!(data_row_width(&data_row(&[None, None])).ok(), Some(2));
         assert_eq!((sync().tag, sync().body.len()), (b'S', 0));
         assert_eq!(ready_status(b"T"), Some(b'T'));
+        assert_eq!(
+            error_code(&error("ERROR", "42P01", "m").body).as_deref(),
+            Some("42P01")
+        );
+        assert_eq!(error_code(b"Mno code\0\0"), None);
+        assert_eq!(error_code(b"C"), None);
     }
 
     #[test]

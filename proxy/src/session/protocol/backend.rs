@@ -135,7 +135,7 @@ impl Machine {
                 };
                 let status = wire::ready_status(&f.body);
                 self.path.ready(status)?;
-                self.in_block = status != Some(b'I');
+                self.in_block = status != Some(wire::READY_IDLE);
                 if let Some(r) = refusal {
                     out.push(ServerStep::ToClient(refusal_frame(&r)));
                 }

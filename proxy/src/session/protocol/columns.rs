@@ -82,10 +82,7 @@ pub fn relayed_error(what: Answering, body: &[u8]) -> bool {
 
 /// The SQLSTATE of an ErrorResponse, for the proxy's own log.
 pub fn server_sqlstate(body: &[u8]) -> String {
-    wire::parse_fields(body)
-        .ok()
-        .and_then(|f| f.into_iter().find(|(c, _)| *c == b'C').map(|(_, v)| v))
-        .unwrap_or_default()
+    wire::error_code(body).unwrap_or_default()
 }
 
 /// One schema of the search path probe's answer (a DataRow of one text

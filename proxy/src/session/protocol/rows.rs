@@ -9,6 +9,7 @@ use crate::session::batch;
 use crate::wire::{self, Frame};
 
 use super::columns::Protected;
+use super::tags::BackendTag;
 
 /// The fields of one DataRow (`None` for NULL).
 pub type Fields<'a> = Vec<Option<&'a [u8]>>;
@@ -77,7 +78,10 @@ pub fn rebuild(
         if batch::check_sent(wire::data_row_len(&sent), limit).is_err() {
             return Ok(None);
         }
-        frames.push(Frame::new(b'D', wire::data_row(&sent)));
+        frames.push(Frame::new(
+            BackendTag::DataRow.byte(),
+            wire::data_row(&sent),
+        ));
     }
     Ok(Some(frames))
 }

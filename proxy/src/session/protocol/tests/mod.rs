@@ -77,11 +77,7 @@ fn machine() -> Machine {
 
 /// The SQLSTATE of an ErrorResponse body.
 fn sqlstate(body: &[u8]) -> String {
-    wire::parse_fields(body)
-        .ok()
-        .and_then(|f| f.into_iter().find(|(c, _)| *c == b'C'))
-        .map(|(_, v)| v)
-        .unwrap_or_default()
+    wire::error_code(body).unwrap_or_default()
 }
 
 /// The steps of a client message, as strings.
