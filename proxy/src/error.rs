@@ -139,6 +139,22 @@ impl ProxyError {
         }
     }
 
+    /// A server message longer than allowed in proxy mode (54000),
+    /// refused before any of it is read. Unlike
+    /// [`ProxyError::server_message_too_large`] it names neither the
+    /// message nor its length: there a message other than a row (an
+    /// error or a notice that quotes a value) could carry a raw value's
+    /// length.
+    pub fn proxy_mode_server_message_too_large(max: usize) -> Self {
+        ProxyError::Limit {
+            sqlstate: "54000",
+            message: format!(
+                "dptext-proxy: the server sent a message over limits.max_message_bytes ({max}): \
+                 session closed; select less, or raise the limit"
+            ),
+        }
+    }
+
     /// A result row with protected columns that is longer than allowed
     /// once sanitized, or that the server could not build (54000). Judged
     /// on what would be sent, never on the raw row, whose length would

@@ -1,11 +1,16 @@
-//! PostgreSQL protocol 3 framing and the few messages the proxy reads or
-//! writes itself. Everything else is relayed byte for byte; [`Scanner`]
-//! follows message boundaries in the relayed bytes without copying them.
+//! PostgreSQL protocol 3 framing, and the bodies of the messages the
+//! proxy reads or writes itself (proxy mode's state machine reads them
+//! only through these parsers). Everything else is relayed byte for
+//! byte; [`Scanner`] (in `scanner`) follows message boundaries in the
+//! relayed bytes without copying them.
 
 use bytes::{BufMut, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::error::{ProxyError, Result};
+
+mod scanner;
+pub use scanner::{BadLength, Scanner};
 
 /// One message: its type byte (0 for the untyped startup packets) and body.
 #[derive(Debug, Clone)]
@@ -321,104 +326,201 @@ pub fn parse_startup_params(body: &[u8]) -> Result<Vec<(String, String)>> {
     Ok(params)
 }
 
-/// Follows the message boundaries of one direction of a relayed stream,
-/// fed in chunks as they arrive: it reads each message's five header
-/// bytes and skips its body.
-#[derive(Debug, Default)]
-pub struct Scanner {
-    header: [u8; 5],
-    have: usize,
-    remaining: usize,
+/// A client's `Query`: the SQL string.
+pub fn parse_query(body: &[u8]) -> Result<&str> {
+    Reader::new(body).cstr()
 }
 
-/// A message header that [`Scanner::feed`] refused: a length below 4 or a
-/// body over the limit. The stream cannot be followed past it.
+/// A `Query` frame of `sql`.
+pub fn query(sql: &str) -> Frame {
+    let mut body = Vec::with_capacity(sql.len() + 1);
+    put_cstr(&mut body, sql);
+    Frame::new(b'Q', body)
+}
+
+/// A client's `Parse`, as proxy mode reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BadLength {
-    /// The message's type byte.
-    pub tag: u8,
-    /// Its declared length (type byte excluded, as on the wire).
-    pub len: i32,
-    /// The limit on bodies.
-    pub max: usize,
-    /// Where its header starts in the chunk that completed it; `None` when
-    /// the header began in an earlier chunk (in [`Scanner::partial_header`]
-    /// before that chunk was fed).
-    pub header_at: Option<usize>,
+pub struct ParseMessage<'a> {
+    /// The statement name (empty: the unnamed statement).
+    pub name: &'a str,
+    /// The statement's SQL.
+    pub sql: &'a str,
+    /// What follows the two strings: the parameter types as sent.
+    pub rest: &'a [u8],
 }
 
-impl From<BadLength> for ProxyError {
-    fn from(b: BadLength) -> Self {
-        ProxyError::Protocol(format!(
-            "message '{}' of {} bytes (limit {})",
-            char::from(b.tag),
-            b.len,
-            b.max
-        ))
+impl ParseMessage<'_> {
+    /// The parameter type OIDs the client names (0: the server infers),
+    /// read one at a time: an error where the message ends early.
+    pub fn param_types(&self) -> impl Iterator<Item = Result<u32>> + '_ {
+        let mut r = Reader::new(self.rest);
+        let n = r.i16();
+        let (first, n) = match n {
+            Ok(n) => (None, n.max(0)),
+            Err(e) => (Some(Err(e)), 0),
+        };
+        first
+            .into_iter()
+            .chain((0..n).map(move |_| r.i32().map(|oid| oid as u32)))
     }
 }
 
-impl Scanner {
-    /// Feeds the next `chunk`, calling `on_message(tag, body length)` at
-    /// each message header it completes. A length below 4, or a body over
-    /// `max` bytes, is a [`BadLength`] (the stream cannot be followed
-    /// further).
-    pub fn feed(
-        &mut self,
-        chunk: &[u8],
-        max: usize,
-        mut on_message: impl FnMut(u8, usize),
-    ) -> std::result::Result<(), BadLength> {
-        let mut i = 0;
-        while i < chunk.len() {
-            if self.remaining > 0 {
-                let take = self.remaining.min(chunk.len() - i);
-                self.remaining -= take;
-                i += take;
-                continue;
-            }
-            self.header[self.have] = chunk[i];
-            self.have += 1;
-            i += 1;
-            if self.have == self.header.len() {
-                self.have = 0;
-                let tag = self.header[0];
-                let len = i32::from_be_bytes([
-                    self.header[1],
-                    self.header[2],
-                    self.header[3],
-                    self.header[4],
-                ]);
-                if len < 4 || len as usize - 4 > max {
-                    return Err(BadLength {
-                        tag,
-                        len,
-                        max,
-                        header_at: i.checked_sub(self.header.len()),
-                    });
-                }
-                self.remaining = len as usize - 4;
-                on_message(tag, self.remaining);
-            }
+/// The statement name and SQL of a `Parse` body, and what follows them.
+pub fn parse_parse(body: &[u8]) -> Result<ParseMessage<'_>> {
+    let mut r = Reader::new(body);
+    let name = r.cstr()?;
+    let sql = r.cstr()?;
+    let rest = body.get(r.pos..).unwrap_or_default();
+    Ok(ParseMessage { name, sql, rest })
+}
+
+/// A `Parse` frame of statement `name` with `sql`, followed by `rest` (the
+/// parameter types, as a [`ParseMessage`] holds them).
+pub fn parse(name: &str, sql: &str, rest: &[u8]) -> Frame {
+    let mut body = Vec::with_capacity(name.len() + sql.len() + rest.len() + 2);
+    put_cstr(&mut body, name);
+    put_cstr(&mut body, sql);
+    body.extend_from_slice(rest);
+    Frame::new(b'P', body)
+}
+
+/// The portal and statement names of a `Bind` body (its parameters and
+/// formats are not read).
+pub fn parse_bind(body: &[u8]) -> Result<(&str, &str)> {
+    let mut r = Reader::new(body);
+    Ok((r.cstr()?, r.cstr()?))
+}
+
+/// The portal and row limit (0: every row) of an `Execute` body.
+pub fn parse_execute(body: &[u8]) -> Result<(&str, i32)> {
+    let mut r = Reader::new(body);
+    Ok((r.cstr()?, r.i32()?))
+}
+
+/// An `Execute` frame of `portal` with a row limit of `max_rows`.
+pub fn execute(portal: &str, max_rows: i32) -> Frame {
+    let mut body = Vec::with_capacity(portal.len() + 5);
+    put_cstr(&mut body, portal);
+    body.extend_from_slice(&max_rows.to_be_bytes());
+    Frame::new(b'E', body)
+}
+
+/// What a `Describe` or `Close` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// A prepared statement (`S`).
+    Statement,
+    /// A portal (`P`).
+    Portal,
+}
+
+impl Target {
+    /// The byte that stands for it in a message.
+    pub fn byte(self) -> u8 {
+        match self {
+            Target::Statement => b'S',
+            Target::Portal => b'P',
         }
-        Ok(())
     }
+}
 
-    /// Whether everything fed so far ends at a message boundary.
-    pub fn at_boundary(&self) -> bool {
-        self.have == 0 && self.remaining == 0
-    }
+/// What a `Close` (or `Describe`) body names: a statement or portal and
+/// its name. The name is read first: a body without one is an error
+/// before its kind is judged.
+pub fn parse_close(body: &[u8]) -> Result<(Target, &str)> {
+    let kind = body.first().copied().unwrap_or(0);
+    let name = Reader::new(body.get(1..).unwrap_or_default()).cstr()?;
+    let target = match kind {
+        b'S' => Target::Statement,
+        b'P' => Target::Portal,
+        _ => return Err(ProxyError::Protocol("a Close of neither S nor P".into())),
+    };
+    Ok((target, name))
+}
 
-    /// The first bytes of a header that the stream fed so far ends with
-    /// (empty when it ends in a body or at a boundary).
-    pub fn partial_header(&self) -> &[u8] {
-        &self.header[..self.have]
-    }
+/// A `Close` frame of `name`.
+pub fn close(target: Target, name: &str) -> Frame {
+    let mut body = vec![target.byte()];
+    put_cstr(&mut body, name);
+    Frame::new(b'C', body)
+}
 
-    /// Whether the stream fed so far ends inside a message body.
-    pub fn in_body(&self) -> bool {
-        self.remaining > 0
+/// A `Describe` frame of `name`.
+pub fn describe(target: Target, name: &str) -> Frame {
+    let mut body = vec![target.byte()];
+    put_cstr(&mut body, name);
+    Frame::new(b'D', body)
+}
+
+/// A `Bind` frame of `portal` to `statement`, without parameters.
+pub fn bind(portal: &str, statement: &str) -> Frame {
+    let mut body = Vec::new();
+    put_cstr(&mut body, portal);
+    put_cstr(&mut body, statement);
+    body.extend_from_slice(&[0, 0, 0, 0, 0, 0]);
+    Frame::new(b'B', body)
+}
+
+/// A `Sync` frame.
+pub fn sync() -> Frame {
+    Frame::new(b'S', Vec::new())
+}
+
+/// The (table OID, column number) of each field of a RowDescription
+/// body (0 and 0 for a field that is not a table's column).
+pub fn parse_row_origins(body: &[u8]) -> Result<Vec<(u32, i16)>> {
+    let mut r = Reader::new(body);
+    let n = r.i16()?;
+    let mut out = Vec::with_capacity(usize::try_from(n).unwrap_or(0));
+    for _ in 0..n {
+        r.cstr()?;
+        let table = r.i32()? as u32;
+        let attnum = r.i16()?;
+        r.bytes(4 + 2 + 4 + 2)?;
+        out.push((table, attnum));
     }
+    Ok(out)
+}
+
+/// A RowDescription body of text fields named `names`, each from the
+/// (table OID, column number) beside it.
+pub fn row_description(fields: &[(&str, u32, i16)]) -> Vec<u8> {
+    let mut body = (fields.len() as i16).to_be_bytes().to_vec();
+    for (name, table, attnum) in fields {
+        put_cstr(&mut body, name);
+        body.extend_from_slice(&table.to_be_bytes());
+        body.extend_from_slice(&attnum.to_be_bytes());
+        // Type text (25), length -1, modifier -1, text format.
+        body.extend_from_slice(&25u32.to_be_bytes());
+        body.extend_from_slice(&(-1i16).to_be_bytes());
+        body.extend_from_slice(&(-1i32).to_be_bytes());
+        body.extend_from_slice(&0i16.to_be_bytes());
+    }
+    body
+}
+
+/// The number of fields a DataRow body declares.
+pub fn data_row_width(body: &[u8]) -> Result<i16> {
+    Reader::new(body).i16()
+}
+
+/// The transaction status of a ReadyForQuery body ([`READY_IDLE`], `T`
+/// in a transaction block, `E` in a failed one).
+pub fn ready_status(body: &[u8]) -> Option<u8> {
+    body.first().copied()
+}
+
+/// The transaction status of a ReadyForQuery outside a transaction block.
+pub const READY_IDLE: u8 = b'I';
+
+/// The SQLSTATE (`C` field) of an ErrorResponse or NoticeResponse body,
+/// when it has one and can be read.
+pub fn error_code(body: &[u8]) -> Option<String> {
+    parse_fields(body)
+        .ok()?
+        .into_iter()
+        .find(|(c, _)| *c == b'C')
+        .map(|(_, v)| v)
 }
 
 #[cfg(test)]
@@ -478,55 +580,55 @@ mod tests {
     }
 
     #[test]
-    fn the_scanner_finds_every_message_however_the_stream_is_cut() {
-        let mut stream = Vec::new();
-        for (tag, body) in [(b'T', vec![1u8; 300]), (b'D', vec![]), (b'Z', vec![b'I'])] {
-            stream.extend_from_slice(&Frame::new(tag, body).to_bytes());
-        }
-        for cut in 1..stream.len() {
-            let mut sc = Scanner::default();
-            let mut seen = Vec::new();
-            for chunk in stream.chunks(cut) {
-                sc.feed(chunk, 1000, |t, n| seen.push((t, n))).unwrap();
-            }
+    fn proxy_modes_messages_round_trip() {
+        let q = query("SELECT 1");
+        assert_eq!((q.tag, parse_query(&q.body).ok()), (b'Q', Some("SELECT 1")));
+        let p = parse("s", "SELECT $1", &[0, 2, 0, 0, 0, 25, 0, 0, 0, 0]);
+        let m = parse_parse(&p.body).unwrap();
+        assert_eq!((p.tag, m.name, m.sql), (b'P', "s", "SELECT $1"));
+        let types: Vec<u32> = m.param_types().map(|t| t.unwrap()).collect();
+        assert_eq!(types, [25, 0]);
+        // Types are read one at a time: an error where the message ends.
+        let short = parse("s", "x", &[0, 2, 0, 0, 0, 25]);
+        let m = parse_parse(&short.body).unwrap();
+        let types: Vec<bool> = m.param_types().map(|t| t.is_ok()).collect();
+        assert_eq!(types, [true, false]);
+        let b = bind("portal", "stmt");
+        assert_eq!(
+            (b.tag, parse_bind(&b.body).ok()),
+            (b'B', Some(("portal", "stmt")))
+        );
+        let e = execute("portal", 7);
+        assert_eq!(
+            (e.tag, parse_execute(&e.body).ok()),
+            (b'E', Some(("portal", 7)))
+        );
+        for target in [Target::Statement, Target::Portal] {
+            let c = close(target, "n");
             assert_eq!(
-                seen,
-                vec![(b'T', 300), (b'D', 0), (b'Z', 1)],
-                "chunks of {cut}"
+                (c.tag, parse_close(&c.body).ok()),
+                (b'C', Some((target, "n")))
             );
-            assert!(sc.at_boundary());
+            let d = describe(target, "n");
+            assert_eq!(
+                (d.tag, parse_close(&d.body).ok()),
+                (b'D', Some((target, "n")))
+            );
         }
-        let mut sc = Scanner::default();
-        sc.feed(&stream[..7], 1000, |_, _| {}).unwrap();
-        assert!(!sc.at_boundary());
-        let mut sc = Scanner::default();
-        let e = sc.feed(&stream, 100, |_, _| {}).unwrap_err();
-        assert_eq!((e.tag, e.header_at), (b'T', Some(0)));
-        assert!(ProxyError::from(e).to_string().contains("limit 100"));
-        // Where the refused message's header starts, wherever the stream
-        // is cut: the relay forwards exactly the bytes before it.
-        let mut stream = Frame::new(b'D', vec![]).to_bytes();
-        stream.extend_from_slice(&Frame::new(b'Z', vec![b'I']).to_bytes());
-        let at = stream.len();
-        stream.extend_from_slice(&Frame::new(b'T', vec![1u8; 300]).to_bytes());
-        for cut in 1..stream.len() {
-            let mut sc = Scanner::default();
-            let mut fed = 0;
-            let mut found = None;
-            for chunk in stream.chunks(cut) {
-                let held = sc.partial_header().len();
-                if let Err(e) = sc.feed(chunk, 200, |_, _| {}) {
-                    found = Some(match e.header_at {
-                        Some(i) => fed + i,
-                        None => fed - held,
-                    });
-                    break;
-                }
-                fed += chunk.len();
-            }
-            assert_eq!(found, Some(at), "chunks of {cut}");
-        }
-        let mut sc = Scanner::default();
-        assert!(sc.feed(&[b'Q', 0, 0, 0, 3], 100, |_, _| {}).is_err());
+        assert!(parse_close(b"Xn\0").is_err());
+        assert!(parse_close(b"S").is_err());
+        assert!(parse_execute(b"p\0\0").is_err());
+        let t = row_description(&[("id", 1000, 1), ("?column?", 0, 0)]);
+        assert_eq!(parse_row_origins(&t).ok(), Some(vec![(1000, 1), (0, 0)]));
+        assert!(parse_row_origins(&t[..t.len() - 1]).is_err());
+        assert_eq!(data_row_width(&data_row(&[None, None])).ok(), Some(2));
+        assert_eq!((sync().tag, sync().body.len()), (b'S', 0));
+        assert_eq!(ready_status(b"T"), Some(b'T'));
+        assert_eq!(
+            error_code(&error("ERROR", "42P01", "m").body).as_deref(),
+            Some("42P01")
+        );
+        assert_eq!(error_code(b"Mno code\0\0"), None);
+        assert_eq!(error_code(b"C"), None);
     }
 }

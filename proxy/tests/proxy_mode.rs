@@ -711,3 +711,44 @@ fn an_idle_client_is_closed_in_proxy_mode_too() {
         .expect("psql");
     assert_eq!(text(&out), "60000000\n");
 }
+
+/// `limits.max_message_bytes` holds in proxy mode as in database mode, and
+/// a message over it ends the session with a FATAL error and its SQLSTATE
+/// (before, the session closed without a word): a client's message with
+/// 08P01, a server's with 54000, naming the limit but not the message's
+/// length (an error or notice over it could quote a value).
+#[test]
+fn messages_over_the_limit_end_the_session_with_an_error_in_proxy_mode_too() {
+    let Some(env) = env() else { return };
+    let config = format!(
+        "listen = \"127.0.0.1:0\"\nkey = \"a proxy-mode test key, not secret\"\n{}\
+         [[user]]\nname = \"pm4\"\npassword = \"pm4-pw\"\nmasked = true\n\
+         upstream_user = \"proxy_unlabelled\"\nupstream_password = \"unlabelled-up-pw\"\n\
+         [masking]\nmode = \"proxy\"\n[limits]\nmax_message_bytes = 4096\n",
+        upstream_toml(env, no_extension_db())
+    );
+    let (port, _) = spawn_proxy(&config);
+    let run = |sql: &str| {
+        let out = psql_cmd(port, no_extension_db(), "pm4", "pm4-pw")
+            .args(["-v", "VERBOSITY=verbose", "-c", "SELECT 1", "-c", sql])
+            .output()
+            .expect("psql");
+        text(&out)
+    };
+    let printed = run(&format!("SELECT '{}'", "x".repeat(5000)));
+    assert!(
+        printed.starts_with("1\n")
+            && printed.contains("FATAL:  08P01")
+            && printed.contains("limits.max_message_bytes"),
+        "{printed}"
+    );
+    let printed = run("SELECT pg_catalog.repeat('x', 5000)");
+    assert!(
+        printed.starts_with("1\n")
+            && printed.contains("FATAL:  54000")
+            && printed.contains("limits.max_message_bytes (4096)")
+            && !printed.contains("xxxx")
+            && !printed.contains("500"),
+        "{printed}"
+    );
+}

@@ -16,7 +16,8 @@
 //!    `hierarchy`, the row-level security policies of `row_security`, the
 //!    indexes of `indexes` and the owners of `owners`; its SQL in
 //!    `queries`, run with the path pinned to `pg_catalog` by `pinned`)
-//!    and the analyzing, sanitizing relay ([`filter`], its rows held and
+//!    and the analyzing, sanitizing relay ([`filter`]: an I/O loop around
+//!    the protocol state machine of [`protocol`], its rows held and
 //!    limited by `batch`), with
 //!    errors and notices scrubbed ([`scrub`]) and the search path
 //!    followed ([`path`]), and the catalog read again when a statement
@@ -33,6 +34,7 @@ mod indexes;
 mod owners;
 pub mod path;
 mod pinned;
+mod protocol;
 mod queries;
 pub mod refresh;
 pub mod relay;

@@ -8,6 +8,7 @@
 //! to time queries (first message to ReadyForQuery) for the metrics.
 
 use std::collections::VecDeque;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -49,18 +50,10 @@ where
         let mut buf = vec![0u8; CHUNK];
         let mut scanner = Scanner::default();
         loop {
-            let n = if idle > 0 {
-                loop {
-                    // `read` is cancel-safe: a timeout loses no bytes.
-                    match tokio::time::timeout(Duration::from_secs(idle), cr.read(&mut buf)).await {
-                        Ok(r) => break r?,
-                        // A client waiting for its query is not idle.
-                        Err(_) if in_flight(&started) => continue,
-                        Err(_) => return Err(ProxyError::idle(idle)),
-                    }
-                }
-            } else {
-                cr.read(&mut buf).await?
+            // A client waiting for its query is not idle.
+            let n = match read_client(cr.read(&mut buf), idle, || in_flight(&started)).await {
+                Some(n) => n?,
+                None => return Err(ProxyError::idle(idle)),
             };
             if n == 0 {
                 return Ok(());
@@ -138,12 +131,42 @@ where
         r = to_client => return r,
     };
     if matches!(ending, ProxyError::Limit { .. }) && client_at_boundary.load(Ordering::Relaxed) {
-        let _ = cw
-            .write_all(&wire::error("FATAL", ending.sqlstate(), &ending.to_string()).to_bytes())
-            .await;
-        let _ = cw.flush().await;
+        send_fatal(&mut cw, &ending).await;
     }
     Err(ending)
+}
+
+/// Awaits `read`, a read of the client, under `limits.idle_timeout_secs`
+/// (`idle`, 0 for none), in both modes: `None` when the client was
+/// silent that long while `waiting()` says none of its queries awaits an
+/// answer (it is idle). While one does, the same read goes on after each
+/// timeout, so no byte is lost.
+pub(super) async fn read_client<F: Future>(
+    read: F,
+    idle: u64,
+    waiting: impl Fn() -> bool,
+) -> Option<F::Output> {
+    if idle == 0 {
+        return Some(read.await);
+    }
+    let mut read = std::pin::pin!(read);
+    loop {
+        match tokio::time::timeout(Duration::from_secs(idle), &mut read).await {
+            Ok(r) => return Some(r),
+            Err(_) if waiting() => continue,
+            Err(_) => return None,
+        }
+    }
+}
+
+/// Sends `e` to the client as a FATAL ErrorResponse with its SQLSTATE,
+/// when the relay ends on it; a client that does not read it is closed
+/// all the same.
+pub(super) async fn send_fatal<W: AsyncWrite + Unpin>(cw: &mut W, e: &ProxyError) {
+    let _ = cw
+        .write_all(&wire::error("FATAL", e.sqlstate(), &e.to_string()).to_bytes())
+        .await;
+    let _ = cw.flush().await;
 }
 
 /// Whether a query of the client is still running (a Query, Sync or
