@@ -70,9 +70,11 @@ install_package() {
 install_ext() {
   setup
   step "building the extension for PostgreSQL 18 (release) and installing it into $PG18"
-  local out="$STATE/pgrx-package-18"
+  local out="$STATE/pgrx-package-18" home="$STATE/pgrx-home-18"
   rm -rf "$out"
-  cargo pgrx package -p dptext -c "$PG18_CONFIG" --out-dir "$out" --no-default-features --features pg18
+  mkdir -p "$home"
+  printf '[configs]\npg18 = "%s"\n' "$PG18_CONFIG" > "$home/config.toml"
+  PGRX_HOME="$home" cargo pgrx package -p dptext -c "$PG18_CONFIG" --out-dir "$out" --no-default-features --features pg18
   install_package "$out"
 }
 
