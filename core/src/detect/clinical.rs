@@ -57,9 +57,6 @@ const EPONYM_HEADS: &[&str] = &[
     "grade",
 ];
 
-/// Honorifics that make the next word a name whatever it is.
-const HONORIFICS: &[&str] = &["dr", "mr", "mrs", "ms", "miss", "prof", "mx"];
-
 /// True when span `s` of `text` is clinical vocabulary rather than PHI.
 pub(super) fn not_phi(text: &str, s: &Span, lex: &Lexicon) -> bool {
     match s.label {
@@ -75,7 +72,7 @@ pub(super) fn not_phi(text: &str, s: &Span, lex: &Lexicon) -> bool {
 
 /// Its words of two letters or more are all common or clinical
 /// vocabulary, one at least clinical, and none a census first name that is
-/// not vocabulary (`Femoral`, `Groin abscess`, `Soft, ND`; not
+/// not vocabulary (the clinical lists hold no census name) (`Femoral`, `Groin abscess`, `Soft, ND`; not
 /// `Maria Femoral`). For a person, an abbreviation of two or three capitals
 /// does not count: staff sign with initials (`DT`, `RS`, `GPP`) that are
 /// abbreviations too.
@@ -96,7 +93,7 @@ fn vocabulary_only(t: &str, label: Label, lex: &Lexicon) -> bool {
         && ws.iter().all(|w| vocab::is_common(w) || clinical(w))
         && !ws
             .iter()
-            .any(|w| lex.first(w).is_some() && !vocab::is_vocabulary(w) && !clinical(w))
+            .any(|w| lex.first(w).is_some() && !vocab::is_vocabulary(w))
 }
 
 /// A one-word name (hyphens allowed) right before an eponym's head noun,
@@ -127,7 +124,7 @@ fn after_honorific(text: &str, start: usize) -> bool {
         .split(|c: char| !c.is_alphabetic())
         .rev()
         .find(|w| !w.is_empty())
-        .is_some_and(|w| HONORIFICS.contains(&w.to_lowercase().as_str()))
+        .is_some_and(vocab::is_honorific)
 }
 
 /// A model "ID" made only of measurements: numbers of up to three digits
@@ -191,7 +188,7 @@ mod tests {
     fn lex() -> Lexicon {
         let mut l = Lexicon::from_lists(&["Maria", "Tanner"], &["Murphy", "Lopez"], &[]);
         l.add_clinical_words(["FEMORAL", "GROIN", "ABSCESS", "OBESITY", "LOPEZ"]);
-        l.add_abbreviations(["CO2", "RR", "ND", "CTAB", "BP"]);
+        l.add_abbreviations(["CO2", "RR", "NT", "CTAB", "BP", "PA"]);
         l
     }
 
@@ -213,7 +210,9 @@ mod tests {
         assert!(p("Femoral pulses 2+ bilaterally", "Femoral"));
         assert!(p("Groin abscess drained", "Groin abscess"));
         let loc = |t: &str, w: &str| not_phi(t, &span(t, w, Label::Location, Source::Model), &l);
-        assert!(loc("Abd: Soft, ND, NT", "Soft, ND"));
+        assert!(loc("Abd: Soft, NT, ND", "Soft, NT"));
+        // A state's code is a place, not an abbreviation.
+        assert!(!loc("Lives in Erie, PA", "PA"));
         // A census name stays a name; a first name beside a clinical word too.
         assert!(!p("seen by Lopez today", "Lopez"));
         assert!(!p("Maria Femoral called", "Maria Femoral"));

@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use super::vocab;
 use crate::error::{Error, Result};
 
 /// The names asset directory inside the assets directory.
@@ -28,7 +29,7 @@ pub struct Lexicon {
     /// The most words in one place name.
     place_words: usize,
     /// Drug names, brand and official (asset `drugs`), upper case; one
-    /// that is also a census name is left out ([`Lexicon::is_drug`]).
+    /// that is also a census name is left out ([`Lexicon::is_clinical_word`]).
     drugs: std::collections::HashSet<String>,
     /// Words of ICD-10-CM's diagnosis descriptions (asset `icd10cm`),
     /// upper case, census names left out: findings and anatomy.
@@ -100,11 +101,12 @@ impl Lexicon {
     }
 
     /// Adds medical abbreviations (kept as written, in capitals); census
-    /// names among them are left out.
+    /// names and US states' codes among them are left out (`CA`, `PA`,
+    /// `IN` are places as often as terms).
     pub fn add_abbreviations<'a>(&mut self, words: impl IntoIterator<Item = &'a str>) {
         for w in words {
             let w = w.trim();
-            if w.len() >= 2 && !self.census(w) {
+            if w.len() >= 2 && !self.census(w) && !vocab::STATE_CODES.split('|').any(|s| s == w) {
                 self.abbreviations.insert(w.to_string());
             }
         }
@@ -129,17 +131,10 @@ impl Lexicon {
     pub fn add_drugs<'a>(&mut self, names: impl IntoIterator<Item = &'a str>) {
         for n in names {
             let u = n.trim().to_uppercase();
-            if !u.is_empty() && !self.first.contains_key(&u) && !self.last.contains_key(&u) {
+            if !u.is_empty() && !self.census(&u) {
                 self.drugs.insert(u);
             }
         }
-    }
-
-    /// Whether `word` (any case) is a drug's brand or official name that no
-    /// census list has as a first name or surname (`Xanax`, `metoprolol`;
-    /// not `Price` or `Oliver`, which are brands too).
-    pub fn is_drug(&self, word: &str) -> bool {
-        self.drugs.contains(&word.to_uppercase())
     }
 
     /// A lexicon from explicit lists (tests, custom dictionaries).

@@ -91,6 +91,18 @@ long short hall walker wood price rose hope will mark bill grace faith joy may j
 summer winter rich young king hill love page green brown white black gray grey gold silver
 ";
 
+/// Honorifics: the word after one is a name whatever it is (`Dr. Hope`,
+/// `Mrs Femoral`); lower case, without the point.
+pub(super) const HONORIFICS: &[&str] = &["mr", "mrs", "ms", "miss", "mx", "dr", "prof"];
+
+/// Whether `word` (any case, with or without its point) is an honorific.
+pub(super) fn is_honorific(word: &str) -> bool {
+    HONORIFICS.contains(&word.to_lowercase().trim_end_matches('.'))
+}
+
+/// The US states' two-letter codes and DC's, as a regex alternation.
+pub(super) const STATE_CODES: &str = "AL|AK|AZ|AR|CA|CO|CT|DE|DC|FL|GA|HI|ID|IL|IN|IA|KS|KY|LA|ME|MD|MA|MI|MN|MS|MO|MT|NE|NV|NH|NJ|NM|NY|NC|ND|OH|OK|OR|PA|RI|SC|SD|TN|TX|UT|VT|VA|WA|WV|WI|WY";
+
 /// Whether `word` (any case) is an English word that is also a name.
 pub fn is_name_word(word: &str) -> bool {
     static SET: OnceLock<HashSet<&'static str>> = OnceLock::new();

@@ -25,11 +25,9 @@ use regex::Regex;
 mod words;
 
 use super::lexicon::Lexicon;
-use super::vocab::{is_common, is_name_word, is_vocabulary};
+use super::vocab::{is_common, is_honorific, is_name_word, is_vocabulary, STATE_CODES};
 use super::{Label, Source, Span};
-use words::{
-    CREDENTIALS, FACILITY, HOSPITAL_PREFIXES, KNOWN_ORGS, ORG_JOINERS, STATES, STATE_CODES,
-};
+use words::{CREDENTIALS, FACILITY, HOSPITAL_PREFIXES, KNOWN_ORGS, ORG_JOINERS, STATES};
 
 /// A word: letters and digits, with inner apostrophes and hyphens.
 #[derive(Debug, Clone, Copy)]
@@ -257,13 +255,9 @@ fn name_before(text: &str, ws: &[Word], lex: &Lexicon, end: usize) -> Option<(us
     let mut first = k - 1;
     let named = |w: &Word| {
         let t = &text[w.start..w.end];
-        let title = matches!(
-            t.to_lowercase().as_str(),
-            "mr" | "mrs" | "ms" | "miss" | "mx" | "dr" | "prof"
-        );
         matches!(shape(t), Shape::Cap | Shape::Upper | Shape::Initial)
             && !is_credential(t)
-            && !title
+            && !is_honorific(t)
     };
     if !named(&ws[first]) {
         return None;
