@@ -295,6 +295,7 @@ unsafe fn rewrite_query(q: *mut Query, r: &mut Rewrite<'_>, flags: i32) -> *mut 
         let mut reads = r.reads.pop().unwrap_or_default();
         for rte in PgList::<pg_sys::RangeTblEntry>::from_pg((*out).rtable).iter_ptr() {
             r.refuse_tablesample(out, rte);
+            r.refuse_disagreeing_family(out, rte);
             if r.session_masked {
                 r.hide_statistics(rte, (*out).rtable);
             }
@@ -624,13 +625,7 @@ impl<'a> Rewrite<'a> {
             {
                 return None;
             }
-            let policy = self.policies.get(&(*rte).relid)?;
-            if (*rte).inh {
-                if let Some(why) = masking::children_disagree((*rte).relid) {
-                    masking::refuse(why);
-                }
-            }
-            Some(policy)
+            self.policies.get(&(*rte).relid)
         }
     }
 
@@ -979,6 +974,21 @@ impl<'a> Rewrite<'a> {
                     "masked sessions cannot use TABLESAMPLE on {}, which has dptext rules: the rows a sample picks depend on where they are stored, which depends on the length of their labelled values",
                     crate::pg::catalog::relation_name((*rte).relid)
                 ));
+            }
+        }
+    }
+
+    /// Refuses a masked read of a relation with its partitions or
+    /// children (not `ONLY`) when one of them has a column rule other than
+    /// the relation's: their rows would be masked by the relation's rule,
+    /// not their own ([`masking::children_disagree`]).
+    unsafe fn refuse_disagreeing_family(&self, q: *mut Query, rte: *mut pg_sys::RangeTblEntry) {
+        // SAFETY: `rte` is a valid range-table entry of `q`.
+        unsafe {
+            if (*rte).inh && self.masked_policy(q, rte).is_some() {
+                if let Some(why) = masking::children_disagree((*rte).relid) {
+                    masking::refuse(why);
+                }
             }
         }
     }
