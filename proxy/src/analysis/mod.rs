@@ -37,7 +37,7 @@ mod refusal;
 mod scope;
 mod statement;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;

@@ -21,6 +21,7 @@ mod session;
 use super::catalog::{FunctionKind as K, Volatility as V};
 use super::*;
 
+/// A relation of the fixture catalogs: its columns, nothing else known.
 pub fn rel(schema: &str, name: &str, kind: RelationKind, cols: &[&str]) -> RelationInfo {
     RelationInfo {
         schema: schema.into(),

@@ -17,37 +17,25 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use super::{BackendTag, ClientStep, Machine, ServerStep, Settings};
-use crate::analysis::{MemoryCatalog, ParseCache, Policy, RelationInfo, RelationKind};
+use crate::analysis::tests::rel;
+use crate::analysis::{MemoryCatalog, ParseCache, Policy, RelationKind};
 use crate::session::catalog::SessionCatalog;
 use crate::wire::{self, Frame, Target};
 
 /// The table OID of `public.t`.
 const T_OID: u32 = 1000;
 
-fn relation(name: &str, columns: &[&str]) -> RelationInfo {
-    RelationInfo {
-        schema: "public".into(),
-        name: name.into(),
-        kind: RelationKind::Table,
-        columns: columns.iter().map(|c| (*c).to_owned()).collect(),
-        ancestors: Vec::new(),
-        opaque: BTreeMap::new(),
-        opaque_row: None,
-        split: None,
-        row_security: None,
-        untrusted_owner: None,
-        protected_index: None,
-        unique_keys: Vec::new(),
-        derived: Default::default(),
-    }
-}
-
 /// The session's catalog: `public.t`, and the tables `extra` names.
 fn catalog(extra: &[&str]) -> SessionCatalog {
     let mut c = MemoryCatalog::new();
-    c.add_relation(relation("t", &["id", "note", "ward"]));
+    c.add_relation(rel(
+        "public",
+        "t",
+        RelationKind::Table,
+        &["id", "note", "ward"],
+    ));
     for name in extra {
-        c.add_relation(relation(name, &["id"]));
+        c.add_relation(rel("public", name, RelationKind::Table, &["id"]));
     }
     let mut policy = Policy::default();
     policy.protect("public", "t", "note", "r_note");
