@@ -11,17 +11,6 @@ LOG="$PGDEMO/postgres.log"
 start() {
   mkdir -p "$PGDEMO/run"
   chown -R "$RUN_USER" "$PGDEMO" 2>/dev/null || true
-  if [ ! -f "$DATA/PG_VERSION" ]; then
-    as_user "$PG_BIN/initdb" -D "$DATA" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >/dev/null
-    cat >> "$DATA/postgresql.conf" <<CONF
-listen_addresses = '127.0.0.1'
-port = $PGPORT
-unix_socket_directories = '$PGDEMO/run'
-dptext.assets_dir = '$DPTEXT_ASSETS'
-shared_preload_libraries = 'dptext'
-max_parallel_workers_per_gather = 2
-CONF
-  fi
   # The throwaway cluster's key, readable by the server only: masked roles
   # get it with ALTER ROLE r SET dptext.key_file (the demo and the tests
   # do). It is fixed and public (a hash of the sentence below), so that the
@@ -35,14 +24,7 @@ CONF
   fi
   chown "$RUN_USER" "$DPTEXT_KEY_FILE" 2>/dev/null || true
   chmod 600 "$DPTEXT_KEY_FILE"
-  # The server runs with Rust backtraces asked for, as a careless
-  # environment would ask: the leak battery checks that none reaches a
-  # client (the extension turns them off for errors whatever is asked).
-  if as_user "$PG_BIN/pg_ctl" -D "$DATA" status >/dev/null 2>&1; then
-    as_user env RUST_BACKTRACE=1 "$PG_BIN/pg_ctl" -D "$DATA" -l "$LOG" -w restart >/dev/null
-  else
-    as_user env RUST_BACKTRACE=1 "$PG_BIN/pg_ctl" -D "$DATA" -l "$LOG" -w start >/dev/null
-  fi
+  test_cluster "$PG_BIN" "$DATA" "$PGPORT" "$PGDEMO/run" "$LOG"
   psql -X -q -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = '$PGDATABASE'" | grep -q 1 \
     || psql -X -q -d postgres -c "CREATE DATABASE $PGDATABASE"
   echo "cluster running: psql -h $PGHOST -p $PGPORT -U postgres $PGDATABASE" >&2

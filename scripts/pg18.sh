@@ -55,6 +55,15 @@ setup() {
   "$PG18_CONFIG" --version | grep -q "PostgreSQL 18" || die "$PG18_CONFIG is not PostgreSQL 18"
 }
 
+# A PGRX_HOME of its own that names the private copy as pg18 (the user's
+# ~/.pgrx names the system's 15 only); prints its path.
+pgrx_home() {
+  local home="$STATE/pgrx-home-18"
+  mkdir -p "$home"
+  printf '[configs]\npg18 = "%s"\n' "$PG18_CONFIG" > "$home/config.toml"
+  echo "$home"
+}
+
 # Copies a `cargo pgrx package` output folder (absolute paths inside) into
 # place, with the versioned SQL scripts beside the current one.
 install_package() {
@@ -70,20 +79,18 @@ install_package() {
 install_ext() {
   setup
   step "building the extension for PostgreSQL 18 (release) and installing it into $PG18"
-  local out="$STATE/pgrx-package-18" home="$STATE/pgrx-home-18"
+  local out="$STATE/pgrx-package-18"
   rm -rf "$out"
-  mkdir -p "$home"
-  printf '[configs]\npg18 = "%s"\n' "$PG18_CONFIG" > "$home/config.toml"
-  PGRX_HOME="$home" cargo pgrx package -p dptext -c "$PG18_CONFIG" --out-dir "$out" --no-default-features --features pg18
+  PGRX_HOME="$(pgrx_home)" cargo pgrx package -p dptext -c "$PG18_CONFIG" --out-dir "$out" --no-default-features --features pg18
   install_package "$out"
 }
 
 pgtest() {
   setup
   step "extension: #[pg_test]s on PostgreSQL 18"
-  local home="$STATE/pgrx-home-18" data="$STATE/pgrx-test-data-18"
-  mkdir -p "$home" "$data"
-  printf '[configs]\npg18 = "%s"\n' "$PG18_CONFIG" > "$home/config.toml"
+  local home data="$STATE/pgrx-test-data-18"
+  home="$(pgrx_home)"
+  mkdir -p "$data"
   local args=(pg18 -p dptext --pgdata "$data")
   if [ "$(id -u)" = 0 ]; then
     chown "$RUN_USER" "$data"
@@ -97,26 +104,11 @@ start() {
   setup
   mkdir -p "$C18/run"
   chown -R "$RUN_USER" "$C18" 2>/dev/null || true
-  if [ ! -f "$C18/data/PG_VERSION" ]; then
-    as_user "$PG18_BIN/initdb" -D "$C18/data" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >/dev/null
-    cat >> "$C18/data/postgresql.conf" <<CONF
-listen_addresses = '127.0.0.1'
-port = $PORT18
-unix_socket_directories = '$C18/run'
-dptext.assets_dir = '$DPTEXT_ASSETS'
-shared_preload_libraries = 'dptext'
-max_parallel_workers_per_gather = 2
-CONF
-  fi
   # The key of the 15 cluster (scripts/cluster.sh makes it): public, for tests.
   [ -f "$DPTEXT_KEY_FILE" ] || "$REPO/scripts/cluster.sh" start
   install -m 0600 -o "$RUN_USER" "$DPTEXT_KEY_FILE" "$C18/dptext.key" 2>/dev/null \
     || install -m 0600 "$DPTEXT_KEY_FILE" "$C18/dptext.key"
-  if as_user "$PG18_BIN/pg_ctl" -D "$C18/data" status >/dev/null 2>&1; then
-    as_user env RUST_BACKTRACE=1 "$PG18_BIN/pg_ctl" -D "$C18/data" -l "$C18/postgres.log" -w restart >/dev/null
-  else
-    as_user env RUST_BACKTRACE=1 "$PG18_BIN/pg_ctl" -D "$C18/data" -l "$C18/postgres.log" -w start >/dev/null
-  fi
+  test_cluster "$PG18_BIN" "$C18/data" "$PORT18" "$C18/run" "$C18/postgres.log"
   echo "PostgreSQL 18 cluster running: $PG18_BIN/psql -h $C18/run -p $PORT18 -U postgres" >&2
 }
 
@@ -127,26 +119,13 @@ stop() {
 
 psql18() { "$PG18_BIN/psql" -X -h "$C18/run" -p "$PORT18" -U postgres "$@"; }
 
-# The regression files of tests/sql, diffed against tests/expected, or
-# against tests/expected-pg18 where 18 words a message differently. Prints
-# one line per file; fails when one differs.
+# The regression files of tests/sql on 18, diffed against
+# tests/expected-pg18 where 18 words a message differently, else
+# tests/expected; fails when one differs.
 regress() {
-  local dir="$STATE/regress-pg18" fail=0
-  mkdir -p "$dir"
-  for f in tests/sql/*.sql; do
-    local name expected
-    name="$(basename "$f" .sql)"
-    expected="$REPO/tests/expected/$name.out"
-    [ -f "$REPO/tests/expected-pg18/$name.out" ] && expected="$REPO/tests/expected-pg18/$name.out"
-    psql18 -q -d postgres -c "DROP DATABASE IF EXISTS dptext_regress" -c "CREATE DATABASE dptext_regress"
-    PGHOST="$C18/run" PGPORT="$PORT18" psql18 -a -d dptext_regress -f "$f" > "$dir/$name.out" 2>&1 || true
-    if diff -u "$expected" "$dir/$name.out" > "$dir/$name.diff"; then
-      echo "pg18 regress $name ... ok"
-    else
-      cat "$dir/$name.diff"; echo "pg18 regress $name ... FAILED"; fail=1
-    fi
-  done
-  return "$fail"
+  local regress_pass=0 regress_fail=0
+  regress_files "$STATE/regress-pg18" tests/expected-pg18 "pg18 regress" psql18
+  [ "$regress_fail" = 0 ]
 }
 
 battery() {

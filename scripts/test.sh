@@ -81,18 +81,8 @@ step "README tour matches the demo"
 python3 "$REPO/scripts/check-tour.py" "$STATE/demo.out" "$REPO/README.md" || die "the README's tour is not what the demo prints"
 
 step "SQL regression files (tests/sql)"
-mkdir -p "$STATE/regress"
 regress_pass=0; regress_fail=0
-for f in tests/sql/*.sql; do
-  name="$(basename "$f" .sql)"
-  psql -X -q -d postgres -c "DROP DATABASE IF EXISTS dptext_regress" -c "CREATE DATABASE dptext_regress"
-  psql -X -a -d dptext_regress -f "$f" > "$STATE/regress/$name.out" 2>&1 || true
-  if diff -u "tests/expected/$name.out" "$STATE/regress/$name.out" > "$STATE/regress/$name.diff"; then
-    echo "regress $name ... ok"; regress_pass=$((regress_pass + 1))
-  else
-    cat "$STATE/regress/$name.diff"; echo "regress $name ... FAILED"; regress_fail=$((regress_fail + 1))
-  fi
-done
+regress_files "$STATE/regress" "" regress psql -X
 
 step "updates, a streaming replica, dump and restore (tests/upgrade_check.py, tests/cluster_copies.py)"
 # ALTER EXTENSION dptext UPDATE from the previous release; a hot standby and
