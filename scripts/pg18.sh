@@ -65,15 +65,22 @@ pgrx_home() {
 }
 
 # Copies a `cargo pgrx package` output folder (absolute paths inside) into
-# place, with the versioned SQL scripts beside the current one.
+# place, with the versioned SQL scripts beside the current one. Each file is
+# written beside its target and renamed over it, as install-extension.sh
+# does: a running server keeps the library it mapped.
 install_package() {
-  local out="$1"
-  ( cd "$out" && find . -type f ) | while read -r rel; do
-    install -D -m 0755 "$out/${rel#./}" "/${rel#./}"
-  done
-  local extdir
+  local out="$1" extdir rel src
   extdir="$("$PG18_CONFIG" --sharedir)/extension"
-  install -m 0644 "$REPO"/sql/versions/dptext--*.sql "$extdir/"
+  {
+    ( cd "$out" && find . -type f ) | sed 's|^\./|/|'
+    for src in "$REPO"/sql/versions/dptext--*.sql; do echo "$extdir/$(basename "$src") $src"; done
+  } | while read -r rel src; do
+    src="${src:-$out$rel}"
+    local mode=0644
+    case "$rel" in *.so) mode=0755 ;; esac
+    install -D -m "$mode" "$src" "$(dirname "$rel")/.$(basename "$rel").new.$$"
+    mv -f "$(dirname "$rel")/.$(basename "$rel").new.$$" "$rel"
+  done
 }
 
 install_ext() {
