@@ -11,8 +11,14 @@
 #   scripts/package.sh [OUT_DIR]     # default target/debian
 #   PG_CONFIG=/path/to/pg_config scripts/package.sh   # another major
 #   DPTEXT_PGRX_PACKAGE=DIR scripts/package.sh  # reuse a cargo pgrx package output
+# The extension's files go where Debian's postgresql-<major> looks for them
+# (/usr/lib/postgresql/<major>/lib, /usr/share/postgresql/<major>), whatever
+# the layout of the PostgreSQL it was built against (scripts/pg18.sh builds
+# against a private copy of 18).
+given_pg_config="${PG_CONFIG:-}"
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 resolve_state
+PG_CONFIG="${given_pg_config:-$PG_CONFIG}"
 OUT="$(mkdir -p "${1:-$REPO/target/debian}" && cd "${1:-$REPO/target/debian}" && pwd)"
 VERSION="$(sed -n 's/^version = "\(.*\)"/\1/p' "$REPO/Cargo.toml" | head -1)"
 ARCH="$(dpkg --print-architecture)"
@@ -32,10 +38,18 @@ else
 fi
 pkg="$work/ext"
 mkdir -p "$pkg/DEBIAN"
+pg_lib="$("$PG_CONFIG" --pkglibdir)"; pg_share="$("$PG_CONFIG" --sharedir)"
+deb_lib="/usr/lib/postgresql/$MAJOR/lib"; deb_share="/usr/share/postgresql/$MAJOR"
 ( cd "$work/pgrx" && find . -type f ) | while read -r rel; do
-  install -D -m 0644 "$work/pgrx/${rel#./}" "$pkg/${rel#./}"
+  path="/${rel#./}"
+  case "$path" in
+    "$pg_lib"/*) dest="$deb_lib/${path#"$pg_lib"/}" ;;
+    "$pg_share"/*) dest="$deb_share/${path#"$pg_share"/}" ;;
+    *) die "the pgrx package holds $path, outside $pg_lib and $pg_share" ;;
+  esac
+  install -D -m 0644 "$work/pgrx/${rel#./}" "$pkg$dest"
 done
-extdir="$("$PG_CONFIG" --sharedir)/extension"
+extdir="$deb_share/extension"
 for f in "$REPO"/sql/versions/dptext--*.sql; do
   install -D -m 0644 "$f" "$pkg$extdir/$(basename "$f")"
 done

