@@ -51,8 +51,11 @@ TOML
     || { echo "$checked" >&2; die "dptext-proxy check failed (see above)"; }
   DPTEXT_PROXY_KEY="$(cat "$STATE/proxy/key")" setsid "$BIN" --config "$CONF" > "$STATE/proxy/proxy.log" 2>&1 &
   echo $! > "$PIDF"
-  for _ in $(seq 50); do
+  # Up to 30 s (a loaded machine: the test command runs beside other
+  # work), and no longer than the process lives.
+  for _ in $(seq 300); do
     grep -q "listening" "$STATE/proxy/proxy.log" 2>/dev/null && break
+    kill -0 "$(cat "$PIDF")" 2>/dev/null || break
     sleep 0.1
   done
   grep -q "listening" "$STATE/proxy/proxy.log" || { cat "$STATE/proxy/proxy.log"; die "the proxy did not start"; }
