@@ -579,6 +579,24 @@ GRANT SELECT ON leak_fam, leak_fam_vip, leak_fam2, leak_fam2_a, leak_fam2_b TO l
             owner.execute("DROP TABLE IF EXISTS leak_rec, leak_fam, leak_fam2 CASCADE")
 
 
+def review_on_18(b):
+    """What an attacker's review on PostgreSQL 18 found: COPY of a
+    materialized view (which 18 reads itself, 15 refuses) read its stored
+    rows unmasked; pgrowlocks showed which rows an owner's open UPDATE
+    locked."""
+    for name, mv in [("masking", "leak_mv_part"), ("copying a labelled column", "leak_mv_raw")]:
+        b.no_leak(f"COPY TO of a materialized view {name}", b.run([f"COPY {mv} TO STDOUT"]))
+    cap = b.run(["COPY leak_mv_filter TO STDOUT"])
+    # 42501 where the server reads a materialized view (18), 42809 where it
+    # refuses the kind itself (15): never its rows.
+    b.check("COPY TO of a materialized view filtered on a labelled column is refused",
+            cap.error is not None and cap.error[0] in ("42501", "42809"), f"{cap.error} {cap.texts[:3]}")
+    with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+        owner.execute("CREATE EXTENSION IF NOT EXISTS pgrowlocks")
+    b.no_leak("pgrowlocks on a labelled table", b.run(["SELECT * FROM pgrowlocks('leak_t')"]),
+              expect_error="42501")
+
+
 def below_the_mask(b):
     """The attacks of a masked analyst with SELECT and USERSET settings on
     what lies below the mask: each must be refused or give nothing."""
@@ -960,6 +978,7 @@ def main():
     below_the_mask(b)
     if not proxy_mode:
         fifth_review(b)
+        review_on_18(b)
     computed_once_store(b)
     deny_by_default(b)
 

@@ -565,8 +565,8 @@ unsafe fn copy_through_query(copy: *mut pg_sys::CopyStmt, relid: Oid) {
     // returns a list of RawStmt for a valid SELECT; names are quoted with
     // PostgreSQL's own `quote_identifier`.
     unsafe {
-        if crate::pg::catalog::relkind(relid) != pg_sys::RELKIND_RELATION {
-            return; // COPY TO refuses other kinds by itself
+        if !crate::pg::version::copy_to_reads(crate::pg::catalog::relkind(relid)) {
+            return; // COPY TO refuses this kind by itself
         }
         let cols: Vec<String> = if (*copy).attlist.is_null() {
             vec!["*".to_string()]

@@ -192,7 +192,9 @@ const BUILTIN_NAMES: &[&str] = &[
 
 /// Functions of contrib extensions (any schema) that read the same
 /// figures: `pg_stat_statements`' block, temporary-file and WAL counters,
-/// `pgstattuple`'s tuple lengths, `pg_buffercache`'s buffers per relation.
+/// `pgstattuple`'s tuple lengths, `pg_buffercache`'s buffers per relation,
+/// `pgrowlocks`' locked rows (their places and lockers: which rows an
+/// owner's open UPDATE matched).
 const EXTENSION_COUNTERS: &[&str] = &[
     "pg_stat_statements",
     "pgstattuple",
@@ -200,6 +202,9 @@ const EXTENSION_COUNTERS: &[&str] = &[
     "pgstatindex",
     "pg_relpages",
     "pg_buffercache_pages",
+    "pgstathashindex",
+    "pgstatginindex",
+    "pgrowlocks",
 ];
 
 /// The name of function `oid` when it reads a figure a masked session

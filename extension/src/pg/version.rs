@@ -16,6 +16,7 @@
 //! - **Counter functions** that 17 removed with `pg_stat_bgwriter`'s
 //!   backend columns ([`VERSION_COUNTERS`]).
 //! - **Setting records**: 16 returns their count from `get_guc_variables`.
+//! - **`COPY ... TO` of a materialized view**, which 18 reads ([`copy_to_reads`]).
 
 use pgrx::pg_sys::{self, Node, Oid, Query, RangeTblEntry};
 
@@ -306,4 +307,14 @@ pub unsafe fn attributes(desc: pg_sys::TupleDesc) -> Vec<*const pg_sys::FormData
                 .collect()
         }
     }
+}
+
+/// Whether `COPY rel TO` reads a relation of kind `relkind` itself (rather
+/// than refusing it): tables on every major, materialized views from
+/// PostgreSQL 18 on. A masked session's `COPY` of such a relation must go
+/// through a planned (masked) query. (Built for 16 or 17, which refuse a
+/// materialized view themselves, the query would serve it masked.)
+pub fn copy_to_reads(relkind: u8) -> bool {
+    relkind == pg_sys::RELKIND_RELATION
+        || (cfg!(not(feature = "pg15")) && relkind == pg_sys::RELKIND_MATVIEW)
 }
