@@ -503,14 +503,19 @@ def deny_by_default(b):
 
 
 def computed_once_store(b):
-    """The store of model-based outputs (leak_t.code's deidentify rule
-    files there on every masked read): no masked session reads, probes or
-    fills it through SQL."""
+    """The store of model-based outputs (leak_t.code's deidentify rule is
+    served from it): a masked read files nothing, takes no transaction id,
+    and no masked session reads, probes or fills the store through SQL."""
+    with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+        before = owner.execute("SELECT count(*) FROM dptext.store").fetchone()[0]
     with b.connect() as c:
-        c.execute("SELECT code FROM leak_t").fetchall()
+        with c.transaction():
+            c.execute("SELECT code FROM leak_t").fetchall()
+            no_xid = c.execute("SELECT pg_current_xact_id_if_assigned() IS NULL").fetchone()[0]
     with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
         filled = owner.execute("SELECT count(*) FROM dptext.store").fetchone()[0]
-    b.check("a masked read of a model-based rule files its outputs in the store", filled > 0, f"{filled}")
+    b.check("a masked read of a model-based rule files nothing in the store", filled == before, f"{before} -> {filled}")
+    b.check("a masked read of a model-based rule takes no transaction id", no_xid)
     for name, stmt in [
         ("the store", "SELECT tag, output FROM dptext.store"),
         ("the store by tag", "SELECT output FROM dptext.store WHERE tag = sha256(convert_to('ZQ-7731', 'UTF8'))"),
@@ -595,6 +600,31 @@ def review_on_18(b):
         owner.execute("CREATE EXTENSION IF NOT EXISTS pgrowlocks")
     b.no_leak("pgrowlocks on a labelled table", b.run(["SELECT * FROM pgrowlocks('leak_t')"]),
               expect_error="42501")
+
+
+def sixth_review(b):
+    """What a sixth review found beyond the store: the administrator's
+    max_parallel_workers_per_gather (a parallel scan's row order shows
+    where pages end) could be raised by the session itself."""
+    for name, stmts in [
+        ("SET max_parallel_workers_per_gather above the start", ["SET max_parallel_workers_per_gather = 4"]),
+        ("set_config() of max_parallel_workers_per_gather above the start",
+         ["SELECT set_config('max_parallel_workers_per_gather', '4', false)"]),
+        ("SET max_parallel_workers above the start", ["SET max_parallel_workers = 64"]),
+    ]:
+        b.no_leak(f"a masked read after {name}", b.run(stmts + ["SELECT id FROM leak_t"]), expect_error="42501")
+    cap = Capture()
+    try:
+        with psycopg.connect(b.masked_dsn, autocommit=True,
+                             options="-c max_parallel_workers_per_gather=4") as c:
+            cap.add(c.execute("SELECT id FROM leak_t").fetchall())
+    except psycopg.Error as e:
+        cap.error = (e.sqlstate, str(e))
+    b.check("a masked read after a start-up option raising max_parallel_workers_per_gather is refused",
+            cap.error is not None and cap.error[0] == "42501", f"{cap.error} {cap.texts[:2]}")
+    cap = b.run(["SET max_parallel_workers_per_gather = 1", "SELECT count(*) FROM leak_t",
+                 "RESET max_parallel_workers_per_gather", "SELECT count(*) FROM leak_t"])
+    b.check("a masked read after lowering it, or after RESET, is served", cap.error is None, f"{cap.error}")
 
 
 def below_the_mask(b):
@@ -979,6 +1009,7 @@ def main():
     if not proxy_mode:
         fifth_review(b)
         review_on_18(b)
+        sixth_review(b)
     computed_once_store(b)
     deny_by_default(b)
 

@@ -334,6 +334,28 @@ def main():
     dsns = [(f"{args.owner_dsn} user=plan_masked", STATEMENTS)]
     if args.battery:
         dsns.append((f"{args.owner_dsn} user=leak_masked", battery_statements()))
+    # The parallel profile plans with 4 workers a gather: a masked session
+    # may not raise max_parallel_workers_per_gather above the value it
+    # started with, so the administrator's default for these roles allows
+    # it for the run (and is removed after).
+    roles = [dsn.rsplit("user=", 1)[1] for dsn, _ in dsns]
+    with psycopg.connect(args.owner_dsn, autocommit=True) as owner:
+        for role in roles:
+            owner.execute(f"ALTER ROLE {role} SET max_parallel_workers_per_gather = 4")
+    try:
+        check_plans(dsns, checker, check)
+    finally:
+        with psycopg.connect(args.owner_dsn, autocommit=True) as owner:
+            for role in roles:
+                owner.execute(f"ALTER ROLE {role} RESET max_parallel_workers_per_gather")
+
+    print(f"\nplan invariant: {passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+def check_plans(dsns, checker, check):
+    """Every statement of each (masked role's DSN, statements) under every
+    planner profile: no raw value below the mask."""
     for dsn, statements in dsns:
         with psycopg.connect(dsn, autocommit=True) as conn:
             masked = conn.execute("SELECT dptext.session_masking()").fetchone()[0]
@@ -354,9 +376,6 @@ def main():
                         break
                 label = stmt if refused is None else f"{stmt} (no plan: {refused})"
                 check(f"no raw value below the mask: {label}", not bad, "; ".join(bad[:4]))
-
-    print(f"\nplan invariant: {passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
 
 
 if __name__ == "__main__":

@@ -262,6 +262,12 @@ fn remember(rule: &str, group: Option<&str>, value: &str, out: Arc<str>) {
 /// `group`: from this backend's recent entries, else from the store, else
 /// `compute`d and filed (when the transaction may write). Outside keyed
 /// mode it is always computed: only keyed outputs are repeatable.
+///
+/// A masked session only reads: what it computes is neither filed nor
+/// kept in this backend's copy. Filing would take a transaction ID, and
+/// keeping it would make the next read of the same value fast: either
+/// would tell the session which of its rows hold equal raw values, which
+/// outputs that collide (`[REDACTED]`) hide.
 pub(crate) fn serve(
     rule: &str,
     group: Option<&str>,
@@ -284,6 +290,9 @@ pub(crate) fn serve(
         return hit;
     }
     let out = compute();
+    if crate::enforce::masking::session_is_masked() {
+        return out;
+    }
     if table::writable() {
         table::insert(
             store,

@@ -134,6 +134,9 @@ unsafe extern "C-unwind" fn planner(
                     survey.refuse_unlabelled_text(session_masked);
                 }
                 let policies = survey.policies(session_masked);
+                if session_masked && policies.values().any(|p| p.protects()) {
+                    masking::refuse_raised_settings();
+                }
                 // A query without labelled relations still goes through
                 // the rewrite when it calls dptext.mask: Citus runs the
                 // rest of a distributed query, over the masked results of

@@ -1036,6 +1036,24 @@ pub(crate) fn database_has_column_labels() -> bool {
     .unwrap_or(true)
 }
 
+/// Settings whose administrator's value (a role's default, say
+/// `max_parallel_workers_per_gather = 0`) narrows what a masked read's
+/// plan shows: a parallel scan hands out pages to workers, so the order of
+/// its rows shows where pages end, which follows the raw lengths.
+const BOUNDED_SETTINGS: [&str; 2] = ["max_parallel_workers_per_gather", "max_parallel_workers"];
+
+/// Refuses a masked read planned under a [`BOUNDED_SETTINGS`] value the
+/// session raised above the one it started with (the administrator's).
+pub(crate) fn refuse_raised_settings() {
+    for name in BOUNDED_SETTINGS {
+        if crate::pg::settings::raised_by_session(name) {
+            refuse(format!(
+                "masked sessions read labelled columns under the {name} an administrator gave them, and this session raised it: RESET {name}"
+            ));
+        }
+    }
+}
+
 /// Refuses masked reads unless a key is in force: seeded or OS randomness
 /// would let a masked session see fresh draws (or replay a public seed).
 pub(crate) fn require_key() -> dptext_core::RandomMode {

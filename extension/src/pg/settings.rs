@@ -48,14 +48,8 @@ thread_local! {
         std::cell::RefCell::new(std::collections::HashMap::new());
 }
 
-/// True when the current value of setting `name` was chosen by the
-/// session itself, as a role that is not a superuser: a start-up option
-/// of the client (`PGOPTIONS=-c ...`), a `SET` or `set_config()` (where
-/// `SET ON PARAMETER` was granted), rather than the server's
-/// configuration, an administrator's `ALTER ROLE/DATABASE ... SET` or a
-/// superuser's `SET` before `SET ROLE`. False for a setting that does not
-/// exist.
-pub fn chosen_by_session(name: &'static str) -> bool {
+/// PostgreSQL's record of setting `name`, found once per process.
+fn record(name: &'static str) -> Option<*const pg_sys::config_generic> {
     let record = RECORDS.with(|r| r.borrow().get(name).copied()).or_else(|| {
         // SAFETY: PostgreSQL's array of setting records holds
         // as many valid pointers as it says, each with a NUL-terminated
@@ -77,19 +71,75 @@ pub fn chosen_by_session(name: &'static str) -> bool {
         }
         found
     });
-    let Some(record) = record else {
-        return false;
-    };
-    // SAFETY: a setting's record is never freed or moved (the array of
-    // pointers may be re-sorted, the records are not); `source` and
-    // `srole` are plain fields.
-    let (source, srole) = unsafe {
-        let g = record as *const pg_sys::config_generic;
-        ((*g).source, (*g).srole)
-    };
+    record.map(|g| g as *const pg_sys::config_generic)
+}
+
+/// Whether a value from `source`, set by role `srole`, is the session's own
+/// choice: a start-up option of the client, a `SET` or `set_config()`, by
+/// a role that is not a superuser.
+fn by_session(source: pg_sys::GucSource::Type, srole: pg_sys::Oid) -> bool {
     use pg_sys::GucSource as S;
     matches!(
         source,
         S::PGC_S_CLIENT | S::PGC_S_INTERACTIVE | S::PGC_S_TEST | S::PGC_S_SESSION
     ) && !super::catalog::is_superuser(srole)
+}
+
+/// True when the current value of setting `name` was chosen by the
+/// session itself, as a role that is not a superuser: a start-up option
+/// of the client (`PGOPTIONS=-c ...`), a `SET` or `set_config()` (where
+/// `SET ON PARAMETER` was granted), rather than the server's
+/// configuration, an administrator's `ALTER ROLE/DATABASE ... SET` or a
+/// superuser's `SET` before `SET ROLE`. False for a setting that does not
+/// exist.
+pub fn chosen_by_session(name: &'static str) -> bool {
+    let Some(g) = record(name) else {
+        return false;
+    };
+    // SAFETY: a setting's record is never freed or moved (the array of
+    // pointers may be re-sorted, the records are not); `source` and
+    // `srole` are plain fields.
+    let (source, srole) = unsafe { ((*g).source, (*g).srole) };
+    by_session(source, srole)
+}
+
+/// True when the session chose ([`chosen_by_session`]) a value of integer
+/// setting `name` above the administrator's: the value `RESET` restores
+/// (the server's configuration, or an `ALTER ROLE/DATABASE ... SET`
+/// default), or 0 when that too is the session's own (a start-up option
+/// of the client). False for a setting that does not exist or is not an
+/// integer.
+pub fn raised_by_session(name: &'static str) -> bool {
+    let Some(g) = record(name) else {
+        return false;
+    };
+    // SAFETY: as in [`chosen_by_session`]; the reset fields are plain too.
+    let (source, srole, reset_source, reset_srole) =
+        unsafe { ((*g).source, (*g).srole, (*g).reset_source, (*g).reset_srole) };
+    if !by_session(source, srole) {
+        return false;
+    }
+    let Ok(c) = CString::new(name) else {
+        return false;
+    };
+    // SAFETY: a NUL-terminated name of a setting that exists (it has a
+    // record, above); both calls return NUL-terminated strings PostgreSQL
+    // owns, read at once.
+    let (now, reset) = unsafe {
+        let now = pg_sys::GetConfigOption(c.as_ptr(), true, false);
+        let reset = pg_sys::GetConfigOptionResetString(c.as_ptr());
+        if now.is_null() || reset.is_null() {
+            return false;
+        }
+        (
+            CStr::from_ptr(now).to_string_lossy().parse::<i64>(),
+            CStr::from_ptr(reset).to_string_lossy().parse::<i64>(),
+        )
+    };
+    let base = if by_session(reset_source, reset_srole) {
+        Ok(0)
+    } else {
+        reset
+    };
+    matches!((now, base), (Ok(n), Ok(b)) if n > b)
 }
