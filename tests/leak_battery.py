@@ -614,14 +614,20 @@ def sixth_review(b):
     ]:
         b.no_leak(f"a masked read after {name}", b.run(stmts + ["SELECT id FROM leak_t"]), expect_error="42501")
     cap = Capture()
+    in_force = None
     try:
         with psycopg.connect(b.masked_dsn, autocommit=True,
                              options="-c max_parallel_workers_per_gather=4") as c:
+            in_force = c.execute("SELECT current_setting('max_parallel_workers_per_gather')").fetchone()[0]
             cap.add(c.execute("SELECT id FROM leak_t").fetchall())
     except psycopg.Error as e:
         cap.error = (e.sqlstate, str(e))
-    b.check("a masked read after a start-up option raising max_parallel_workers_per_gather is refused",
-            cap.error is not None and cap.error[0] == "42501", f"{cap.error} {cap.texts[:2]}")
+    # Refused by the server; or, through the proxy, which does not pass a
+    # client's start-up options on, read under the administrator's value.
+    b.check("a masked read after a start-up option raising max_parallel_workers_per_gather is refused or "
+            "the option ignored", (cap.error is not None and cap.error[0] == "42501")
+            or (cap.error is None and in_force is not None and in_force != "4"),
+            f"{cap.error} {in_force} {cap.texts[:2]}")
     cap = b.run(["SET max_parallel_workers_per_gather = 1", "SELECT count(*) FROM leak_t",
                  "RESET max_parallel_workers_per_gather", "SELECT count(*) FROM leak_t"])
     b.check("a masked read after lowering it, or after RESET, is served", cap.error is None, f"{cap.error}")
