@@ -46,6 +46,8 @@ mod vocabulary;
 mod words;
 
 #[cfg(test)]
+mod params_golden;
+#[cfg(test)]
 mod tests;
 
 pub use custext::{CusText, CusTextSpec, MAX_K};
