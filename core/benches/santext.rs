@@ -43,7 +43,8 @@ fn bench(c: &mut Criterion) {
         .collect();
     let mut rng = ChaCha20Rng::seed_from_u64(1);
     // Warm the per-token tables.
-    m.sanitize(NOTE, &mut rng).expect("sanitize");
+    m.sanitize(NOTE, &mut rng, &dptext_core::RandomMode::Os)
+        .expect("sanitize");
 
     let mut g = c.benchmark_group("santext_glove50k_eps3");
     g.throughput(Throughput::Elements(ids.len() as u64));
@@ -57,7 +58,12 @@ fn bench(c: &mut Criterion) {
     let words = dptext_core::text::Segmented::new(NOTE).len() as u64;
     g.throughput(Throughput::Elements(words));
     g.bench_function("sanitize_note_warm", |b| {
-        b.iter(|| black_box(m.sanitize(black_box(NOTE), &mut rng).expect("sanitize")))
+        b.iter(|| {
+            black_box(
+                m.sanitize(black_box(NOTE), &mut rng, &dptext_core::RandomMode::Os)
+                    .expect("sanitize"),
+            )
+        })
     });
     g.finish();
 
@@ -101,7 +107,12 @@ fn bench_custext(c: &mut Criterion) {
     for (name, level) in [("token", Level::Token), ("record", Level::Record)] {
         let m = CusText::new(vocab.clone(), mapping.clone(), 2.0, level, true).expect("valid");
         g.bench_function(format!("sanitize_note_{name}"), |b| {
-            b.iter(|| black_box(m.sanitize(black_box(NOTE), &mut rng).expect("sanitize")))
+            b.iter(|| {
+                black_box(
+                    m.sanitize(black_box(NOTE), &mut rng, &dptext_core::RandomMode::Os)
+                        .expect("sanitize"),
+                )
+            })
         });
     }
     g.finish();

@@ -673,12 +673,12 @@ impl Engine {
         }
         let _scope = self.scope();
         let mut rng = value_rng(mechanism, &mechanism.params(), text, mode, context);
-        mechanism.sanitize_in(text, &mut rng, mode)
+        mechanism.sanitize(text, &mut rng, mode)
     }
 
     /// [`Engine::run`] of each of `texts`, in order, with the same outputs
     /// (each value's random stream is its own), through
-    /// [`Mechanism::sanitize_many_in`]: mechanisms that run detection share
+    /// [`Mechanism::sanitize_many`]: mechanisms that run detection share
     /// the model's calls among the values. A value over the limit gets its
     /// `InputTooLarge`, and one value's error leaves the others alone.
     pub fn run_many(
@@ -707,7 +707,7 @@ impl Engine {
                 .zip(rngs.iter_mut())
                 .map(|(text, rng)| (*text, rng as &mut dyn rand::RngCore))
                 .collect();
-            mechanism.sanitize_many_in(&mut values, mode)
+            mechanism.sanitize_many(&mut values, mode)
         })
     }
 

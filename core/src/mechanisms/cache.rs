@@ -86,7 +86,12 @@ mod tests {
         fn params(&self) -> String {
             self.0.clone()
         }
-        fn sanitize(&self, _: &str, _: &mut dyn rand::RngCore) -> crate::Result<Sanitized> {
+        fn sanitize(
+            &self,
+            _: &str,
+            _: &mut dyn rand::RngCore,
+            _: &crate::RandomMode,
+        ) -> crate::Result<Sanitized> {
             Err(crate::Error::invalid("params", "not a real mechanism"))
         }
     }

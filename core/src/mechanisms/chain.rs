@@ -68,17 +68,8 @@ impl Mechanism for Chain {
         self.stages.iter().find_map(|s| s.needs_key())
     }
 
-    fn sanitize(&self, text: &str, rng: &mut dyn RngCore) -> Result<Sanitized> {
-        self.sanitize_in(text, rng, &RandomMode::Os)
-    }
-
-    fn sanitize_in(
-        &self,
-        text: &str,
-        rng: &mut dyn RngCore,
-        mode: &RandomMode,
-    ) -> Result<Sanitized> {
-        self.sanitize_many_in(&mut [(text, rng)], mode)
+    fn sanitize(&self, text: &str, rng: &mut dyn RngCore, mode: &RandomMode) -> Result<Sanitized> {
+        self.sanitize_many(&mut [(text, rng)], mode)
             .pop()
             .unwrap_or_else(|| Err(Error::invalid("stages", "a chain has no stage")))
     }
@@ -88,7 +79,7 @@ impl Mechanism for Chain {
     /// replaced (a detection-based stage's surrogates, shifted dates,
     /// redactions) later stages leave alone: a stage that detects drops the
     /// spans overlapping it, a word mechanism is run on the text between.
-    fn sanitize_many_in(
+    fn sanitize_many(
         &self,
         values: &mut [(&str, &mut dyn RngCore)],
         mode: &RandomMode,
@@ -182,7 +173,7 @@ fn between(
     mode: &RandomMode,
 ) -> Result<Sanitized> {
     if protected.is_empty() {
-        return stage.sanitize_in(text, rng, mode);
+        return stage.sanitize(text, rng, mode);
     }
     let mut out = String::with_capacity(text.len());
     let mut kept = Vec::with_capacity(protected.len());
@@ -194,7 +185,7 @@ fn between(
     {
         let stretch = &text[pos..r.start.max(pos)];
         if !stretch.is_empty() {
-            let s = stage.sanitize_in(stretch, rng, mode)?;
+            let s = stage.sanitize(stretch, rng, mode)?;
             out.push_str(&s.text);
             cost = Some(match cost {
                 None => s.cost,
@@ -217,7 +208,7 @@ fn between(
     let cost = match cost {
         Some(c) => c,
         // Nothing but protected text: the stage's cost of an empty value.
-        None => stage.sanitize_in("", rng, mode)?.cost,
+        None => stage.sanitize("", rng, mode)?.cost,
     };
     Ok(Sanitized {
         text: out,
@@ -440,7 +431,13 @@ mod tests {
         let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(2);
         // p = 0: SanText+ keeps every non-sensitive word, so only the first
         // stage can have removed the (common, hence non-sensitive) name.
-        let out = m.sanitize("John Smith was seen today.", &mut rng).unwrap();
+        let out = m
+            .sanitize(
+                "John Smith was seen today.",
+                &mut rng,
+                &crate::RandomMode::Os,
+            )
+            .unwrap();
         assert!(
             !out.text.contains("John") && !out.text.contains("Smith"),
             "{}",

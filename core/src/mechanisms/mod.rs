@@ -149,20 +149,18 @@ pub trait Mechanism: Send + Sync {
     fn needs_key(&self) -> Option<&'static str> {
         None
     }
-    /// Sanitizes `text` with randomness from `rng`.
-    fn sanitize(&self, text: &str, rng: &mut dyn RngCore) -> Result<Sanitized>;
-    /// Like [`Mechanism::sanitize`], for mechanisms that also derive streams
-    /// of their own from the random mode (CusText's dataset level).
-    fn sanitize_in(
+    /// Sanitizes `text` with randomness from `rng`, drawn in the random
+    /// mode `mode`: mechanisms that derive streams of their own from the
+    /// mode (CusText's dataset level, date shifts of a group under a key)
+    /// read it; the others draw from `rng` alone.
+    fn sanitize(
         &self,
         text: &str,
         rng: &mut dyn RngCore,
-        _mode: &crate::rng::RandomMode,
-    ) -> Result<Sanitized> {
-        self.sanitize(text, rng)
-    }
+        mode: &crate::rng::RandomMode,
+    ) -> Result<Sanitized>;
 
-    /// [`Mechanism::sanitize_many_in`] in a chain after a stage that
+    /// [`Mechanism::sanitize_many`] in a chain after a stage that
     /// replaced spans: `keep[i]` (sorted, disjoint byte ranges of value
     /// `i`) is what earlier stages wrote, which this stage leaves as it is.
     /// Mechanisms that detect spans override it to drop the spans that
@@ -177,22 +175,22 @@ pub trait Mechanism: Send + Sync {
         mode: &crate::rng::RandomMode,
     ) -> Vec<Result<Sanitized>> {
         let _ = keep;
-        self.sanitize_many_in(values, mode)
+        self.sanitize_many(values, mode)
     }
 
-    /// [`Mechanism::sanitize_in`] of several values, each with its own
+    /// [`Mechanism::sanitize`] of several values, each with its own
     /// random source, results in order; one value's error leaves the others
     /// alone. Mechanisms that run detection override it to share the
     /// model's calls among the values; the outputs stay those of
-    /// `sanitize_in` value by value.
-    fn sanitize_many_in(
+    /// `sanitize` value by value.
+    fn sanitize_many(
         &self,
         values: &mut [(&str, &mut dyn RngCore)],
         mode: &crate::rng::RandomMode,
     ) -> Vec<Result<Sanitized>> {
         values
             .iter_mut()
-            .map(|(text, rng)| self.sanitize_in(text, &mut **rng, mode))
+            .map(|(text, rng)| self.sanitize(text, &mut **rng, mode))
             .collect()
     }
 }

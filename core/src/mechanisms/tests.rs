@@ -158,7 +158,7 @@ fn santext_plus_keeps_non_sensitive_with_probability_one_minus_p() {
     let mut rng = ChaCha20Rng::seed_from_u64(3);
     let mut kept = 0;
     for _ in 0..n {
-        let out = m.sanitize("w0", &mut rng).unwrap();
+        let out = m.sanitize("w0", &mut rng, &RandomMode::Os).unwrap();
         if out.text == "w0" {
             kept += 1;
         } else {
@@ -183,8 +183,11 @@ fn santext_plus_sensitive_words_are_always_redrawn_into_vp() {
     let mut rng = ChaCha20Rng::seed_from_u64(4);
     for _ in 0..2000 {
         // p = 0: non-sensitive words always kept.
-        assert_eq!(m.sanitize("w10", &mut rng).unwrap().text, "w10");
-        let out = m.sanitize("w990", &mut rng).unwrap();
+        assert_eq!(
+            m.sanitize("w10", &mut rng, &RandomMode::Os).unwrap().text,
+            "w10"
+        );
+        let out = m.sanitize("w990", &mut rng, &RandomMode::Os).unwrap();
         assert!(m.is_sensitive(v.embeddings().id(&out.text).unwrap()));
     }
     let probs = m.sampler().probabilities(10, 1.0);
@@ -238,7 +241,7 @@ fn sanitize_keeps_layout_and_counts_cost() {
     let m = SanText::new(v, 2.0).unwrap();
     let mut rng = ChaCha20Rng::seed_from_u64(1);
     let text = "W1, w2!  Zzzunknown\t🙂 W3.";
-    let out = m.sanitize(text, &mut rng).unwrap();
+    let out = m.sanitize(text, &mut rng, &RandomMode::Os).unwrap();
     let a = Segmented::new(text);
     let b = Segmented::new(&out.text);
     assert_eq!(a.len(), b.len());
@@ -251,7 +254,7 @@ fn sanitize_keeps_layout_and_counts_cost() {
     assert_eq!(out.cost.oov_tokens, 1);
     assert!(out.cost.worst_case_eps > 0.0);
     for empty in ["", "   ", "?!…"] {
-        let o = m.sanitize(empty, &mut rng).unwrap();
+        let o = m.sanitize(empty, &mut rng, &RandomMode::Os).unwrap();
         assert_eq!(o.text, empty);
         assert_eq!(o.cost.tokens, 0);
     }
@@ -275,7 +278,9 @@ fn wordpiece_vocabulary_joins_pieces() {
     let m = SanText::new(v, 1000.0).unwrap();
     let mut rng = ChaCha20Rng::seed_from_u64(5);
     // At a huge eps every piece maps to itself, so re-assembly is exact.
-    let out = m.sanitize("Playing runs", &mut rng).unwrap();
+    let out = m
+        .sanitize("Playing runs", &mut rng, &RandomMode::Os)
+        .unwrap();
     assert_eq!(out.text, "Playing runs");
     assert_eq!(out.cost.tokens, 4);
 }
@@ -399,7 +404,7 @@ fn one_memory_bound_for_all_output_sets() {
     for i in 0..40 {
         let m = SanTextPlus::new(v.clone(), 2.0, 1.0, 0.5 + i as f64 * 0.01).unwrap();
         let text: String = (0..20).map(|j| format!("w{} ", j * 100)).collect();
-        m.sanitize(&text, &mut rng).unwrap();
+        m.sanitize(&text, &mut rng, &RandomMode::Os).unwrap();
     }
     // 800 tables of ~24 KB were built; the cache keeps at most the budget.
     assert!(

@@ -11,6 +11,7 @@ use super::{CusTextSpec, Level, Mapping, STOPWORDS};
 use crate::cost::{Cost, Guarantee};
 use crate::error::{Error, Result};
 use crate::mechanisms::vocabulary::Vocabulary;
+use crate::mechanisms::words::Words;
 use crate::mechanisms::{check_eps, Mechanism, Sanitized};
 use crate::rng::RandomMode;
 use crate::text::Segmented;
@@ -23,6 +24,8 @@ pub struct CusText {
     eps: f64,
     level: Level,
     keep_stopwords: bool,
+    /// [`Mechanism::params`], from the spec.
+    key: String,
 }
 
 impl CusText {
@@ -45,12 +48,23 @@ impl CusText {
         keep_stopwords: bool,
     ) -> Result<Self> {
         check_eps(eps)?;
+        let spec = CusTextSpec {
+            eps,
+            k: mapping.k,
+            mapping: mapping.strategy,
+            metric: mapping.metric,
+            level,
+            keep_stopwords,
+            words: Words::default(),
+        };
+        let key = spec.key_params(vocab.embeddings().name());
         Ok(CusText {
             vocab,
             mapping,
             eps,
             level,
             keep_stopwords,
+            key,
         })
     }
 
@@ -74,28 +88,10 @@ impl Mechanism for CusText {
     }
 
     fn params(&self) -> String {
-        format!(
-            "eps={:?};k={};mapping={};metric={};level={};keep_stopwords={};embedding={}",
-            self.eps,
-            self.mapping.k,
-            self.mapping.strategy.name(),
-            self.mapping.metric.name(),
-            self.level.name(),
-            self.keep_stopwords,
-            self.vocab.embeddings().name()
-        )
+        self.key.clone()
     }
 
-    fn sanitize(&self, text: &str, rng: &mut dyn RngCore) -> Result<Sanitized> {
-        self.sanitize_in(text, rng, &RandomMode::Os)
-    }
-
-    fn sanitize_in(
-        &self,
-        text: &str,
-        rng: &mut dyn RngCore,
-        mode: &RandomMode,
-    ) -> Result<Sanitized> {
+    fn sanitize(&self, text: &str, rng: &mut dyn RngCore, mode: &RandomMode) -> Result<Sanitized> {
         if self.level == Level::Dataset && !matches!(mode, RandomMode::Keyed(_)) {
             // A public seed would let anyone recompute the whole word ->
             // replacement table, so only a secret key will do.

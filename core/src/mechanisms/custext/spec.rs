@@ -110,6 +110,21 @@ impl CusTextSpec {
         check_eps(self.eps)
     }
 
+    /// The canonical parameter string of keyed randomness
+    /// ([`crate::mechanisms::Mechanism::params`]) over the embedding set
+    /// named `embedding`.
+    pub fn key_params(&self, embedding: &str) -> String {
+        format!(
+            "eps={:?};k={};mapping={};metric={};level={};keep_stopwords={};embedding={embedding}",
+            self.eps,
+            self.k,
+            self.mapping.name(),
+            self.metric.name(),
+            self.level.name(),
+            self.keep_stopwords,
+        )
+    }
+
     /// Every parameter, as the JSON object `parse` accepts.
     pub fn params_json(&self) -> serde_json::Value {
         self.words.extend(serde_json::json!({

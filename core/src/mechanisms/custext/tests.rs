@@ -124,7 +124,7 @@ fn levels_and_stopwords() {
     let text = "w5 w5 w5 w5 w5 w5 w5 w5 the W5";
     let mut rng = ChaCha20Rng::seed_from_u64(1);
     let rec = CusText::new(v.clone(), m.clone(), 0.5, Level::Record, true).unwrap();
-    let out = rec.sanitize(text, &mut rng).unwrap();
+    let out = rec.sanitize(text, &mut rng, &RandomMode::Os).unwrap();
     let words: Vec<&str> = out.text.split(' ').collect();
     assert!(words[..8].iter().all(|w| *w == words[0]), "{}", out.text);
     assert_eq!(words[8], "the", "stopword kept");
@@ -136,7 +136,7 @@ fn levels_and_stopwords() {
     assert_eq!(out.cost.kept_tokens, 1);
     assert_eq!(out.cost.worst_case_eps, 0.5, "one draw at record level");
     let tok = CusText::new(v.clone(), m.clone(), 0.5, Level::Token, false).unwrap();
-    let out = tok.sanitize(text, &mut rng).unwrap();
+    let out = tok.sanitize(text, &mut rng, &RandomMode::Os).unwrap();
     let distinct: std::collections::HashSet<&str> = out.text.split(' ').collect();
     assert!(distinct.len() > 2, "token level draws afresh: {}", out.text);
     // Nine draws: "the" is not in this vocabulary (a uniform draw, eps 0).
@@ -145,15 +145,14 @@ fn levels_and_stopwords() {
     // Dataset level: the same output for a token in every value, and
     // only with a deterministic random mode.
     let ds = CusText::new(v, m, 0.5, Level::Dataset, true).unwrap();
-    assert!(ds.sanitize("w5", &mut rng).is_err());
+    assert!(ds.sanitize("w5", &mut rng, &RandomMode::Os).is_err());
     assert!(
-        ds.sanitize_in("w5", &mut rng, &RandomMode::Seeded(1))
-            .is_err(),
+        ds.sanitize("w5", &mut rng, &RandomMode::Seeded(1)).is_err(),
         "a public seed is not enough"
     );
     let key = RandomMode::from_settings(None, Some(b"dataset level test key")).unwrap();
-    let a = ds.sanitize_in("w5 w9", &mut rng, &key).unwrap().text;
-    let b = ds.sanitize_in("w9 and w5", &mut rng, &key).unwrap().text;
+    let a = ds.sanitize("w5 w9", &mut rng, &key).unwrap().text;
+    let b = ds.sanitize("w9 and w5", &mut rng, &key).unwrap().text;
     let (a, b): (Vec<&str>, Vec<&str>) = (a.split(' ').collect(), b.split(' ').collect());
     assert_eq!((a[0], a[1]), (b[2], b[0]));
 }

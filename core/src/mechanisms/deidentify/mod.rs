@@ -343,22 +343,13 @@ impl Mechanism for Deidentify {
         })
     }
 
-    fn sanitize(&self, text: &str, rng: &mut dyn RngCore) -> Result<Sanitized> {
-        self.sanitize_in(text, rng, &RandomMode::Os)
-    }
-
-    fn sanitize_in(
-        &self,
-        text: &str,
-        rng: &mut dyn RngCore,
-        mode: &RandomMode,
-    ) -> Result<Sanitized> {
-        self.sanitize_many_in(&mut [(text, rng)], mode)
+    fn sanitize(&self, text: &str, rng: &mut dyn RngCore, mode: &RandomMode) -> Result<Sanitized> {
+        self.sanitize_many(&mut [(text, rng)], mode)
             .pop()
             .unwrap_or_else(|| Err(crate::Error::Model("no result".into())))
     }
 
-    fn sanitize_many_in(
+    fn sanitize_many(
         &self,
         values: &mut [(&str, &mut dyn RngCore)],
         mode: &RandomMode,
@@ -444,7 +435,7 @@ mod tests {
         let text =
             "Admitted 03/14/2019, discharged 03/20/2019. Attending: Dr. Ybarra. MRN: 8249813.";
         let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(9);
-        let out = d.sanitize(text, &mut rng).unwrap();
+        let out = d.sanitize(text, &mut rng, &RandomMode::Os).unwrap();
         assert!(
             !out.text.contains("Ybarra") && !out.text.contains("8249813"),
             "{}",
@@ -496,7 +487,7 @@ mod tests {
             )
             .unwrap();
             let mut rng = key.rng_for(&[text.as_bytes()]);
-            d.sanitize_in(text, &mut rng, &key).unwrap().text
+            d.sanitize(text, &mut rng, &key).unwrap().text
         };
         // Two notes of one patient: the same shift; another patient: another.
         let a = run("patient 7", "Seen 2019-03-14.");
@@ -519,11 +510,17 @@ mod tests {
         let d = Deidentify::from_spec(m, spec(serde_json::json!({"whole": true}))).unwrap();
         let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1);
         for name in ["Maria Lopez", "  zzq qxv  ", "O'Brien-Smythe, Jr."] {
-            let out = d.sanitize(name, &mut rng).unwrap();
+            let out = d.sanitize(name, &mut rng, &RandomMode::Os).unwrap();
             assert_eq!(out.cost.tokens, 1, "{name}");
             assert!(!out.text.contains(name.trim()), "{name} -> {}", out.text);
         }
-        assert_eq!(d.sanitize("   ", &mut rng).unwrap().cost.tokens, 0);
+        assert_eq!(
+            d.sanitize("   ", &mut rng, &RandomMode::Os)
+                .unwrap()
+                .cost
+                .tokens,
+            0
+        );
     }
 
     #[test]

@@ -58,6 +58,8 @@ pub struct NddDistort {
     /// Spans of labels with an operator (`DATE:shift`, `ID:redact`...)
     /// get it from here instead of distortion.
     replace: Option<Deidentify>,
+    /// [`Mechanism::params`], from the spec.
+    key: String,
 }
 
 impl std::fmt::Debug for NddDistort {
@@ -111,6 +113,7 @@ impl NddDistort {
         if !spec.operators.is_empty() {
             d.replace = Some(Deidentify::from_spec(ner, spec.replacement())?);
         }
+        d.key = spec.key_params();
         Ok(d)
     }
 
@@ -126,6 +129,16 @@ impl NddDistort {
     ) -> Result<Self> {
         check_mu(mu)?;
         check_candidates(candidates)?;
+        let key = super::NddSpec {
+            mode,
+            candidates,
+            mu,
+            divergence,
+            operators: Default::default(),
+            shift_days: 365,
+            group: None,
+        }
+        .key_params();
         Ok(NddDistort {
             ner,
             mlm,
@@ -135,6 +148,7 @@ impl NddDistort {
             divergence,
             allowed: OnceLock::new(),
             replace: None,
+            key,
         })
     }
 
@@ -488,38 +502,14 @@ impl Mechanism for NddDistort {
     }
 
     fn params(&self) -> String {
-        let mut p = format!(
-            "mode={},candidates={},mu={},divergence={}",
-            self.mode.name(),
-            self.candidates,
-            self.mu,
-            self.divergence.name()
-        );
-        // Only with operators, so that outputs of earlier rules stay as
-        // they were; the grouping value is not in it (it keys the shift).
-        if let Some(d) = &self.replace {
-            p.push_str(&format!(";operators={}", d.spec().operators.canonical()));
-            if d.spec().shift_days != 365 {
-                p.push_str(&format!(";shift_days={}", d.spec().shift_days));
-            }
-        }
-        p
+        self.key.clone()
     }
 
     fn needs_key(&self) -> Option<&'static str> {
         self.replace.as_ref().and_then(|d| d.needs_key())
     }
 
-    fn sanitize(&self, text: &str, rng: &mut dyn RngCore) -> Result<Sanitized> {
-        self.sanitize_in(text, rng, &RandomMode::Os)
-    }
-
-    fn sanitize_in(
-        &self,
-        text: &str,
-        rng: &mut dyn RngCore,
-        mode: &RandomMode,
-    ) -> Result<Sanitized> {
+    fn sanitize(&self, text: &str, rng: &mut dyn RngCore, mode: &RandomMode) -> Result<Sanitized> {
         let spans = self.ner.detect(text)?;
         self.run_keeping(text, spans, &[], rng, mode)
     }

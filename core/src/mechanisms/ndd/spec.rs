@@ -119,6 +119,28 @@ impl NddSpec {
         d
     }
 
+    /// The canonical parameter string of keyed randomness
+    /// ([`crate::mechanisms::Mechanism::params`]). Operators and their
+    /// shift appear only when there are operators, so that outputs of
+    /// rules written before operators existed stay as they were; the
+    /// grouping value is not in it (it keys the shift).
+    pub fn key_params(&self) -> String {
+        let mut p = format!(
+            "mode={},candidates={},mu={},divergence={}",
+            self.mode.name(),
+            self.candidates,
+            self.mu,
+            self.divergence.name()
+        );
+        if !self.operators.is_empty() {
+            p.push_str(&format!(";operators={}", self.operators.canonical()));
+            if self.shift_days != 365 {
+                p.push_str(&format!(";shift_days={}", self.shift_days));
+            }
+        }
+        p
+    }
+
     /// Every parameter, as the JSON object `parse` accepts.
     pub fn params_json(&self) -> serde_json::Value {
         let mut v = serde_json::json!({

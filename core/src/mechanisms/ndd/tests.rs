@@ -454,7 +454,7 @@ fn distortion_replaces_every_span_and_keeps_the_rest() {
     let spans = d.ner.detect(text).unwrap();
     assert!(spans.len() >= 3, "{spans:?}");
     let mut rng = ChaCha20Rng::seed_from_u64(7);
-    let out = d.sanitize(text, &mut rng).unwrap();
+    let out = d.sanitize(text, &mut rng, &crate::RandomMode::Os).unwrap();
     for s in &spans {
         assert!(
             !out.text.contains(&text[s.start..s.end]),
@@ -466,11 +466,17 @@ fn distortion_replaces_every_span_and_keeps_the_rest() {
     assert!(out.text.ends_with("She went home."), "{}", out.text);
     assert!(matches!(out.cost.guarantee, Guarantee::None { .. }));
     let again = d
-        .sanitize(text, &mut ChaCha20Rng::seed_from_u64(7))
+        .sanitize(
+            text,
+            &mut ChaCha20Rng::seed_from_u64(7),
+            &crate::RandomMode::Os,
+        )
         .unwrap();
     assert_eq!(out.text, again.text, "seeded runs repeat");
     assert_eq!(
-        d.sanitize("No names here.", &mut rng).unwrap().text,
+        d.sanitize("No names here.", &mut rng, &crate::RandomMode::Os)
+            .unwrap()
+            .text,
         "No names here."
     );
 }
@@ -485,7 +491,10 @@ fn generative_distortion_fills_spans_from_the_model() {
     // sentence has none: only the name may change.)
     let text = "Kathryn Herrera was admitted to the ward.";
     let mut rng = ChaCha20Rng::seed_from_u64(3);
-    let out = d.sanitize(text, &mut rng).unwrap().text;
+    let out = d
+        .sanitize(text, &mut rng, &crate::RandomMode::Os)
+        .unwrap()
+        .text;
     assert!(!out.contains("Kathryn Herrera"), "{out}");
     assert!(out.ends_with("was admitted to the ward."), "{out}");
 }

@@ -22,7 +22,9 @@ use crate::cost::{Cost, Guarantee};
 use crate::error::{Error, Result};
 use crate::mechanisms::exponential::ExpSampler;
 use crate::mechanisms::vocabulary::Vocabulary;
+use crate::mechanisms::words::Words;
 use crate::mechanisms::{check_eps, check_unit, Mechanism, Sanitized};
+use crate::rng::RandomMode;
 use crate::text::Segmented;
 
 mod spec;
@@ -35,6 +37,8 @@ pub struct SanText {
     vocab: Arc<Vocabulary>,
     sampler: Arc<ExpSampler>,
     eps: f64,
+    /// [`Mechanism::params`], from the spec.
+    key: String,
 }
 
 impl SanText {
@@ -56,10 +60,12 @@ impl SanText {
             check_eps(eps)?;
         }
         let sampler = vocab.sampler(0)?;
+        let key = SanTextSpec::new(eps, Words::default()).key_params(vocab.embeddings().name());
         Ok(SanText {
             vocab,
             sampler,
             eps,
+            key,
         })
     }
 
@@ -75,14 +81,10 @@ impl Mechanism for SanText {
     }
 
     fn params(&self) -> String {
-        format!(
-            "eps={:?};embedding={}",
-            self.eps,
-            self.vocab.embeddings().name()
-        )
+        self.key.clone()
     }
 
-    fn sanitize(&self, text: &str, rng: &mut dyn RngCore) -> Result<Sanitized> {
+    fn sanitize(&self, text: &str, rng: &mut dyn RngCore, _: &RandomMode) -> Result<Sanitized> {
         let (text, n) = redraw_words(&self.vocab, &self.sampler, text, rng, |x, rng| {
             Some(self.sampler.sample(x, self.eps, rng))
         })?;
@@ -120,9 +122,10 @@ pub struct SanTextPlus {
     sampler: Arc<ExpSampler>,
     eps: f64,
     p: f64,
-    w: f64,
     /// First row of `V_S = V_P`; rows below it are non-sensitive.
     split: u32,
+    /// [`Mechanism::params`], from the spec.
+    key: String,
 }
 
 impl SanTextPlus {
@@ -150,13 +153,15 @@ impl SanTextPlus {
         }
         let split = (n - sensitive) as u32;
         let sampler = vocab.sampler(split)?;
+        let key =
+            SanTextPlusSpec::new(eps, p, w, Words::default()).key_params(vocab.embeddings().name());
         Ok(SanTextPlus {
             vocab,
             sampler,
             eps,
             p,
-            w,
             split,
+            key,
         })
     }
 
@@ -177,16 +182,10 @@ impl Mechanism for SanTextPlus {
     }
 
     fn params(&self) -> String {
-        format!(
-            "eps={:?};p={:?};w={:?};embedding={}",
-            self.eps,
-            self.p,
-            self.w,
-            self.vocab.embeddings().name()
-        )
+        self.key.clone()
     }
 
-    fn sanitize(&self, text: &str, rng: &mut dyn RngCore) -> Result<Sanitized> {
+    fn sanitize(&self, text: &str, rng: &mut dyn RngCore, _: &RandomMode) -> Result<Sanitized> {
         let (text, n) = redraw_words(&self.vocab, &self.sampler, text, rng, |x, rng| {
             if !self.is_sensitive(x) && rng.random::<f64>() >= self.p {
                 None

@@ -55,6 +55,14 @@ impl SanTextSpec {
         self.words.extend(serde_json::json!({"eps": self.eps}))
     }
 
+    /// The canonical parameter string of keyed randomness
+    /// ([`crate::mechanisms::Mechanism::params`]) over the embedding set
+    /// named `embedding` (the installed set's own name, which a released
+    /// vocabulary changes).
+    pub fn key_params(&self, embedding: &str) -> String {
+        format!("eps={:?};embedding={embedding}", self.eps)
+    }
+
     /// The per-token guarantee: eps·d-metric LDP.
     pub fn guarantee(&self) -> Guarantee {
         Guarantee::MetricLdp { eps: self.eps }
@@ -135,6 +143,15 @@ impl SanTextPlusSpec {
     pub fn params_json(&self) -> serde_json::Value {
         self.words
             .extend(serde_json::json!({"eps": self.eps, "p": self.p, "w": self.w}))
+    }
+
+    /// The canonical parameter string of keyed randomness, as
+    /// [`SanTextSpec::key_params`].
+    pub fn key_params(&self, embedding: &str) -> String {
+        format!(
+            "eps={:?};p={:?};w={:?};embedding={embedding}",
+            self.eps, self.p, self.w
+        )
     }
 
     /// The per-token guarantee: `(V_S, V_P, eps, ln(1/p))`-UMLDP.
