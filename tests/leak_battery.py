@@ -633,6 +633,96 @@ def sixth_review(b):
     b.check("a masked read after lowering it, or after RESET, is served", cap.error is None, f"{cap.error}")
 
 
+SEVENTH_FIXTURES = """
+DROP TABLE IF EXISTS leak7_src, leak7_range, leak7_hash, leak7_check, leak7_route, leak7_cl CASCADE;
+DROP MATERIALIZED VIEW IF EXISTS leak7_mv_filter, leak7_mv_route, leak7_mv_route_agg;
+CREATE TABLE leak7_src (id int PRIMARY KEY, ward text, name text);
+INSERT INTO leak7_src SELECT i, 'w' || (i % 3), (ARRAY['Abbott','Baker','Carver','Dunn','Ellis','Fisher','Grant','Hale',
+  'Irwin','Jones','Nolan','Olsen','Price','Quinn','Reyes','Stone','Tate','Vance','Walsh','Young'])[i]
+  FROM generate_series(1, 20) i;
+SECURITY LABEL FOR dptext ON COLUMN leak7_src.name IS 'MASKED WITH santext(eps => 2)';
+CREATE TABLE leak7_range (id int, ward text, name text) PARTITION BY RANGE (name);
+CREATE TABLE leak7_range_am PARTITION OF leak7_range FOR VALUES FROM (MINVALUE) TO ('N');
+CREATE TABLE leak7_range_nz PARTITION OF leak7_range FOR VALUES FROM ('N') TO (MAXVALUE);
+INSERT INTO leak7_range SELECT * FROM leak7_src;
+SECURITY LABEL FOR dptext ON COLUMN leak7_range.name IS 'MASKED WITH santext(eps => 2)';
+CREATE INDEX ON leak7_range_am (id);
+CREATE TABLE leak7_hash (id int, name text) PARTITION BY HASH (name);
+CREATE TABLE leak7_hash_0 PARTITION OF leak7_hash FOR VALUES WITH (MODULUS 2, REMAINDER 0);
+CREATE TABLE leak7_hash_1 PARTITION OF leak7_hash FOR VALUES WITH (MODULUS 2, REMAINDER 1);
+INSERT INTO leak7_hash SELECT id, name FROM leak7_src;
+SECURITY LABEL FOR dptext ON COLUMN leak7_hash.name IS 'MASKED WITH santext(eps => 2)';
+CREATE TABLE leak7_check (id int, name text);
+CREATE TABLE leak7_check_am (CHECK (name < 'N')) INHERITS (leak7_check);
+CREATE TABLE leak7_check_nz (CHECK (name >= 'N')) INHERITS (leak7_check);
+INSERT INTO leak7_check_am SELECT id, name FROM leak7_src WHERE name < 'N';
+INSERT INTO leak7_check_nz SELECT id, name FROM leak7_src WHERE name >= 'N';
+SECURITY LABEL FOR dptext ON COLUMN leak7_check.name IS 'MASKED WITH santext(eps => 2)';
+CREATE TABLE leak7_route (id int, ward text, name text);
+CREATE TABLE leak7_route_am () INHERITS (leak7_route);
+CREATE TABLE leak7_route_nz () INHERITS (leak7_route);
+INSERT INTO leak7_route_am SELECT * FROM leak7_src WHERE name < 'N';
+INSERT INTO leak7_route_nz SELECT * FROM leak7_src WHERE name >= 'N';
+SECURITY LABEL FOR dptext ON COLUMN leak7_route.name IS 'MASKED WITH santext(eps => 2)';
+CREATE TABLE leak7_cl (id int, ward text, name text);
+INSERT INTO leak7_cl SELECT * FROM leak7_src ORDER BY id;
+CREATE INDEX leak7_cl_name ON leak7_cl (name);
+CLUSTER leak7_cl USING leak7_cl_name;
+SECURITY LABEL FOR dptext ON COLUMN leak7_cl.name IS 'MASKED WITH santext(eps => 2)';
+CREATE MATERIALIZED VIEW leak7_mv_filter AS SELECT id, ward FROM leak7_src WHERE name LIKE '%e%';
+CREATE MATERIALIZED VIEW leak7_mv_route AS SELECT id, ward FROM leak7_route;
+CREATE MATERIALIZED VIEW leak7_mv_route_agg AS SELECT ward, array_agg(id) AS ids FROM leak7_route GROUP BY ward;
+GRANT SELECT ON leak7_src, leak7_range, leak7_range_am, leak7_range_nz, leak7_hash, leak7_hash_0, leak7_hash_1,
+  leak7_check, leak7_check_am, leak7_check_nz, leak7_route, leak7_route_am, leak7_route_nz, leak7_cl,
+  leak7_mv_filter, leak7_mv_route, leak7_mv_route_agg TO leak_masked;
+ANALYZE leak7_src, leak7_range, leak7_range_am, leak7_range_nz, leak7_hash, leak7_hash_0, leak7_hash_1,
+  leak7_check, leak7_check_am, leak7_check_nz, leak7_route, leak7_cl, leak7_mv_filter, leak7_mv_route;
+"""
+
+
+def seventh_review(b):
+    """What a seventh review found: relations masked sessions are refused
+    because raw values placed their rows (partitions of a table partitioned
+    by a labelled column, CHECK-routed children, a clustered table,
+    materialized views filtered on a labelled column) still showed their
+    row counts in pg_class and their unlabelled columns' statistics in
+    pg_stats (a partition's histogram of id listed the ids whose raw name
+    fell in its range); a materialized view over a trigger-routed parent of
+    plain inheritance stored its rows child after child."""
+    with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+        owner.execute(SEVENTH_FIXTURES)
+    refused = ["leak7_range", "leak7_range_am", "leak7_range_nz", "leak7_hash_0", "leak7_hash_1",
+               "leak7_check_am", "leak7_check_nz", "leak7_cl", "leak7_mv_filter", "leak7_mv_route",
+               "leak7_mv_route_agg"]
+    names = ", ".join(f"'{r}'" for r in refused)
+    try:
+        for rel in refused:
+            cap = b.run([f"SELECT * FROM {rel}"])
+            b.check(f"a masked read of {rel} is refused", cap.error is not None and cap.error[0] == "42501",
+                    f"{cap.error} {cap.texts[:4]}")
+        with b.connect() as c:
+            stats = c.execute(f"SELECT tablename, attname FROM pg_stats WHERE tablename IN ({names})").fetchall()
+            b.check("no column statistics of a relation placed by raw values (histograms, MCVs, correlation)",
+                    stats == [], f"{stats}")
+            counts = c.execute(f"SELECT relname, reltuples FROM pg_class WHERE relname IN ({names})").fetchall()
+            b.check("no pg_class row (reltuples, relpages) of a relation placed by raw values", counts == [],
+                    f"{counts}")
+            idx = c.execute("SELECT count(*) FROM pg_class WHERE relname LIKE 'leak7_range_am%idx'"
+                            " OR relname = 'leak7_cl_name'").fetchone()[0]
+            b.check("no pg_class row of an index of such a relation", idx == 0, f"{idx}")
+            ok = c.execute("SELECT count(*) FROM pg_class WHERE relname IN ('leak7_src', 'leak7_route',"
+                           " 'leak7_route_am')").fetchone()[0]
+            b.check("readable masked relations keep their pg_class rows", ok == 3, f"{ok}")
+            seen = c.execute("SELECT count(*) FROM pg_stats WHERE tablename = 'leak7_src' AND attname = 'ward'"
+                             ).fetchone()[0]
+            b.check("an unlabelled column of a readable masked table keeps its statistics", seen == 1, f"{seen}")
+    finally:
+        with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+            owner.execute("DROP MATERIALIZED VIEW IF EXISTS leak7_mv_filter, leak7_mv_route, leak7_mv_route_agg")
+            owner.execute("DROP TABLE IF EXISTS leak7_src, leak7_range, leak7_hash, leak7_check, leak7_route,"
+                          " leak7_cl CASCADE")
+
+
 def below_the_mask(b):
     """The attacks of a masked analyst with SELECT and USERSET settings on
     what lies below the mask: each must be refused or give nothing."""
@@ -1016,6 +1106,7 @@ def main():
         fifth_review(b)
         review_on_18(b)
         sixth_review(b)
+        seventh_review(b)
     computed_once_store(b)
     deny_by_default(b)
 

@@ -411,8 +411,14 @@ pub(crate) fn index_reads_protected(indexid: Oid) -> bool {
             // family counts: its statistics (expressions), its row count
             // (a partial index) and its order describe the rows the owner's
             // routing sent that child.
+            // So does every index of a member of a family whose rows were
+            // placed by raw values: its row count and statistics are the
+            // member's, which masked sessions may not read.
             let labelled = columns.as_ref().is_some_and(|(table, cols)| {
-                reads_protected(&relation_policy(*table), cols) || masked_inheritance_child(*table)
+                let policy = relation_policy(*table);
+                reads_protected(&policy, cols)
+                    || masked_inheritance_child(*table)
+                    || (policy.protects() && family_refusal(*table).is_some())
             });
             let r = Rc::new(IndexReads { columns, labelled });
             INDEXES.with(|i| i.borrow_mut().insert(indexid, r.clone()));
@@ -868,11 +874,22 @@ fn matview_policy(relid: Oid, mut rules: Vec<ColumnRule>) -> RelationPolicy {
     // clustered by a labelled column) passes that placement on: the view
     // stores the rows in the order it read them.
     let sources = lineage.reads.iter().chain(lineage.copies.iter().flatten());
+    // So does a parent of plain inheritance: the view stores its rows child
+    // after child, the order that the masked read of the parent shuffles,
+    // and the owner's routing (a trigger on the raw value) chose each
+    // row's child.
     for &(src, _) in sources {
         if relation_policy(src).protects() {
             if let Some(why) = family_refusal(src) {
                 taint.get_or_insert(format!(
                     "it reads a relation masked sessions cannot read ({why})"
+                ));
+            } else if crate::pg::catalog::relkind(src) != pg_sys::RELKIND_PARTITIONED_TABLE
+                && crate::pg::catalog::has_inheritance_children(src)
+            {
+                taint.get_or_insert(format!(
+                    "it reads {}, a parent of plain inheritance with dptext rules, and stored its rows child after child, which tells the child the owner's routing chose for each",
+                    crate::pg::catalog::relation_name(src)
                 ));
             }
         }
@@ -1077,6 +1094,18 @@ pub(crate) fn require_key() -> dptext_core::RandomMode {
     }
 }
 
+/// False when masked sessions may not read `relid` at all because raw
+/// values decided which rows it holds or where: a materialized view
+/// refused whole, or a member of a family [`family_refusal`] refuses.
+/// Masked `pg_class` hides such relations, whose `reltuples` would count
+/// the rows that matched.
+pub(crate) fn row_count_visible(relid: Oid) -> bool {
+    match relation_policy(relid).as_ref() {
+        RelationPolicy::Refused(_) => false,
+        p => !p.protects() || family_refusal(relid).is_none(),
+    }
+}
+
 /// True when a masked session may see statistics of column `attnum` of
 /// `relid`.
 pub(crate) fn column_statistics_visible(relid: Oid, attnum: i16) -> bool {
@@ -1089,6 +1118,13 @@ pub(crate) fn column_statistics_visible(relid: Oid, attnum: i16) -> bool {
         // estimates would show them (how many rows of each ward went to
         // each child). None is used: the planner's defaults.
         RelationPolicy::Masked(_) if plain_inheritance_child(relid) => false,
+        // A member of a family whose rows were placed by raw values
+        // (partitioned, CHECK-routed or clustered by a labelled column):
+        // masked sessions may not read it, and the statistics of its
+        // unlabelled columns would say which rows it holds (a partition's
+        // histogram of `id` lists the ids whose raw name fell in its
+        // range; a clustered table's correlation compares the raw order).
+        RelationPolicy::Masked(_) if family_refusal(relid).is_some() => false,
         p @ RelationPolicy::Masked(_) => p.rule(attnum).is_none(),
     };
     // Under deny by default, a refused column's statistics (its most
@@ -1328,7 +1364,20 @@ pub mod dptext {
             return !super::session_is_masked();
         }
         if kind != pg_sys::RELKIND_INDEX && kind != pg_sys::RELKIND_PARTITIONED_INDEX {
-            return true;
+            // A relation masked sessions may not read because raw values
+            // decided which rows it holds (a partition of a table
+            // partitioned by a labelled column, a child routed by a CHECK
+            // on one, a materialized view filtered on one): its
+            // `reltuples` counts the rows that matched.
+            let data = [
+                pg_sys::RELKIND_RELATION,
+                pg_sys::RELKIND_PARTITIONED_TABLE,
+                pg_sys::RELKIND_MATVIEW,
+            ];
+            return !super::session_is_masked()
+                || !data.contains(&kind)
+                || relid.to_u32() < pg_sys::FirstNormalObjectId
+                || super::row_count_visible(relid);
         }
         if crate::pg::catalog::in_toast_namespace(relid) {
             // A TOAST index's row count is the chunk count too.
