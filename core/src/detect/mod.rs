@@ -17,6 +17,7 @@ pub mod eval;
 pub mod lexicon;
 pub mod model;
 pub mod rules;
+mod times;
 pub mod vocab;
 
 use serde::Serialize;

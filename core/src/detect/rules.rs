@@ -59,7 +59,12 @@ fn rules() -> &'static [Rule] {
             r(Label::Date, "month_name", r"\b(?:January|February|March|April|June|July|August|September|October|November|December|JANUARY|FEBRUARY|MARCH|APRIL|JUNE|JULY|AUGUST|SEPTEMBER|OCTOBER|NOVEMBER|DECEMBER|Sept|Jan|Feb|Aug|Oct|Nov|Dec)\b|(?i:\b(?:in|since|until|till|by|early|late|mid|of|last|next|this|through|during)[ -])(?P<v>May|MAY)\b", month_ok, 0.8),
             r(Label::Date, "weekday", r"\b(?:(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day|(?:MON|TUES|WEDNES|THURS|FRI|SATUR|SUN)DAY)s?\b", always, 0.85),
             r(Label::Date, "holiday", r"(?i)\b(?:Christmas(?: Eve| Day)?|Thanksgiving(?: Day)?|Easter(?: Sunday)?|New Year'?s?(?: Day| Eve)?|Valentine'?s(?: Day)?|Memorial Day|Labor Day|Independence Day|July 4th|Fourth of July|4th of July|Halloween|Mother'?s Day|Father'?s Day|Veterans'? Day|MLK Day|Martin Luther King(?: Jr\.?)? Day|Presidents'? Day|Columbus Day|Hanukkah|Chanukah|Passover|Yom Kippur|Rosh Hashanah|Ramadan|Eid(?: al-Fitr| al-Adha)?|Diwali|Lunar New Year|Juneteenth|Good Friday|Ash Wednesday|Palm Sunday)\b", always, 0.85),
-            r(Label::Date, "time_caps", r"\b(?:[01]?[0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9])?(?:\s?[AaPp]\.?[Mm]\.?)?|\b(?:1[0-2]|[1-9])\s?(?:[AaPp]\.[Mm]\.|[AaPp][Mm])\b", always, 0.8),
+            r(Label::Date, "time_caps", r"\b(?:[01]?[0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9])?(?:\s?[AaPp]\.?[Mm]\.?)?|\b(?:1[0-2]|[1-9])\s?(?:[AaPp]\.[Mm]\.|[AaPp][Mm]\b)", always, 0.8),
+            // The end of a range of short dates (`8/7-8/9`, `10/2-10/15`):
+            // `date_short` takes the start only.
+            r(Label::Date, "date_range_end", r"(?:^|[^0-9/])(?:0?[1-9]|1[0-2])/(?:[0-2]?[0-9]|3[01])-(?P<v>(?:0?[1-9]|1[0-2])/(?:[0-2]?[0-9]|3[01]))(?:$|[^0-9/%])", always, 0.8),
+            // A year and month (`dx 2019-06`).
+            r(Label::Date, "date_year_month", r"(?:^|[^0-9-])(?P<v>(?:19|20)[0-9]{2}-(?:0[1-9]|1[0-2]))(?:$|[^0-9-])", always, 0.8),
             r(Label::Age, "age_over_89_short", r"(?i)\b(?P<v>9[0-9]|1[01][0-9])(?:[ -]?(?:y/?o|y\.o\.|yr?s?|years?|year-old|yo[mf]?|y|-year-old)\b|[mf]\b)|(?i:\bage[d:]?\s*|\bage\s+of\s+|\bat\s+)(?P<w>9[0-9]|1[01][0-9])\b", always, 0.9),
             r(Label::Id, "labelled_id", r"(?i)\b(?:MRN|MR|MR\s*No|Med(?:ical)?\s*Rec(?:ord)?(?:\s*(?:No|Number|Num))?|Unit\s*(?:No|Number|#)|Hosp(?:ital)?\s*(?:No|#)|Chart(?:\s*(?:No|Number))?|Patient\s*ID|Pt\s*ID|Acct|Account|Acc(?:t)?\s*No|Encounter|Enc|Visit|FIN|CSN|HAR|Billing|Claim|Member(?:\s*ID)?|Subscriber(?:\s*ID)?|Group|Grp|Policy|Medicaid(?:\s*ID)?|Medicare(?:\s*ID)?|MBI|HICN|Plan\s*ID|Ins(?:urance)?\s*ID|DEA|NPI|Lic(?:ense|ence)?|CLIA|Cert(?:ificate)?|Serial|S/N|SN|Lot|Model|Device\s*ID|Implant\s*ID|UDI|VIN|Plate|License\s*Plate|Tag|Job|Dictation|Doc(?:ument)?(?:\s*ID)?|Accession|Acc|Accn|Specimen|Spec|Order|Req(?:uisition)?|Case|Ref(?:erence)?|Confirmation|Conf|Auth(?:orization)?|Badge|Employee\s*ID|User(?:\s*ID)?|Interpreter|ID|Report|Study|Exam|Tracking|Ticket|Transmission|Monitor|Receiver|Box|Account\s*Number|Reg(?:istration)?|Passport|SSN|SS|Social\s*Security(?:\s*(?:No|Number))?|Certificate|Permit|Call)\s*(?:#|No\.?|Number|Num|ID)?\s*(?:#|No\.?)?\s*[:#=-]?[ \t]*(?P<v>[A-Z0-9](?:[-./]?[A-Z0-9]){2,24})", labelled_ok, 0.9),
             r(Label::Id, "ssn_partial", r"\b(?:[xX*#]{3}|[0-9]{3})[- ](?:[xX*#]{2}|[0-9]{2})[- ][0-9]{4}\b", ssn_loose, 0.85),
@@ -100,6 +105,7 @@ pub fn find(text: &str) -> Vec<Span> {
             }
         }
     }
+    out.extend(super::times::find(text));
     out
 }
 
@@ -524,6 +530,20 @@ mod tests {
             "3rd of March 2020"
         ));
         assert!(has("at 10:30 pm", "time", "10:30 pm"));
+        assert!(has("between 2 a.m. and 5", "time_caps", "2 a.m."));
+        assert!(has(
+            "ceftriaxone 8/7-8/9 (stopped)",
+            "date_range_end",
+            "8/9"
+        ));
+        assert!(has("CGM report 10/2-10/15:", "date_range_end", "10/15"));
+        assert!(has(
+            "pancolitis, dx 2019-06) on",
+            "date_year_month",
+            "2019-06"
+        ));
+        assert!(!has("on 2019-06-14 in", "date_year_month", "2019-06"));
+        assert!(!has("from 2018-2019", "date_year_month", "2018-20"));
         assert!(has("a 93-year-old man", "age_over_89", "93-year-old"));
         assert!(!has("a 72-year-old man", "age_over_89", "72-year-old"));
         assert!(has(

@@ -22,6 +22,7 @@ use std::sync::OnceLock;
 
 use regex::Regex;
 
+mod shapes;
 mod words;
 
 use super::lexicon::Lexicon;
@@ -207,6 +208,7 @@ pub fn find(text: &str, lex: &Lexicon, seeds: &[Span]) -> Vec<Span> {
     out.extend(places_found);
     address_towns(text, &ws, seeds, &mut out);
     repeats(text, &ws, lex, seeds, &mut out);
+    shapes::complete(text, lex, seeds, &mut out);
     out
 }
 
