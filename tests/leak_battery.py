@@ -723,6 +723,34 @@ def seventh_review(b):
                           " leak7_cl CASCADE")
 
 
+def eighth_review(b):
+    """What an eighth review found besides the backend's copy of the store
+    (tests/store_check.py): contrib functions that read pages, granted
+    through pg_stat_scan_tables or by an owner: pg_freespace gave the raw
+    lengths of a page's rows to 32 bytes."""
+    calls = {
+        "pg_freespacemap": "SELECT pg_freespace('leak_t'::regclass, 0)",
+        "pg_visibility": "SELECT * FROM pg_visibility_map('leak_t')",
+        "pg_prewarm": "SELECT pg_prewarm('leak_t')",
+    }
+    have = []
+    with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+        for ext in calls:
+            try:
+                owner.execute(f"CREATE EXTENSION IF NOT EXISTS {ext}")
+                have.append(ext)
+            except psycopg.Error:
+                pass
+        owner.execute("VACUUM leak_t")
+        owner.execute("GRANT pg_stat_scan_tables TO leak_masked")
+    try:
+        for ext in have:
+            b.no_leak(f"{ext} on a labelled table", b.run([calls[ext]]), expect_error="42501")
+    finally:
+        with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+            owner.execute("REVOKE pg_stat_scan_tables FROM leak_masked")
+
+
 def below_the_mask(b):
     """The attacks of a masked analyst with SELECT and USERSET settings on
     what lies below the mask: each must be refused or give nothing."""
@@ -1107,6 +1135,7 @@ def main():
         review_on_18(b)
         sixth_review(b)
         seventh_review(b)
+        eighth_review(b)
     computed_once_store(b)
     deny_by_default(b)
 

@@ -169,6 +169,15 @@ def main():
     m = masked()
     planted = rows(m, "SELECT ndd FROM store_t WHERE id = 5")[0][0]
     check("masked reads are served from the store", planted.startswith("PLANTED "), planted)
+    # ... and never from a copy the masked backend kept: a copy keyed by
+    # value made the second read of an equal value fast, in any row or
+    # table under the rule, which timing showed (which rows share a raw
+    # value). The same session reads the entry as the store has it now.
+    with owner.cursor() as cur:
+        cur.execute("UPDATE dptext.store SET output = 'REPLANTED ' || rule_id")
+    replanted = rows(m, "SELECT ndd FROM store_t WHERE id = 5")[0][0]
+    check("a masked session keeps no copy of what it read (it reads the store again)",
+          replanted.startswith("REPLANTED "), replanted)
     m.close()
 
     # A changed rule: the planted entries are not served to it.

@@ -263,11 +263,13 @@ fn remember(rule: &str, group: Option<&str>, value: &str, out: Arc<str>) {
 /// `compute`d and filed (when the transaction may write). Outside keyed
 /// mode it is always computed: only keyed outputs are repeatable.
 ///
-/// A masked session only reads: what it computes is neither filed nor
-/// kept in this backend's copy. Filing would take a transaction ID, and
-/// keeping it would make the next read of the same value fast: either
-/// would tell the session which of its rows hold equal raw values, which
-/// outputs that collide (`[REDACTED]`) hide.
+/// A masked session only reads the store: what it computes is not filed,
+/// and nothing it reads or computes is kept in, or served from, this
+/// backend's copy. Filing would take a transaction ID, and a copy keyed by
+/// value would make the next read of an equal value fast, across rows,
+/// columns and tables under the same rule: either would tell the session
+/// which of its rows hold equal raw values, which outputs that collide
+/// (`[REDACTED]`) hide.
 pub(crate) fn serve(
     rule: &str,
     group: Option<&str>,
@@ -281,16 +283,21 @@ pub(crate) fn serve(
     let Some((store, index)) = store_relations() else {
         return compute();
     };
-    if let Some(hit) = served(secret, rule, group, value) {
-        return hit.to_string();
+    let masked = crate::enforce::masking::session_is_masked();
+    if !masked {
+        if let Some(hit) = served(secret, rule, group, value) {
+            return hit.to_string();
+        }
     }
     let (key_id, tag) = tag(secret, rule, group, value);
     if let Some(hit) = table::lookup(store, index, &tag) {
-        remember(rule, group, value, hit.as_str().into());
+        if !masked {
+            remember(rule, group, value, hit.as_str().into());
+        }
         return hit;
     }
     let out = compute();
-    if crate::enforce::masking::session_is_masked() {
+    if masked {
         return out;
     }
     if table::writable() {

@@ -194,7 +194,11 @@ const BUILTIN_NAMES: &[&str] = &[
 /// figures: `pg_stat_statements`' block, temporary-file and WAL counters,
 /// `pgstattuple`'s tuple lengths, `pg_buffercache`'s buffers per relation,
 /// `pgrowlocks`' locked rows (their places and lockers: which rows an
-/// owner's open UPDATE matched).
+/// owner's open UPDATE matched), `pg_freespace`'s free space per page
+/// (the raw lengths of a page's rows, to 32 bytes), `pg_visibility`'s
+/// page flags, `pg_prewarm`'s block count, `pageinspect`'s raw pages and
+/// tuples, `amcheck`'s reports (index tuples in their messages), and
+/// `pg_walinspect`'s WAL records (their lengths and block images).
 const EXTENSION_COUNTERS: &[&str] = &[
     "pg_stat_statements",
     "pgstattuple",
@@ -205,6 +209,51 @@ const EXTENSION_COUNTERS: &[&str] = &[
     "pgstathashindex",
     "pgstatginindex",
     "pgrowlocks",
+    "pg_freespace",
+    "pg_visibility_map",
+    "pg_visibility_map_rel",
+    "pg_visibility_map_summary",
+    "pg_visibility",
+    "pg_visibility_rel",
+    "pg_check_frozen",
+    "pg_check_visible",
+    "pg_truncate_visibility_map",
+    "pg_prewarm",
+    "pg_buffercache_summary",
+    "pg_buffercache_usage_counts",
+    "get_raw_page",
+    "page_header",
+    "page_checksum",
+    "heap_page_items",
+    "heap_page_item_attrs",
+    "tuple_data_split",
+    "fsm_page_contents",
+    "bt_metap",
+    "bt_page_stats",
+    "bt_page_items",
+    "bt_multi_page_stats",
+    "brin_page_items",
+    "brin_metapage_info",
+    "brin_revmap_data",
+    "gin_metapage_info",
+    "gin_page_opaque_info",
+    "gin_leafpage_items",
+    "gist_page_items",
+    "gist_page_items_bytea",
+    "gist_page_opaque_info",
+    "hash_page_items",
+    "hash_page_stats",
+    "hash_metapage_info",
+    "hash_bitmap_info",
+    "bt_index_check",
+    "bt_index_parent_check",
+    "verify_heapam",
+    "pg_get_wal_records_info",
+    "pg_get_wal_records_info_till_end_of_wal",
+    "pg_get_wal_record_info",
+    "pg_get_wal_stats",
+    "pg_get_wal_stats_till_end_of_wal",
+    "pg_get_wal_block_info",
 ];
 
 /// The name of function `oid` when it reads a figure a masked session
