@@ -33,6 +33,17 @@ fn defined_after() -> &'static Regex {
     })
 }
 
+/// A staff member's user code in parentheses after their name and
+/// credentials (`Carmen Ocasio, RN (user CO7)`, `Paloma Ruiz (PR-SCR-09)`):
+/// letters and digits, or letter groups joined by dashes with a digit.
+fn user_code_after() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(r"^(?:,?[ \t]*[A-Z][A-Za-z.()]{1,9}){0,3}[ \t]*\((?:user[ \t]+)?(?P<c>[A-Z]{1,5}[0-9]{1,4}|[A-Z]{1,5}(?:-[A-Z0-9]{1,5}){1,3})\)")
+            .unwrap_or_else(|e| panic!("user_code_after: {e}"))
+    })
+}
+
 /// A field label that introduces a patient's name, written surname first.
 fn patient_label() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
@@ -137,6 +148,17 @@ pub(super) fn complete(text: &str, lex: &Lexicon, seeds: &[Span], out: &mut Vec<
     }
     for (s, e, name) in add {
         push(out, s, e, Label::Person, name, 0.8);
+    }
+    for &(_, e) in &persons {
+        if let Some(c) = user_code_after()
+            .captures(&text[e..])
+            .and_then(|c| c.name("c"))
+        {
+            // `PGY-2` is a resident's year, not a code.
+            if c.as_str().bytes().any(|b| b.is_ascii_digit()) && !c.as_str().starts_with("PGY") {
+                push(out, e + c.start(), e + c.end(), Label::Id, "user_code", 0.8);
+            }
+        }
     }
 }
 
@@ -287,6 +309,41 @@ mod tests {
         assert!(got.contains(&"Oyelaran, Tobiloba".to_string()), "{got:?}");
         let got = completed("Mail Rx  Oyelowo, T MD (urology)", &[]);
         assert!(got.contains(&"Oyelowo, T".to_string()), "{got:?}");
+    }
+
+    #[test]
+    fn user_codes_after_a_name_are_ids() {
+        let lex = Lexicon::default();
+        for (text, name, code) in [
+            (
+                "Taken by: Carmen Ocasio, RN (user CO7)",
+                "Carmen Ocasio",
+                "CO7",
+            ),
+            (
+                "Scribe: Paloma Ruiz (PR-SCR-09)",
+                "Paloma Ruiz",
+                "PR-SCR-09",
+            ),
+            (
+                "Mercy Adjei-Hill, RN, TCRN (MAH7)   12/20",
+                "Mercy Adjei-Hill",
+                "MAH7",
+            ),
+        ] {
+            let mut out = Vec::new();
+            complete(text, &lex, &[span(text, name)], &mut out);
+            assert!(
+                out.iter()
+                    .any(|s| s.label == Label::Id && &text[s.start..s.end] == code),
+                "{text}: {out:?}"
+            );
+        }
+        // Initials without a digit are the name's, not a code.
+        let text = "Faith Lemaire, RN (FL)";
+        let mut out = Vec::new();
+        complete(text, &lex, &[span(text, "Faith Lemaire")], &mut out);
+        assert!(out.iter().all(|s| s.label != Label::Id), "{out:?}");
     }
 
     #[test]
