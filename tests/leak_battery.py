@@ -751,6 +751,58 @@ def eighth_review(b):
             owner.execute("REVOKE pg_stat_scan_tables FROM leak_masked")
 
 
+NINTH_FIXTURES = """
+DROP MATERIALIZED VIEW IF EXISTS leak9_words, leak9_xml, leak9_rls_copy;
+DROP TABLE IF EXISTS leak9_p, leak9_wards CASCADE;
+CREATE TABLE leak9_p (id int PRIMARY KEY, ward text, name text, note text);
+INSERT INTO leak9_p SELECT i, 'W' || (1 + i % 2), (ARRAY['Jones Mary', 'Brown Alice', 'Smith Zorblax'])[1 + i % 3],
+  'seen today' FROM generate_series(1, 12) i;
+INSERT INTO leak9_p VALUES (100, 'W2', 'Hidden Person', repeat('word ', 250000));
+SECURITY LABEL FOR dptext ON COLUMN leak9_p.name IS 'MASKED WITH deidentify(strategy => redact, whole => true)';
+SECURITY LABEL FOR dptext ON COLUMN leak9_p.note IS 'MASKED WITH deidentify(strategy => redact)';
+CREATE MATERIALIZED VIEW leak9_words AS SELECT (ts_stat('SELECT to_tsvector(''simple'', name) FROM leak9_p')).*;
+CREATE MATERIALIZED VIEW leak9_xml AS
+  SELECT id, query_to_xml('SELECT name FROM leak9_p WHERE id = ' || id, false, false, '') AS x FROM leak9_p;
+CREATE TABLE leak9_wards (role name, ward text);
+INSERT INTO leak9_wards VALUES ('leak_masked', 'W1');
+ALTER TABLE leak9_p ENABLE ROW LEVEL SECURITY;
+CREATE POLICY leak9_owner_all ON leak9_p TO postgres USING (true);
+CREATE POLICY leak9_no_smith ON leak9_p USING (name NOT LIKE 'Smith%');
+CREATE POLICY leak9_ward ON leak9_p AS RESTRICTIVE TO leak_masked
+  USING (ward IN (SELECT ward FROM leak9_wards WHERE role = current_user));
+ALTER TABLE leak9_p FORCE ROW LEVEL SECURITY;
+CREATE MATERIALIZED VIEW leak9_rls_copy AS SELECT id, ward, name FROM leak9_p;
+GRANT SELECT ON leak9_p, leak9_wards, leak9_words, leak9_xml, leak9_rls_copy TO leak_masked;
+"""
+
+
+def ninth_review(b):
+    """What a ninth review found: materialized views computed by built-in
+    functions that run SQL text (ts_stat, query_to_xml) served raw words
+    and values; a materialized view refreshed under row-level security
+    stored the rows a policy on a labelled column let through; and rows a
+    masked session's own policy hides were masked all the same (an error
+    or the time of the mask showed a hidden row's value length)."""
+    with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+        owner.execute(NINTH_FIXTURES)
+    try:
+        for name, rel in [("ts_stat over a labelled column", "leak9_words"),
+                          ("query_to_xml over a labelled column", "leak9_xml"),
+                          ("a source with row-level security", "leak9_rls_copy")]:
+            b.no_leak(f"a materialized view built with {name}", b.run([f"SELECT * FROM {rel}"]),
+                      expect_error="42501")
+        cap = b.run(["SELECT count(*) FROM leak9_p WHERE id = 100 AND note IS NOT NULL",
+                     "SELECT count(*) FROM leak9_p WHERE id = 100",
+                     "SELECT id FROM leak9_p WHERE note IS NOT NULL ORDER BY id"])
+        b.check("a row the masked session's own policy hides is never masked (no error, no row)",
+                cap.error is None and "100" not in " ".join(cap.texts), f"{cap.error} {cap.texts[:8]}")
+        b.no_leak("rows under a policy with a subquery", cap)
+    finally:
+        with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+            owner.execute("DROP MATERIALIZED VIEW IF EXISTS leak9_words, leak9_xml, leak9_rls_copy")
+            owner.execute("DROP TABLE IF EXISTS leak9_p, leak9_wards CASCADE")
+
+
 def below_the_mask(b):
     """The attacks of a masked analyst with SELECT and USERSET settings on
     what lies below the mask: each must be refused or give nothing."""
@@ -1136,6 +1188,7 @@ def main():
         sixth_review(b)
         seventh_review(b)
         eighth_review(b)
+        ninth_review(b)
     computed_once_store(b)
     deny_by_default(b)
 

@@ -366,6 +366,64 @@ unsafe extern "C-unwind" fn alias_walker(node: *mut Node, ctx: *mut c_void) -> b
     }
 }
 
+/// Whether `qual` (a row-level security qual of range-table entry `rti`)
+/// reads a column of that entry which `policy` masks or refuses, or its
+/// whole row, at any depth of its sublinks.
+///
+/// # Safety
+/// `qual` is a valid expression of the query whose entry `rti` is.
+unsafe fn reads_protected_column(qual: *mut Node, rti: i32, policy: &RelationPolicy) -> bool {
+    struct Look<'p> {
+        rti: i32,
+        level: u32,
+        policy: &'p RelationPolicy,
+        found: bool,
+    }
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn look(node: *mut Node, ctx: *mut c_void) -> bool {
+        if node.is_null() {
+            return false;
+        }
+        // SAFETY: `ctx` is the `Look` below, alive for the walk; nodes are
+        // cast after their tags are checked.
+        unsafe {
+            let l = &mut *ctx.cast::<Look<'_>>();
+            if is_a(node, NodeTag::T_Var) {
+                let var = node.cast::<pg_sys::Var>();
+                let a = (*var).varattno;
+                if (*var).varno == l.rti
+                    && (*var).varlevelsup == l.level
+                    && (a == 0
+                        || (a > 0
+                            && (l.policy.rule(a).is_some()
+                                || l.policy.refuses_column(a).is_some())))
+                {
+                    l.found = true;
+                    return true;
+                }
+                return false;
+            }
+            if is_a(node, NodeTag::T_Query) {
+                l.level += 1;
+                let found =
+                    pg_sys::query_tree_walker(node.cast(), Some(look as Walker), ctx, 0);
+                l.level -= 1;
+                return found;
+            }
+            pg_sys::expression_tree_walker(node, Some(look as Walker), ctx)
+        }
+    }
+    let mut l = Look {
+        rti,
+        level: 0,
+        policy,
+        found: false,
+    };
+    // SAFETY: the walker only reads the tree it is handed.
+    unsafe { look(qual, (&raw mut l).cast()) };
+    l.found
+}
+
 /// `sub` (a masking subquery over a parent of plain inheritance) read
 /// through an outer subquery that hands its rows on in a random order: a
 /// plain parent returns its children's rows one child after the other,
@@ -869,7 +927,29 @@ impl<'a> Rewrite<'a> {
             };
             let relid = (*rte).relid;
             let inner = pg_sys::copyObjectImpl(rte.cast()).cast::<pg_sys::RangeTblEntry>();
-            (*inner).securityQuals = std::ptr::null_mut();
+            // Row-level security policies that read no column masked
+            // sessions read masked or not at all go below the mask, onto
+            // the relation where its rows are read: rows they hide are
+            // never masked (a mask over a hidden row showed, by its error
+            // or its time, that the row exists and how long its value
+            // is). Those that read such a column stay above, on masked
+            // values, as before.
+            let mut below = PgList::<Node>::new();
+            let mut above = PgList::<Node>::new();
+            for qual in PgList::<Node>::from_pg((*rte).securityQuals).iter_ptr() {
+                if reads_protected_column(qual, rti, policy) {
+                    above.push(qual);
+                } else {
+                    let moved = pg_sys::copyObjectImpl(qual.cast()).cast::<Node>();
+                    pg_sys::ChangeVarNodes(moved, rti, 1, 0);
+                    below.push(moved);
+                }
+            }
+            // The planner plans a query's sublinks only when it says it
+            // has some (a policy's `ward IN (SELECT ...)`).
+            let moved_quals = !below.is_empty();
+            (*inner).securityQuals = below.into_pg();
+            (*rte).securityQuals = above.into_pg();
             let mut tlist = PgList::<pg_sys::TargetEntry>::new();
             let mut colnames = PgList::<Node>::from_pg(pg_sys::list_copy((*(*rte).eref).colnames));
             let columns = crate::pg::catalog::dropped_columns(relid);
@@ -909,6 +989,7 @@ impl<'a> Rewrite<'a> {
             (*sub).commandType = pg_sys::CmdType::CMD_SELECT;
             (*sub).querySource = pg_sys::QuerySource::QSRC_ORIGINAL;
             (*sub).canSetTag = true;
+            (*sub).hasSubLinks = moved_quals;
             let mut rtable = PgList::<pg_sys::RangeTblEntry>::new();
             rtable.push(inner);
             (*sub).rtable = rtable.into_pg();

@@ -110,6 +110,36 @@ pub fn relation_owner(relid: pg_sys::Oid) -> Option<pg_sys::Oid> {
     }
 }
 
+/// Whether row-level security is enabled on a relation
+/// (`pg_class.relrowsecurity`, or forced); true when it cannot be read.
+pub fn row_security(relid: pg_sys::Oid) -> bool {
+    // SAFETY: a syscache lookup by oid; a valid tuple of pg_class is a
+    // FormData_pg_class, read before the tuple is released.
+    unsafe {
+        let tuple = pg_sys::SearchSysCache1(
+            pg_sys::SysCacheIdentifier::RELOID as std::ffi::c_int,
+            pg_sys::Datum::from(relid),
+        );
+        if tuple.is_null() {
+            return true;
+        }
+        let class = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_class>(tuple);
+        let on = (*class).relrowsecurity || (*class).relforcerowsecurity;
+        pg_sys::ReleaseSysCache(tuple);
+        on
+    }
+}
+
+/// The name of function `oid`, from the syscache (`None`: no such function).
+pub fn function_name(oid: pg_sys::Oid) -> Option<String> {
+    // SAFETY: a syscache read that returns NULL for a missing function,
+    // else a palloc'd NUL-terminated name.
+    unsafe {
+        let name = pg_sys::get_func_name(oid);
+        (!name.is_null()).then(|| CStr::from_ptr(name).to_string_lossy().into_owned())
+    }
+}
+
 /// The number of column `name` of relation `relid` (`None`: no such
 /// column, or a dropped one).
 pub fn attnum(relid: pg_sys::Oid, name: &str) -> Option<i16> {
