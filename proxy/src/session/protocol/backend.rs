@@ -250,6 +250,7 @@ impl Machine {
                     self.path.reset_done();
                 }
             }
+            Some(Expect::EmptyQuery) if tag == BackendTag::EmptyQueryResponse => {}
             Some(Expect::PathProbe { schemas }) if complete => {
                 self.path.probed(schemas);
                 relay = false;

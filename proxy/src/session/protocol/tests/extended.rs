@@ -247,3 +247,32 @@ fn a_close_the_server_fails_keeps_what_it_named() {
     let plan = m.row_read(BackendTag::DataRow);
     assert_eq!(plan.map(|p| p.protected), Some(vec![0]));
 }
+
+#[test]
+fn an_empty_parse_runs_nothing_and_its_execute_gets_an_empty_query_response() {
+    let mut m = machine();
+    assert_eq!(client(&mut m, parse("s", "")), ["server P"]);
+    assert_eq!(
+        client(&mut m, describe(Target::Statement, "s")),
+        ["server D"]
+    );
+    assert_eq!(client(&mut m, bind("", "s")), ["server B"]);
+    assert_eq!(client(&mut m, execute("", 0)), ["server D", "server E"]);
+    assert_eq!(client(&mut m, sync()), ["server S"]);
+    relayed(
+        &mut m,
+        vec![
+            parse_complete(),
+            parameter_description(),
+            no_data(),
+            bind_complete(),
+        ],
+    );
+    // The proxy's own Describe of the portal: no columns, kept.
+    assert!(server(&mut m, no_data()).is_empty());
+    assert_eq!(m.row_read(BackendTag::DataRow), None);
+    assert_eq!(server(&mut m, empty_query_response()), ["client I"]);
+    assert_eq!(server(&mut m, ready(b'I')), ["client Z", "flush"]);
+    assert!(!m.awaiting());
+    plain_query(&mut m);
+}

@@ -216,3 +216,27 @@ fn a_search_path_set_is_probed_and_the_probe_stays_in_the_proxy() {
     assert_eq!(server(&mut m, ready(b'I')), ["client Z", "flush"]);
     plain_query(&mut m);
 }
+
+#[test]
+fn an_empty_query_gets_its_empty_query_response_and_the_session_goes_on() {
+    // psql sends "" for `;`, drivers send it as a ping: PostgreSQL runs
+    // nothing and answers EmptyQueryResponse, then ReadyForQuery.
+    for sql in ["", " ", ";", "; ;", "-- a comment", "/* nothing */ ;"] {
+        let mut m = machine();
+        assert_eq!(client(&mut m, query(sql)), ["server Q"], "{sql:?}");
+        assert!(m.awaiting());
+        assert_eq!(
+            server(&mut m, empty_query_response()),
+            ["client I"],
+            "{sql:?}"
+        );
+        assert_eq!(server(&mut m, ready(b'I')), ["client Z", "flush"]);
+        assert!(!m.awaiting());
+        plain_query(&mut m);
+    }
+    // Only an EmptyQueryResponse answers it.
+    let mut m = machine();
+    client(&mut m, query(""));
+    let steps = server(&mut m, complete("SELECT 1"));
+    assert!(closed_with(&steps, "the server sent 'C'"), "{steps:?}");
+}
