@@ -208,7 +208,7 @@ async fn negotiate(
 /// session with its secret; anything else is ignored, as PostgreSQL does.
 async fn cancel_request(body: &[u8], cancels: &Cancels) -> Result<()> {
     let (pid, secret) = wire::parse_cancel_request(body)?;
-    match cancels.lookup(pid, secret) {
+    match cancels.cancel(pid, secret) {
         Some((upstream, server_pid, server_key)) => {
             tracing::debug!(pid, "cancel request relayed");
             upstream::cancel(&upstream, server_pid, server_key).await
@@ -379,6 +379,7 @@ pub async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
                 sanitizer: pm.sanitizer.clone(),
                 batch_rows: shared.config.masking.batch_rows,
                 max_input_bytes: shared.config.masking.engine.max_input_bytes,
+                interrupts: registration.as_ref().map(cancel::Registration::interrupts),
             };
             mode.relay(cr, cw.into_inner(), ur, uw, &shared.config.limits)
                 .await
