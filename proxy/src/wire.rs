@@ -34,11 +34,19 @@ impl Frame {
         out.put_slice(&self.body);
     }
 
-    /// The bytes on the wire, as a vector.
+    /// The type byte and length that go before the body on the wire.
+    pub fn header(&self) -> [u8; 5] {
+        let mut h = [self.tag, 0, 0, 0, 0];
+        h[1..].copy_from_slice(&((self.body.len() + 4) as i32).to_be_bytes());
+        h
+    }
+
+    /// The bytes on the wire, as a vector (one copy of the body).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut b = BytesMut::with_capacity(self.body.len() + 5);
-        self.encode(&mut b);
-        b.to_vec()
+        let mut b = Vec::with_capacity(self.body.len() + 5);
+        b.extend_from_slice(&self.header());
+        b.extend_from_slice(&self.body);
+        b
     }
 }
 

@@ -81,3 +81,181 @@ fn a_cancel_stops_the_proxys_sanitizing_within_a_second_and_the_session_goes_on(
     );
     assert_eq!(out["then"], serde_json::json!(["42"]), "{text}");
 }
+
+/// The size of the one large value read through proxy mode.
+const BIG: usize = 200 << 20;
+
+/// The size of each of the values read at once.
+const CONCURRENT: usize = 60 << 20;
+
+/// How many sessions read them at once.
+const SESSIONS: usize = 4;
+
+/// A proxy-mode proxy running as its own process (the binary, or the one
+/// `DPTEXT_PROXY_BIN` names, to measure another build), so that its
+/// memory is its own: its process and port. Messages up to 256 MiB.
+struct Child {
+    process: std::process::Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+}
+
+impl Child {
+    fn start(env: &Env) -> Child {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("proxy.toml");
+        let config = format!(
+            "listen = \"127.0.0.1:{port}\"\nkey = \"a proxy-mode test key, not secret\"\n{}\
+             [[user]]\nname = \"pm\"\npassword = \"pm-pw\"\nmasked = true\n\
+             upstream_user = \"proxy_unlabelled\"\nupstream_password = \"unlabelled-up-pw\"\n\
+             [limits]\nmax_message_bytes = {}\n\
+             [masking]\nmode = \"proxy\"\n\
+             [[rule]]\ntable = \"pm_cancel\"\ncolumn = \"note\"\n\
+             rule = \"santext(eps => 2)\"\n",
+            upstream_toml(env, no_extension_db()),
+            256 << 20
+        );
+        std::fs::write(&file, config).expect("write");
+        let bin = std::env::var("DPTEXT_PROXY_BIN")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_dptext-proxy").to_owned());
+        let process = std::process::Command::new(bin)
+            .arg("-c")
+            .arg(&file)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("the proxy's binary");
+        let child = Child {
+            process,
+            port,
+            _dir: dir,
+        };
+        for _ in 0..600 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return child;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!("the proxy did not listen within 60 s");
+    }
+
+    /// A field of /proc/PID/status, in bytes (VmRSS, VmHWM).
+    fn memory(&self, field: &str) -> usize {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.process.id()))
+            .expect("/proc status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<usize>().ok())
+            .map(|kb| kb << 10)
+            .expect("a memory field")
+    }
+
+    /// Reads `sql` through the proxy with psql, the rows thrown away;
+    /// whether it worked.
+    fn read(&self, sql: &str) -> bool {
+        psql_cmd(self.port, no_extension_db(), "pm", "pm-pw")
+            .args(["-c", sql])
+            .stdout(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+}
+
+/// The large values, once per test binary.
+fn large_values() {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| {
+        direct(
+            no_extension_db(),
+            &format!(
+                "DROP TABLE IF EXISTS pm_big;
+                 CREATE TABLE pm_big (id int PRIMARY KEY, body text);
+                 ALTER TABLE pm_big ALTER body SET STORAGE EXTERNAL;
+                 INSERT INTO pm_big VALUES (0, repeat('x', {BIG}));
+                 INSERT INTO pm_big SELECT i, repeat(chr(96 + i), {CONCURRENT})
+                   FROM generate_series(1, {SESSIONS}) i;
+                 GRANT SELECT ON pm_big TO proxy_unlabelled;"
+            ),
+        );
+    });
+}
+
+const MIB: usize = 1 << 20;
+
+#[test]
+fn one_large_value_is_held_once() {
+    let Some(env) = env() else { return };
+    large_values();
+    let proxy = Child::start(env);
+    // Its memory at rest, once a session has run (the catalog's, the
+    // rule's vectors).
+    assert!(proxy.read("SELECT 1"));
+    let rest = proxy.memory("VmRSS");
+    assert!(proxy.read("SELECT body FROM pm_big WHERE id = 0"));
+    let peak = proxy.memory("VmHWM");
+    let grew = peak.saturating_sub(rest);
+    eprintln!(
+        "one {} MiB value: {} MiB at rest, peak {} MiB (+{} MiB)",
+        BIG / MIB,
+        rest / MIB,
+        peak / MIB,
+        grew / MIB
+    );
+    // The value is one message: it is held once, never copied again.
+    assert!(
+        grew < BIG + BIG / 2 + 50 * MIB,
+        "a {} MiB value took the proxy from {} MiB to {} MiB",
+        BIG / MIB,
+        rest / MIB,
+        peak / MIB
+    );
+}
+
+#[test]
+fn concurrent_large_values_are_held_once_each() {
+    let Some(env) = env() else { return };
+    large_values();
+    let proxy = Child::start(env);
+    assert!(proxy.read("SELECT 1"));
+    let rest = proxy.memory("VmRSS");
+    std::thread::scope(|s| {
+        let reads: Vec<_> = (1..=SESSIONS)
+            .map(|i| {
+                let proxy = &proxy;
+                s.spawn(move || proxy.read(&format!("SELECT body FROM pm_big WHERE id = {i}")))
+            })
+            .collect();
+        for r in reads {
+            assert!(r.join().unwrap_or(false), "a read failed");
+        }
+    });
+    let peak = proxy.memory("VmHWM");
+    let grew = peak.saturating_sub(rest);
+    eprintln!(
+        "{SESSIONS} x {} MiB at once: {} MiB at rest, peak {} MiB (+{} MiB)",
+        CONCURRENT / MIB,
+        rest / MIB,
+        peak / MIB,
+        grew / MIB
+    );
+    let all = SESSIONS * CONCURRENT;
+    assert!(
+        grew < all + all / 2 + 50 * MIB,
+        "{SESSIONS} values of {} MiB at once took the proxy from {} MiB to {} MiB",
+        CONCURRENT / MIB,
+        rest / MIB,
+        peak / MIB
+    );
+}
