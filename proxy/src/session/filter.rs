@@ -309,11 +309,13 @@ impl ProxyMode {
                 return Err(fail_row(cw, ProxyError::protected_row_too_large(max)).await);
             }
         };
-        let Some(frames) = rows::rebuild(&parsed, &batch.protected, out, batch.limit)? else {
+        // The values the sanitizer took were its own copies: the raw rows
+        // stay until the rows sent are built, one at a time.
+        let Some(sent) = rows::rebuild(&parsed, &batch.protected, &out, batch.limit)? else {
             return Err(fail_row(cw, ProxyError::protected_row_too_large(max)).await);
         };
-        for f in &frames {
-            super::write(cw, f).await?;
+        for fields in &sent {
+            super::write(cw, &rows::frame(fields)).await?;
         }
         Ok(true)
     }
