@@ -7,7 +7,7 @@ Prints JSON: the rows before and after the cancel, the error SQLSTATEs,
 the seconds from the cancel to the error and to ReadyForQuery, what a
 query after it returned, and whether the session survived.
 
-usage: python3 proxy_mode_cancel.py CONNINFO SQL
+usage: python3 proxy_mode_cancel.py CONNINFO SQL [simple|extended]
 """
 import json
 import sys
@@ -18,7 +18,13 @@ from pgraw import Raw
 
 r = Raw(sys.argv[1])
 r.s.settimeout(120)
-r.Q(sys.argv[2])
+if len(sys.argv) > 3 and sys.argv[3] == "extended":
+    r.P("", sys.argv[2])
+    r.B("", "")
+    r.E("")
+    r.S()
+else:
+    r.Q(sys.argv[2])
 before, after, errors = 0, 0, []
 cancelled = error_at = ready_at = None
 while True:

@@ -56,11 +56,18 @@ fn a_cancel_stops_the_proxys_sanitizing_within_a_second_and_the_session_goes_on(
         no_extension_db()
     );
     let sql = "SELECT id, note FROM pm_cancel ORDER BY id";
-    let Some(out) = python_client("proxy_mode_cancel.py", &[&conninfo, sql]) else {
-        return;
-    };
-    let text = out.to_string();
-    eprintln!("a cancelled read: {text}");
+    for protocol in ["simple", "extended"] {
+        let Some(out) = python_client("proxy_mode_cancel.py", &[&conninfo, sql, protocol]) else {
+            return;
+        };
+        check_cancelled(protocol, &out);
+    }
+}
+
+/// What the raw client read of a cancelled read (`proxy_mode_cancel.py`).
+fn check_cancelled(protocol: &str, out: &serde_json::Value) {
+    let text = format!("{protocol} protocol: {out}");
+    eprintln!("a cancelled read, {text}");
     assert_no_marker("a cancelled read", &text);
     assert_eq!(out["closed"], serde_json::json!(false), "{text}");
     assert_eq!(out["errors"], serde_json::json!(["57014"]), "{text}");
