@@ -217,6 +217,11 @@ impl Sanitizer {
                         guard.blocking_recv()
                     };
                     let Some(job) = job else { return };
+                    // A share of a batch its session no longer waits for
+                    // (a cancel request dropped it): skipped.
+                    if job.reply.is_closed() {
+                        continue;
+                    }
                     let out = guarded(|| run_job(&engine, &specs, &mode, &job.items));
                     let _ = job.reply.send(out);
                 })

@@ -34,11 +34,19 @@ impl Frame {
         out.put_slice(&self.body);
     }
 
-    /// The bytes on the wire, as a vector.
+    /// The type byte and length that go before the body on the wire.
+    pub fn header(&self) -> [u8; 5] {
+        let mut h = [self.tag, 0, 0, 0, 0];
+        h[1..].copy_from_slice(&((self.body.len() + 4) as i32).to_be_bytes());
+        h
+    }
+
+    /// The bytes on the wire, as a vector (one copy of the body).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut b = BytesMut::with_capacity(self.body.len() + 5);
-        self.encode(&mut b);
-        b.to_vec()
+        let mut b = Vec::with_capacity(self.body.len() + 5);
+        b.extend_from_slice(&self.header());
+        b.extend_from_slice(&self.body);
+        b
     }
 }
 
@@ -53,14 +61,29 @@ pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R, max: usize) -> Result<O
 /// Reads the header of one typed message: its type byte and the length
 /// of its body; `None` at a clean end of stream.
 pub async fn read_header<R: AsyncRead + Unpin>(r: &mut R) -> Result<Option<(u8, usize)>> {
-    let tag = match r.read_u8().await {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(e.into()),
-    };
+    match read_tag(r).await? {
+        Some(tag) => Ok(Some((tag, read_length(r, tag).await?))),
+        None => Ok(None),
+    }
+}
+
+/// Reads the type byte of one typed message; `None` at a clean end of
+/// stream. Cancel-safe (one byte is read or none is), so that a relay can
+/// wait for it and for something else at once.
+pub async fn read_tag<R: AsyncRead + Unpin>(r: &mut R) -> Result<Option<u8>> {
+    match r.read_u8().await {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Reads the length of a message of `tag` whose type byte was read
+/// ([`read_tag`]): the length of its body.
+pub async fn read_length<R: AsyncRead + Unpin>(r: &mut R, tag: u8) -> Result<usize> {
     let len = r.read_i32().await?;
     match usize::try_from(len).ok().and_then(|l| l.checked_sub(4)) {
-        Some(body) => Ok(Some((tag, body))),
+        Some(body) => Ok(body),
         None => Err(ProxyError::Protocol(format!(
             "message '{}' of {len} bytes",
             char::from(tag)

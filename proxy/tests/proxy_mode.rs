@@ -355,6 +355,34 @@ fn protocol_bookkeeping_follows_what_the_server_confirms() {
         .is_some_and(|v| v.iter().any(|x| x == "42")));
 }
 
+#[test]
+fn empty_statements_are_answered_and_the_session_goes_on() {
+    let Some(env) = env() else { return };
+    let port = proxy_port(env);
+    // psql sends an empty query for `;`: the session must survive it.
+    let out = psql_cmd(port, no_extension_db(), "pm", "pm-pw")
+        .args(["-c", ";", "-c", "SELECT 42"])
+        .output()
+        .expect("psql");
+    let printed = text(&out);
+    assert!(out.status.success(), "{printed}");
+    assert_eq!(printed.trim(), "42", "{printed}");
+    let conninfo = format!(
+        "host=127.0.0.1 port={port} user=pm password=pm-pw dbname={}",
+        no_extension_db()
+    );
+    let Some(out) = python_client("proxy_mode_empty.py", &[&conninfo]) else {
+        return;
+    };
+    let text = out.to_string();
+    // EmptyQueryResponse then ReadyForQuery, as PostgreSQL answers; the
+    // portal of an empty Parse is described as NoData.
+    let answers = serde_json::json!(["IZ", "IZ", "IZ", "12nIZ", "1tnZ", "TDCZ"]);
+    assert_eq!(out["answers"], answers, "{text}");
+    assert_eq!(out["errors"], serde_json::json!([]), "{text}");
+    assert_eq!(out["closed"], serde_json::json!(false), "{text}");
+}
+
 /// The stale-catalog hole: an overload created upstream by another role
 /// during a masked session (`public.initcap(varchar)`, which PostgreSQL's
 /// overload resolution prefers to `pg_catalog.initcap(text)` for a

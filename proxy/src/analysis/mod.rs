@@ -241,6 +241,10 @@ pub enum StatementKind {
     Prepare,
     /// `EXECUTE`.
     Execute,
+    /// No statement at all (an empty string, only comments or
+    /// semicolons): the server runs nothing and answers an `Execute` of it
+    /// with EmptyQueryResponse.
+    Empty,
 }
 
 impl StatementKind {
@@ -447,6 +451,17 @@ pub fn analyze_parse_forward(
 ) -> Result<(StatementAnalysis, Arc<str>), Refusal> {
     let tree = ctx.cache.parse(sql)?;
     match tree.stmts.as_slice() {
+        // A Parse of nothing, as PostgreSQL allows: no rows, no effect.
+        [] => {
+            let forward = ctx.cache.forward(sql, &tree, &[])?;
+            let empty = StatementAnalysis {
+                kind: StatementKind::Empty,
+                output: Vec::new(),
+                effect: None,
+                search_path: None,
+            };
+            Ok((empty, forward))
+        }
         [raw] => {
             let (a, rels) = statement::analyze(raw, ctx, session)?;
             let forward = ctx.cache.forward(sql, &tree, &[rels])?;

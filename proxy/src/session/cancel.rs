@@ -1,18 +1,27 @@
 //! Cancel requests. Each session gets a (process id, secret key) of the
 //! proxy's own in its BackendKeyData; a CancelRequest that names it is
 //! sent on to the server with the upstream backend's real key, which
-//! clients never see.
+//! clients never see, and told to the session itself ([`Interrupts`]):
+//! in proxy mode the proxy's own sanitizing of a result must stop too,
+//! which no server-side cancel reaches.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use tokio::sync::watch;
+
 use crate::config;
+
+/// The cancel requests a session was sent, counted: each one changes the
+/// value ([`watch::Receiver::changed`] wakes the session's relay).
+pub type Interrupts = watch::Receiver<u64>;
 
 struct Target {
     secret: i32,
     upstream: config::Upstream,
     pid: i32,
     key: i32,
+    interrupt: watch::Sender<u64>,
 }
 
 /// The sessions that can be cancelled, by the process id clients know.
@@ -29,6 +38,16 @@ pub struct Registration {
     pub pid: i32,
     /// The secret key the client was given.
     pub secret: i32,
+    interrupts: Interrupts,
+}
+
+impl Registration {
+    /// The cancel requests sent to this session from now on.
+    pub fn interrupts(&self) -> Interrupts {
+        let mut rx = self.interrupts.clone();
+        rx.mark_unchanged();
+        rx
+    }
 }
 
 impl Drop for Registration {
@@ -60,6 +79,7 @@ impl Cancels {
             }
         }
         let secret = rand::random::<i32>();
+        let (interrupt, interrupts) = watch::channel(0);
         sessions.insert(
             client_pid,
             Target {
@@ -67,12 +87,14 @@ impl Cancels {
                 upstream: upstream.clone(),
                 pid,
                 key,
+                interrupt,
             },
         );
         Registration {
             cancels: self.clone(),
             pid: client_pid,
             secret,
+            interrupts,
         }
     }
 
@@ -82,6 +104,16 @@ impl Cancels {
         let sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
         let t = sessions.get(&pid)?;
         (t.secret == secret).then(|| (t.upstream.clone(), t.pid, t.key))
+    }
+
+    /// A cancel request for (`pid`, `secret`): when both match a live
+    /// session, the session is told ([`Registration::interrupts`]) and
+    /// where the request goes on to is returned, as [`Cancels::lookup`].
+    pub fn cancel(&self, pid: i32, secret: i32) -> Option<(config::Upstream, i32, i32)> {
+        let sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        let t = sessions.get(&pid).filter(|t| t.secret == secret)?;
+        t.interrupt.send_modify(|n| *n = n.wrapping_add(1));
+        Some((t.upstream.clone(), t.pid, t.key))
     }
 
     /// How many sessions are registered.
@@ -113,6 +145,14 @@ mod tests {
         assert_eq!((pid, key), (1234, 5678));
         assert!(cancels.lookup(reg.pid, reg.secret ^ 1).is_none());
         assert!(cancels.lookup(1234, 5678).is_none(), "the server's own key");
+        // A cancel with the right secret tells the session; one without,
+        // not.
+        let mut interrupts = reg.interrupts();
+        assert!(cancels.cancel(reg.pid, reg.secret ^ 1).is_none());
+        assert!(!interrupts.has_changed().unwrap_or(true));
+        assert!(cancels.cancel(reg.pid, reg.secret).is_some());
+        assert!(interrupts.has_changed().unwrap_or(false));
+        interrupts.mark_unchanged();
         let other = cancels.register(&up, 1, 2);
         assert_ne!(other.pid, reg.pid);
         drop(reg);

@@ -26,6 +26,7 @@ use crate::sanitize::Sanitizer;
 use crate::wire::{self, Frame};
 
 use super::batch;
+use super::cancel::Interrupts;
 use super::catalog::SessionCatalog;
 use super::protocol::{rows, BackendTag, ClientStep, Machine, RowBatch, ServerStep, Settings};
 use super::refresh::Refresh;
@@ -47,6 +48,19 @@ pub struct ProxyMode {
     /// raw value the sanitizer takes, which bounds the raw part of a row
     /// ([`batch::protected_row_limit`]).
     pub max_input_bytes: usize,
+    /// The client's cancel requests ([`super::cancel`]): one stops the
+    /// proxy's own sanitizing of the result being relayed.
+    pub interrupts: Option<Interrupts>,
+}
+
+/// The next cancel request in `interrupts`; never, without any.
+async fn interrupted(interrupts: &mut Option<Interrupts>) {
+    if let Some(rx) = interrupts {
+        if rx.changed().await.is_ok() {
+            return;
+        }
+    }
+    std::future::pending().await
 }
 
 /// The machine, between two messages (both directions run in one task:
@@ -152,11 +166,28 @@ impl ProxyMode {
                 }
             }
         };
+        let mut interrupts = self.interrupts.clone();
         let to_client = async {
             loop {
-                let Some((tag, len)) = wire::read_header(&mut ur).await? else {
+                // A cancel is taken between two server messages, as it
+                // comes: it stops the proxy's sanitizing of the result
+                // being relayed, whether or not the server has more.
+                let tag = tokio::select! {
+                    biased;
+                    () = interrupted(&mut interrupts) => {
+                        let steps = lock(&machine).cancel();
+                        client_at_boundary.store(false, Ordering::Relaxed);
+                        self.perform(&machine, steps, &mut cw, max, &mut interrupts)
+                            .await?;
+                        client_at_boundary.store(true, Ordering::Relaxed);
+                        continue;
+                    }
+                    tag = wire::read_tag(&mut ur) => tag?,
+                };
+                let Some(tag) = tag else {
                     return Ok::<(), ProxyError>(());
                 };
+                let len = wire::read_length(&mut ur, tag).await?;
                 // A row with protected columns is judged as it would be
                 // sent, never by its raw length.
                 let plan = lock(&machine).row_read(BackendTag::of(tag));
@@ -186,15 +217,8 @@ impl ProxyMode {
                 };
                 let steps = lock(&machine).on_server(f);
                 client_at_boundary.store(false, Ordering::Relaxed);
-                for step in steps {
-                    match step {
-                        ServerStep::ToClient(f) => super::write(&mut cw, &f).await?,
-                        ServerStep::FlushClient => cw.flush().await?,
-                        ServerStep::Sanitize(b) => self.sanitize(b, &mut cw, max).await?,
-                        ServerStep::Fail(e) => return Err(fail_row(&mut cw, e).await),
-                        ServerStep::Close(e) => return Err(e),
-                    }
-                }
+                self.perform(&machine, steps, &mut cw, max, &mut interrupts)
+                    .await?;
                 client_at_boundary.store(true, Ordering::Relaxed);
             }
         };
@@ -226,34 +250,73 @@ impl ProxyMode {
         }
     }
 
+    /// Performs the steps of one server message (or of a cancel) in
+    /// order. A cancel request while a batch is sanitized stops it: the
+    /// machine says what goes instead ([`Machine::interrupted`]).
+    async fn perform<W: AsyncWrite + Unpin>(
+        &self,
+        machine: &Mutex<Machine>,
+        steps: Vec<ServerStep>,
+        cw: &mut W,
+        max: usize,
+        interrupts: &mut Option<Interrupts>,
+    ) -> Result<()> {
+        let mut steps = steps.into_iter();
+        while let Some(step) = steps.next() {
+            match step {
+                ServerStep::ToClient(f) => super::write(cw, &f).await?,
+                ServerStep::FlushClient => cw.flush().await?,
+                ServerStep::Sanitize(b) => {
+                    if !self.sanitize(b, cw, max, interrupts).await? {
+                        let rest = lock(machine).interrupted(steps.collect());
+                        steps = rest.into_iter();
+                    }
+                }
+                ServerStep::Fail(e) => return Err(fail_row(cw, e).await),
+                ServerStep::Close(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
     /// Sanitizes the protected fields of one batch of rows and writes
-    /// them. A row over its limit as sent, or a value the sanitizer cannot
-    /// take, ends the session with the FATAL naming `max`, and none of the
-    /// batch is sent: every ending of a protected result loses the batch
-    /// it was in (after the batches before it), whatever ended it.
+    /// them; `false`, nothing written, when a cancel request of the client
+    /// came first. A row over its limit as sent, or a value the sanitizer
+    /// cannot take, ends the session with the FATAL naming `max`, and none
+    /// of the batch is sent: every ending of a protected result loses the
+    /// batch it was in (after the batches before it), whatever ended it.
     async fn sanitize<W: AsyncWrite + Unpin>(
         &self,
         batch: RowBatch,
         cw: &mut W,
         max: usize,
-    ) -> Result<()> {
+        interrupts: &mut Option<Interrupts>,
+    ) -> Result<bool> {
         let parsed = rows::parse(&batch.rows)?;
         let items = rows::inputs(&parsed, &batch.protected)?;
         // A value the sanitizer cannot take ends the session as a row over
         // the limit does (read_row already stops one over the input limit).
-        let out = match self.sanitizer.run(items).await {
+        // The workers skip the shares of a batch dropped on a cancel.
+        let run = tokio::select! {
+            biased;
+            () = interrupted(interrupts) => return Ok(false),
+            run = self.sanitizer.run(items) => run,
+        };
+        let out = match run {
             Ok(out) => out,
             Err(e) => {
                 tracing::warn!(error = %e, "a protected value could not be sanitized");
                 return Err(fail_row(cw, ProxyError::protected_row_too_large(max)).await);
             }
         };
-        let Some(frames) = rows::rebuild(&parsed, &batch.protected, out, batch.limit)? else {
+        // The values the sanitizer took were its own copies: the raw rows
+        // stay until the rows sent are built, one at a time.
+        let Some(sent) = rows::rebuild(&parsed, &batch.protected, &out, batch.limit)? else {
             return Err(fail_row(cw, ProxyError::protected_row_too_large(max)).await);
         };
-        for f in &frames {
-            super::write(cw, f).await?;
+        for fields in &sent {
+            super::write(cw, &rows::frame(fields)).await?;
         }
-        Ok(())
+        Ok(true)
     }
 }

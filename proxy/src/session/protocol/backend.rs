@@ -20,6 +20,7 @@ use crate::error::{ProxyError, Result};
 use crate::session::scrub::{self, scrub};
 use crate::wire::{self, Frame};
 
+use super::cancel::{cancel_error, muted_steps, QUERY_CANCELED};
 use super::columns::{
     check_width, probe_row, protected_columns, relayed_error, server_sqlstate, Answering,
 };
@@ -34,9 +35,13 @@ impl Machine {
     /// that cannot be read, ends the session after what came before it
     /// ([`ServerStep::Close`]).
     pub fn on_server(&mut self, f: Frame) -> Vec<ServerStep> {
+        let muted = self.muted;
         let mut out = Vec::new();
         if let Err(e) = self.server(f, &mut out) {
             out.push(ServerStep::Close(e));
+        }
+        if muted {
+            return muted_steps(out).collect();
         }
         out
     }
@@ -140,6 +145,10 @@ impl Machine {
                     out.push(ServerStep::ToClient(refusal_frame(&r)));
                 }
                 self.end_result();
+                // A cancel is of what is in flight, and a muted result
+                // ends here: the client reads this ReadyForQuery.
+                self.cancel_requested = false;
+                self.muted = false;
             }
             // Settings the server reports.
             BackendTag::ParameterStatus => {}
@@ -220,7 +229,9 @@ impl Machine {
             self.width.unwrap_or(0),
             usize::try_from(n).unwrap_or(usize::MAX),
         )?;
-        if self.current.is_empty() {
+        if self.muted {
+            // A result the client cancelled: followed, never sanitized.
+        } else if self.current.is_empty() {
             out.push(ServerStep::ToClient(f));
         } else {
             self.rows.push(f);
@@ -250,6 +261,7 @@ impl Machine {
                     self.path.reset_done();
                 }
             }
+            Some(Expect::EmptyQuery) if tag == BackendTag::EmptyQueryResponse => {}
             Some(Expect::PathProbe { schemas }) if complete => {
                 self.path.probed(schemas);
                 relay = false;
@@ -292,7 +304,12 @@ impl Machine {
             // and no LOG or DEBUG message, which can be about anything.
             return Ok(());
         }
-        if error && !relayed_error(what, &f.body) {
+        // The server's answer to the client's cancel request: the
+        // client's doing, not a raw value's (relayed in the proxy's words
+        // when the result has protected columns).
+        let cancelled =
+            error && self.cancel_requested && server_sqlstate(&f.body) == QUERY_CANCELED;
+        if error && !cancelled && !relayed_error(what, &f.body) {
             // Any error of a statement with protected output columns,
             // before its first row (the server stores the rows of
             // `EXECUTE` and `FETCH` before it describes them) or after:
@@ -308,7 +325,10 @@ impl Machine {
             )));
             return Ok(());
         }
-        if error && !self.rows.is_empty() {
+        if cancelled {
+            // The rows held are not sanitized: the client asked to stop.
+            drop(self.rows.take());
+        } else if error && !self.rows.is_empty() {
             // A relayed error: the rows before it go first.
             out.push(self.take_rows());
         }
@@ -340,7 +360,12 @@ impl Machine {
             self.path.error();
             self.end_result();
         }
-        out.push(ServerStep::ToClient(scrub(f.tag, &f.body)?));
+        let sent = if cancelled && protected {
+            cancel_error()
+        } else {
+            scrub(f.tag, &f.body)?
+        };
+        out.push(ServerStep::ToClient(sent));
         Ok(())
     }
 }

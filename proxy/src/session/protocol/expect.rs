@@ -20,6 +20,10 @@ pub enum Expect {
         /// server runs it, which the analysis could only guess.
         runs_named: bool,
     },
+    /// A simple-protocol Query that holds no statement (an empty string,
+    /// only comments or semicolons, which psql sends for `;` and drivers
+    /// as a ping): the server answers EmptyQueryResponse, runs nothing.
+    EmptyQuery,
     /// The proxy's query of the search path after a `SET search_path`:
     /// its rows (one schema each) stay in the proxy.
     PathProbe {

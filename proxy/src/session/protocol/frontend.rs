@@ -162,6 +162,11 @@ impl Machine {
                 } else if *a.forward != *sql {
                     *f = wire::query(&a.forward);
                 }
+                if a.statements.is_empty() {
+                    // Nothing to run: the server's EmptyQueryResponse
+                    // answers it, as PostgreSQL's would.
+                    self.expect(Expect::EmptyQuery);
+                }
                 for st in a.statements {
                     self.expect(Expect::Statement {
                         runs_named: st.kind.runs_named(),

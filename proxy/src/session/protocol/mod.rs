@@ -9,6 +9,8 @@
 //!   or refused;
 //! - `backend`: the server's answers, matched in order to what they
 //!   answer, their rows sanitized;
+//! - `cancel`: the client's cancel requests, which stop the proxy's own
+//!   sanitizing of a result;
 //! - `expect`: the answers awaited;
 //! - `columns`: protected columns of a result, and which server errors
 //!   a result with them may relay;
@@ -20,6 +22,7 @@
 //! tests found, message by message, and check the steps.
 
 mod backend;
+mod cancel;
 mod columns;
 mod expect;
 mod frontend;

@@ -42,48 +42,48 @@ pub fn inputs(rows: &[Fields<'_>], protected: &Protected) -> Result<Vec<(Arc<str
     Ok(items)
 }
 
-/// The DataRows to send: each row with its protected values replaced by
-/// `outputs` (in the order of [`inputs`]). `None` when any row, as sent,
-/// is over `limit`: none of the batch is sent then, so that a row over
-/// the limit loses its batch as every other ending of a protected result
-/// does. Each row is judged before it is built.
-pub fn rebuild(
-    rows: &[Fields<'_>],
+/// The fields of the DataRows to send: each row with its protected values
+/// replaced by `outputs` (in the order of [`inputs`]), borrowed from the
+/// rows and the outputs, so that the caller builds and writes one row at a
+/// time ([`wire::data_row`]) instead of holding the whole batch a second
+/// time. `None` when any row, as sent, is over `limit`: none of the batch
+/// is sent then, so that a row over the limit loses its batch as every
+/// other ending of a protected result does. Every row is judged before any
+/// is sent.
+pub fn rebuild<'a>(
+    rows: &[Fields<'a>],
     protected: &Protected,
-    outputs: Vec<String>,
+    outputs: &'a [String],
     limit: usize,
-) -> Result<Option<Vec<Frame>>> {
-    let mut out = outputs.into_iter();
+) -> Result<Option<Vec<Fields<'a>>>> {
+    let mut out = outputs.iter();
     let is_protected = |i: usize| protected.iter().any(|(p, _)| *p == i);
-    let mut frames = Vec::with_capacity(rows.len());
+    let mut sent_rows = Vec::with_capacity(rows.len());
     for fields in rows {
-        // This row's sanitized values, in the order they are met.
-        let mut replaced = Vec::new();
+        let mut sent = Vec::with_capacity(fields.len());
         for (i, field) in fields.iter().enumerate() {
-            if field.is_some() && is_protected(i) {
-                replaced.push(out.next().ok_or_else(|| {
-                    ProxyError::Protocol("the sanitizer returned too few values".into())
-                })?);
-            }
-        }
-        let mut replaced_iter = replaced.iter();
-        let sent: Vec<Option<&[u8]>> = fields
-            .iter()
-            .enumerate()
-            .map(|(i, field)| match field {
-                Some(_) if is_protected(i) => replaced_iter.next().map(|v| v.as_bytes()),
+            sent.push(match field {
+                Some(_) if is_protected(i) => Some(
+                    out.next()
+                        .ok_or_else(|| {
+                            ProxyError::Protocol("the sanitizer returned too few values".into())
+                        })?
+                        .as_bytes(),
+                ),
                 other => *other,
-            })
-            .collect();
+            });
+        }
         if batch::check_sent(wire::data_row_len(&sent), limit).is_err() {
             return Ok(None);
         }
-        frames.push(Frame::new(
-            BackendTag::DataRow.byte(),
-            wire::data_row(&sent),
-        ));
+        sent_rows.push(sent);
     }
-    Ok(Some(frames))
+    Ok(Some(sent_rows))
+}
+
+/// One DataRow to send, of the fields [`rebuild`] gave.
+pub fn frame(fields: &[Option<&[u8]>]) -> Frame {
+    Frame::new(BackendTag::DataRow.byte(), wire::data_row(fields))
 }
 
 #[cfg(test)]
@@ -107,11 +107,17 @@ mod tests {
         let values: Vec<(&str, &str)> = items.iter().map(|(r, v)| (&**r, v.as_str())).collect();
         assert_eq!(values, [("r1", "a"), ("r2", "b"), ("r2", "c")]);
         let outputs = vec!["A".into(), "B".into(), "C".into()];
-        let sent = rebuild(&parsed, &protected, outputs, 1024)
+        let sent = rebuild(&parsed, &protected, &outputs, 1024)
             .unwrap()
             .unwrap();
-        assert_eq!(sent[0].body, row(&[Some("1"), Some("A"), Some("B")]).body);
-        assert_eq!(sent[1].body, row(&[Some("2"), None, Some("C")]).body);
+        assert_eq!(
+            frame(&sent[0]).body,
+            row(&[Some("1"), Some("A"), Some("B")]).body
+        );
+        assert_eq!(
+            frame(&sent[1]).body,
+            row(&[Some("2"), None, Some("C")]).body
+        );
     }
 
     #[test]
@@ -121,9 +127,11 @@ mod tests {
         let parsed = parse(&rows).unwrap();
         // Raw, the second row is small; sanitized, it is over.
         let outputs = vec!["s".into(), "y".repeat(100)];
-        assert!(rebuild(&parsed, &protected, outputs, 50).unwrap().is_none());
+        assert!(rebuild(&parsed, &protected, &outputs, 50)
+            .unwrap()
+            .is_none());
         let outputs = vec!["s".into()];
-        assert!(rebuild(&parsed, &protected, outputs, 50).is_err());
+        assert!(rebuild(&parsed, &protected, &outputs, 50).is_err());
     }
 
     #[test]

@@ -115,6 +115,15 @@ pub struct Machine {
     pub(super) width: Option<usize>,
     /// Its rows held for the sanitizer.
     pub(super) rows: Batch,
+    /// The client sent a cancel request while a message of its awaited
+    /// an answer: a 57014 of the server until the next ReadyForQuery is
+    /// the cancel's, not a raw value's ([`Machine::cancel`]).
+    pub(super) cancel_requested: bool,
+    /// The proxy ended the result being relayed itself, with 57014, on the
+    /// client's cancel: up to the next ReadyForQuery the server's answers
+    /// are followed but not relayed (but settings it reports), as the
+    /// server's own error would have skipped them.
+    pub(super) muted: bool,
 }
 
 impl Machine {
@@ -141,6 +150,8 @@ impl Machine {
             current: Vec::new(),
             width: None,
             rows: Batch::new(settings.batch_rows),
+            cancel_requested: false,
+            muted: false,
             settings,
         }
     }

@@ -247,3 +247,73 @@ fn a_close_the_server_fails_keeps_what_it_named() {
     let plan = m.row_read(BackendTag::DataRow);
     assert_eq!(plan.map(|p| p.protected), Some(vec![0]));
 }
+
+#[test]
+fn an_empty_parse_runs_nothing_and_its_execute_gets_an_empty_query_response() {
+    let mut m = machine();
+    assert_eq!(client(&mut m, parse("s", "")), ["server P"]);
+    assert_eq!(
+        client(&mut m, describe(Target::Statement, "s")),
+        ["server D"]
+    );
+    assert_eq!(client(&mut m, bind("", "s")), ["server B"]);
+    assert_eq!(client(&mut m, execute("", 0)), ["server D", "server E"]);
+    assert_eq!(client(&mut m, sync()), ["server S"]);
+    relayed(
+        &mut m,
+        vec![
+            parse_complete(),
+            parameter_description(),
+            no_data(),
+            bind_complete(),
+        ],
+    );
+    // The proxy's own Describe of the portal: no columns, kept.
+    assert!(server(&mut m, no_data()).is_empty());
+    assert_eq!(m.row_read(BackendTag::DataRow), None);
+    assert_eq!(server(&mut m, empty_query_response()), ["client I"]);
+    assert_eq!(server(&mut m, ready(b'I')), ["client Z", "flush"]);
+    assert!(!m.awaiting());
+    plain_query(&mut m);
+}
+
+#[test]
+fn a_cancelled_portal_is_muted_up_to_the_ready_for_query_of_its_sync() {
+    let mut m = machine();
+    assert_eq!(
+        client(&mut m, parse("", "SELECT id, note FROM t")),
+        ["server P"]
+    );
+    client(&mut m, bind("", ""));
+    client(&mut m, execute("", 0));
+    // A second portal in the same batch, which the server runs anyway.
+    client(&mut m, parse("", "SELECT id FROM t"));
+    client(&mut m, bind("", ""));
+    client(&mut m, execute("", 0));
+    client(&mut m, sync());
+    relayed(&mut m, vec![parse_complete(), bind_complete()]);
+    server(&mut m, row_description(&[1, 2]));
+    server(&mut m, data_row(&[Some("1"), Some("raw")]));
+    assert_eq!(server_steps(m.cancel()), ["client E 57014", "flush"]);
+    for f in [
+        data_row(&[Some("2"), Some("raw")]),
+        complete("SELECT 2"),
+        parse_complete(),
+        bind_complete(),
+        row_description(&[1]),
+        data_row(&[Some("1")]),
+        complete("SELECT 1"),
+    ] {
+        let tag = char::from(f.tag);
+        assert!(server(&mut m, f).is_empty(), "{tag}");
+    }
+    assert_eq!(server(&mut m, ready(b'I')), ["client Z", "flush"]);
+    assert!(!m.awaiting());
+    // The server confirmed the second statement: it is followed.
+    client(&mut m, bind("", ""));
+    client(&mut m, execute("", 0));
+    client(&mut m, sync());
+    relayed(&mut m, vec![bind_complete()]);
+    assert!(server(&mut m, row_description(&[1])).is_empty());
+    assert_eq!(m.row_read(BackendTag::DataRow), None);
+}

@@ -197,6 +197,10 @@ fn complete(tag: &str) -> Frame {
     Frame::new(b'C', body)
 }
 
+fn empty_query_response() -> Frame {
+    Frame::new(b'I', Vec::new())
+}
+
 fn ready(status: u8) -> Frame {
     Frame::new(b'Z', vec![status])
 }

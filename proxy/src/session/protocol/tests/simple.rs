@@ -216,3 +216,128 @@ fn a_search_path_set_is_probed_and_the_probe_stays_in_the_proxy() {
     assert_eq!(server(&mut m, ready(b'I')), ["client Z", "flush"]);
     plain_query(&mut m);
 }
+
+#[test]
+fn an_empty_query_gets_its_empty_query_response_and_the_session_goes_on() {
+    // psql sends "" for `;`, drivers send it as a ping: PostgreSQL runs
+    // nothing and answers EmptyQueryResponse, then ReadyForQuery.
+    for sql in ["", " ", ";", "; ;", "-- a comment", "/* nothing */ ;"] {
+        let mut m = machine();
+        assert_eq!(client(&mut m, query(sql)), ["server Q"], "{sql:?}");
+        assert!(m.awaiting());
+        assert_eq!(
+            server(&mut m, empty_query_response()),
+            ["client I"],
+            "{sql:?}"
+        );
+        assert_eq!(server(&mut m, ready(b'I')), ["client Z", "flush"]);
+        assert!(!m.awaiting());
+        plain_query(&mut m);
+    }
+    // Only an EmptyQueryResponse answers it.
+    let mut m = machine();
+    client(&mut m, query(""));
+    let steps = server(&mut m, complete("SELECT 1"));
+    assert!(closed_with(&steps, "the server sent 'C'"), "{steps:?}");
+}
+
+#[test]
+fn a_cancel_stops_the_proxys_sanitizing_and_the_session_goes_on() {
+    let mut m = machine();
+    client(&mut m, query("SELECT id, note FROM t; SELECT id FROM t"));
+    server(&mut m, row_description(&[1, 2]));
+    assert_eq!(
+        server(&mut m, data_row(&[Some("1"), Some("raw")])),
+        Vec::<String>::new()
+    );
+    // The client's cancel: the result ends here, the held row dropped.
+    assert_eq!(server_steps(m.cancel()), ["client E 57014", "flush"]);
+    // A second cancel changes nothing.
+    assert!(m.cancel().is_empty());
+    // The rest of the server's answers are followed, not relayed: more
+    // rows, the statement after it, a setting the server reports.
+    assert!(server(&mut m, data_row(&[Some("2"), Some("raw")])).is_empty());
+    assert!(server(&mut m, data_row(&[Some("3"), Some("raw")])).is_empty());
+    assert_eq!(
+        m.row_read(BackendTag::DataRow).map(|p| p.protected),
+        Some(vec![1])
+    );
+    assert!(server(&mut m, complete("SELECT 3")).is_empty());
+    assert!(server(&mut m, row_description(&[1])).is_empty());
+    assert!(server(&mut m, data_row(&[Some("1")])).is_empty());
+    assert!(server(&mut m, complete("SELECT 1")).is_empty());
+    let mut status = Vec::new();
+    wire::put_cstr(&mut status, "TimeZone");
+    wire::put_cstr(&mut status, "UTC");
+    assert_eq!(server(&mut m, Frame::new(b'S', status)), ["client S"]);
+    assert_eq!(server(&mut m, ready(b'I')), ["client Z", "flush"]);
+    assert!(!m.awaiting());
+    plain_query(&mut m);
+    // The same when the server's own 57014 follows the proxy's.
+    client(&mut m, query("SELECT id, note FROM t"));
+    server(&mut m, row_description(&[1, 2]));
+    assert_eq!(server_steps(m.cancel()), ["client E 57014", "flush"]);
+    assert!(server(&mut m, error("57014")).is_empty());
+    assert_eq!(server(&mut m, ready(b'I')), ["client Z", "flush"]);
+    plain_query(&mut m);
+}
+
+#[test]
+fn a_cancel_while_a_batch_is_sanitized_drops_it_and_what_followed_it() {
+    let mut m = machine();
+    client(&mut m, query("SELECT id, note FROM t"));
+    server(&mut m, row_description(&[1, 2]));
+    server(&mut m, data_row(&[Some("1"), Some("raw")]));
+    let mut steps = m.on_server(complete("SELECT 1"));
+    assert!(matches!(steps.first(), Some(ServerStep::Sanitize(_))));
+    // The cancel came while the batch was on the sanitizer: the steps
+    // after it (the CommandComplete) are not sent.
+    let rest = steps.split_off(1);
+    assert_eq!(
+        server_steps(m.interrupted(rest)),
+        ["client E 57014", "flush"]
+    );
+    assert_eq!(server(&mut m, ready(b'T')), ["client Z", "flush"]);
+    plain_query(&mut m);
+}
+
+#[test]
+fn a_cancel_with_nothing_of_the_proxys_own_to_stop_leaves_the_answer_to_the_server() {
+    // Idle: nothing to cancel, and nothing later is cancelled by it.
+    let mut m = machine();
+    assert!(m.cancel().is_empty());
+    plain_query(&mut m);
+    // A plain result: the server's 57014 is relayed as it is.
+    client(&mut m, query("SELECT id FROM t"));
+    server(&mut m, row_description(&[1]));
+    assert!(m.cancel().is_empty());
+    assert_eq!(server(&mut m, data_row(&[Some("1")])), ["client D"]);
+    assert_eq!(server(&mut m, error("57014")), ["client E 57014"]);
+    assert_eq!(server(&mut m, ready(b'I')), ["client Z", "flush"]);
+    // A protected statement the server still runs: its 57014 answers the
+    // cancel (in the proxy's words) instead of ending the session.
+    client(&mut m, query("SELECT id, note FROM t"));
+    assert!(m.cancel().is_empty());
+    let steps = m.on_server(error("57014"));
+    match steps.as_slice() {
+        [ServerStep::ToClient(f)] => {
+            assert_eq!(sqlstate(&f.body), "57014");
+            assert!(String::from_utf8_lossy(&f.body).contains("due to user request"));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(server(&mut m, ready(b'I')), ["client Z", "flush"]);
+    // The cancel was of that statement only: the next one's 57014 (a
+    // statement timeout) ends the session as before.
+    client(&mut m, query("SELECT id, note FROM t"));
+    assert_eq!(server(&mut m, error("57014")), ["fail 54000"]);
+}
+
+#[test]
+fn after_a_cancel_other_errors_of_a_protected_result_still_end_the_session() {
+    let mut m = machine();
+    client(&mut m, query("SELECT id, note FROM t"));
+    server(&mut m, row_description(&[1, 2]));
+    assert_eq!(server_steps(m.cancel()), ["client E 57014", "flush"]);
+    assert_eq!(server(&mut m, error("54000")), ["fail 54000"]);
+}
