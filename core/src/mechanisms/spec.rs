@@ -41,7 +41,7 @@ pub enum MechanismSpec {
 /// what a detection-based guarantee's "misses pass unchanged" amounts to
 /// (docs/detection.md has the tables).
 pub const DETECTION_RECALL: &str =
-    "the shipped detector's span recall on held-out clinical notes: 0.91 to 0.96, docs/detection.md";
+    "the shipped detector's span recall on held-out clinical notes: 0.90 to 0.96, docs/detection.md";
 
 /// Every mechanism a rule, `sanitize()` or the CLI may name, in the order
 /// the documents list them: the one list that error messages,
