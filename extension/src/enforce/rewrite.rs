@@ -405,8 +405,7 @@ unsafe fn reads_protected_column(qual: *mut Node, rti: i32, policy: &RelationPol
             }
             if is_a(node, NodeTag::T_Query) {
                 l.level += 1;
-                let found =
-                    pg_sys::query_tree_walker(node.cast(), Some(look as Walker), ctx, 0);
+                let found = pg_sys::query_tree_walker(node.cast(), Some(look as Walker), ctx, 0);
                 l.level -= 1;
                 return found;
             }
