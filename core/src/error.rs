@@ -20,7 +20,7 @@ pub enum Error {
     /// A mechanism name that the core does not know.
     #[error(
         "unknown mechanism \"{0}\": expected one of {list}",
-        list = crate::mechanisms::MECHANISMS.join(", ")
+        list = crate::mechanisms::registry::MECHANISMS.join(", ")
     )]
     UnknownMechanism(String),
 

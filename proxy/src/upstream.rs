@@ -102,7 +102,7 @@ pub async fn open(cfg: &config::Upstream) -> Result<Pin<Box<dyn Stream>>> {
 }
 
 async fn send(s: &mut Pin<Box<dyn Stream>>, f: Frame) -> Result<()> {
-    crate::session::write(s, &f).await
+    wire::write(s, &f).await
 }
 
 /// Connects, starts up with `params` (which must not hold `user` or

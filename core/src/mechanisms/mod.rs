@@ -40,6 +40,7 @@ pub mod deidentify;
 mod exponential;
 pub mod ndd;
 mod params;
+pub mod registry;
 mod santext;
 mod spec;
 mod vocabulary;
@@ -57,8 +58,9 @@ pub use exponential::ExpSampler;
 pub use ndd::NddSpec;
 pub use operators::DeidentifySpec;
 pub use params::parse_params;
+pub use registry::MECHANISMS;
 pub use santext::{SanText, SanTextPlus, SanTextPlusSpec, SanTextSpec};
-pub use spec::{MechanismSpec, MECHANISMS};
+pub use spec::MechanismSpec;
 pub use vocabulary::Vocabulary;
 pub use words::Words;
 

@@ -43,13 +43,6 @@ pub enum MechanismSpec {
 pub const DETECTION_RECALL: &str =
     "the shipped detector's span recall on held-out clinical notes: 0.90 to 0.96, docs/detection.md";
 
-/// Every mechanism a rule, `sanitize()` or the CLI may name, in the order
-/// the documents list them: the one list that error messages,
-/// `dptext_info()` and the front ends read (a test checks that each parses
-/// under its name, and that [`MechanismSpec::parse`] knows no other).
-/// `chain` is not among them: chains are written with `THEN`.
-pub const MECHANISMS: &[&str] = &["santext", "santext_plus", "custext", "deidentify", "ndd"];
-
 impl MechanismSpec {
     /// Parses a mechanism name and its JSON parameters.
     ///
@@ -460,6 +453,7 @@ fn validate_stages(stages: &[MechanismSpec]) -> Result<()> {
 #[cfg(test)]
 mod registry_tests {
     use super::*;
+    use crate::mechanisms::MECHANISMS;
 
     /// Each listed name parses (its default parameters, an `eps` for the
     /// word mechanisms) to a spec of that name, and a name outside the list

@@ -53,6 +53,9 @@ use crate::config::Config;
 use crate::error::{ProxyError, Result};
 use crate::metrics::{inc, METRICS};
 use crate::upstream::{self, Login};
+/// The frame writer every phase of a session uses (in `wire`, which the
+/// upstream connection shares).
+pub(crate) use crate::wire::write;
 use crate::wire::{self, Frame};
 use auth::Accounts;
 use cancel::Cancels;
@@ -118,24 +121,6 @@ impl Shared {
             proxy_mode,
         })
     }
-}
-
-/// Frames up to this size are copied into one buffer behind their header
-/// and written at once (one write for a small row); a larger one is written
-/// as its header, then its body where it lies, never copied.
-const WRITE_COPY_MAX: usize = 64 << 10;
-
-/// Writes one frame. A large value is held once, as it was read or built,
-/// not once more per copy on its way out (a 200 MB value used to take
-/// three times its size).
-pub(crate) async fn write<W: AsyncWrite + Unpin>(w: &mut W, f: &Frame) -> Result<()> {
-    if f.body.len() <= WRITE_COPY_MAX {
-        w.write_all(&f.to_bytes()).await?;
-    } else {
-        w.write_all(&f.header()).await?;
-        w.write_all(&f.body).await?;
-    }
-    Ok(())
 }
 
 /// How long the proxy waits to hand a client its error before closing.
