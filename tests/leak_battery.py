@@ -803,6 +803,65 @@ def ninth_review(b):
             owner.execute("DROP TABLE IF EXISTS leak9_p, leak9_wards CASCADE")
 
 
+TENTH_FIXTURES = """
+DROP MATERIALIZED VIEW IF EXISTS leak10_adm_copy, leak10_sorted, leak10_rank;
+DROP TABLE IF EXISTS leak10_notes, leak10_adm CASCADE;
+DROP OPERATOR CLASS IF EXISTS leak10_ops USING btree CASCADE;
+DROP FUNCTION IF EXISTS leak10_cmp(int, int), leak10_lt(int, int), leak10_le(int, int), leak10_eq(int, int),
+  leak10_ge(int, int), leak10_gt(int, int) CASCADE;
+CREATE TABLE leak10_notes (id int PRIMARY KEY, note text);
+INSERT INTO leak10_notes VALUES (1, 'Dan Zorblax seen'), (2, 'Bob seen'), (3, 'Carol seen'), (4, 'Alice seen');
+SECURITY LABEL FOR dptext ON COLUMN leak10_notes.note IS 'MASKED WITH santext(eps => 3)';
+CREATE TABLE leak10_adm (id int, ward text);
+INSERT INTO leak10_adm SELECT id, 'W' || id FROM leak10_notes;
+ALTER TABLE leak10_adm ENABLE ROW LEVEL SECURITY;
+ALTER TABLE leak10_adm FORCE ROW LEVEL SECURITY;
+CREATE POLICY leak10_adm_zorblax ON leak10_adm
+  USING (id IN (SELECT n.id FROM leak10_notes n WHERE n.note LIKE '%Zorblax%'));
+CREATE MATERIALIZED VIEW leak10_adm_copy AS SELECT id, ward FROM leak10_adm;
+CREATE FUNCTION leak10_cmp(a int, b int) RETURNS int LANGUAGE sql STABLE AS $$
+  SELECT CASE WHEN x < y THEN -1 WHEN x > y THEN 1 ELSE 0 END
+  FROM (SELECT (SELECT note FROM leak10_notes WHERE id = a) x, (SELECT note FROM leak10_notes WHERE id = b) y) s $$;
+CREATE FUNCTION leak10_lt(int, int) RETURNS bool LANGUAGE sql STABLE AS 'SELECT leak10_cmp($1, $2) < 0';
+CREATE FUNCTION leak10_le(int, int) RETURNS bool LANGUAGE sql STABLE AS 'SELECT leak10_cmp($1, $2) <= 0';
+CREATE FUNCTION leak10_eq(int, int) RETURNS bool LANGUAGE sql STABLE AS 'SELECT leak10_cmp($1, $2) = 0';
+CREATE FUNCTION leak10_ge(int, int) RETURNS bool LANGUAGE sql STABLE AS 'SELECT leak10_cmp($1, $2) >= 0';
+CREATE FUNCTION leak10_gt(int, int) RETURNS bool LANGUAGE sql STABLE AS 'SELECT leak10_cmp($1, $2) > 0';
+CREATE OPERATOR <<< (LEFTARG = int, RIGHTARG = int, FUNCTION = leak10_lt);
+CREATE OPERATOR <<<= (LEFTARG = int, RIGHTARG = int, FUNCTION = leak10_le);
+CREATE OPERATOR === (LEFTARG = int, RIGHTARG = int, FUNCTION = leak10_eq);
+CREATE OPERATOR >>>= (LEFTARG = int, RIGHTARG = int, FUNCTION = leak10_ge);
+CREATE OPERATOR >>> (LEFTARG = int, RIGHTARG = int, FUNCTION = leak10_gt);
+CREATE OPERATOR CLASS leak10_ops FOR TYPE int4 USING btree AS
+  OPERATOR 1 <<<, OPERATOR 2 <<<=, OPERATOR 3 ===, OPERATOR 4 >>>=, OPERATOR 5 >>>, FUNCTION 1 leak10_cmp(int, int);
+CREATE MATERIALIZED VIEW leak10_sorted AS SELECT id FROM leak10_notes ORDER BY id USING <<<;
+CREATE MATERIALIZED VIEW leak10_rank AS SELECT id, row_number() OVER (ORDER BY id USING <<<) AS rnk FROM leak10_notes;
+GRANT SELECT ON leak10_notes, leak10_adm, leak10_adm_copy, leak10_sorted, leak10_rank TO leak_masked;
+"""
+
+
+def tenth_review(b):
+    """What a tenth review found: a materialized view over a table whose
+    row-level security policy reads another table's labelled column stored
+    the rows the raw filter let through; one sorted or ranked with an
+    owner's operator (whose comparison reads a labelled column) stored the
+    raw order."""
+    with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+        owner.execute(TENTH_FIXTURES)
+    try:
+        for name, rel in [("over a policy that reads another table's labelled column", "leak10_adm_copy"),
+                          ("sorted with an owner's operator", "leak10_sorted"),
+                          ("ranked with an owner's operator in a window", "leak10_rank")]:
+            b.no_leak(f"a materialized view {name}", b.run([f"SELECT * FROM {rel}"]), expect_error="42501")
+    finally:
+        with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+            owner.execute("DROP MATERIALIZED VIEW IF EXISTS leak10_adm_copy, leak10_sorted, leak10_rank")
+            owner.execute("DROP TABLE IF EXISTS leak10_notes, leak10_adm CASCADE")
+            owner.execute("DROP OPERATOR CLASS IF EXISTS leak10_ops USING btree CASCADE")
+            owner.execute("DROP FUNCTION IF EXISTS leak10_cmp(int, int), leak10_lt(int, int), leak10_le(int, int),"
+                          " leak10_eq(int, int), leak10_ge(int, int), leak10_gt(int, int) CASCADE")
+
+
 def below_the_mask(b):
     """The attacks of a masked analyst with SELECT and USERSET settings on
     what lies below the mask: each must be refused or give nothing."""
@@ -1189,6 +1248,7 @@ def main():
         seventh_review(b)
         eighth_review(b)
         ninth_review(b)
+        tenth_review(b)
     computed_once_store(b)
     deny_by_default(b)
 

@@ -111,16 +111,23 @@ unsafe fn read_query(q: *mut pg_sys::Query, out: &mut Lineage) {
         // The target entries that sort, group, deduplicate or window the
         // rows: the columns they read arrange the stored rows.
         let mut refs: Vec<pg_sys::Index> = Vec::new();
-        for list in [(*q).sortClause, (*q).distinctClause, (*q).groupClause] {
-            for c in PgList::<pg_sys::SortGroupClause>::from_pg(list).iter_ptr() {
-                refs.push((*c).tleSortGroupRef);
-            }
-        }
+        let mut clauses = vec![(*q).sortClause, (*q).distinctClause, (*q).groupClause];
         for wc in PgList::<pg_sys::WindowClause>::from_pg((*q).windowClause).iter_ptr() {
-            for list in [(*wc).partitionClause, (*wc).orderClause] {
-                for c in PgList::<pg_sys::SortGroupClause>::from_pg(list).iter_ptr() {
-                    refs.push((*c).tleSortGroupRef);
+            clauses.push((*wc).partitionClause);
+            clauses.push((*wc).orderClause);
+        }
+        for list in clauses {
+            for c in PgList::<pg_sys::SortGroupClause>::from_pg(list).iter_ptr() {
+                // An operator of the owner's sorts or groups by whatever
+                // its function reads (`ORDER BY id USING <<<`, whose
+                // comparison looks the ids' names up).
+                if user_sort_group(c) {
+                    w.out.opaque = Some(
+                        "it sorts, groups or deduplicates with an operator that is not built in".into(),
+                    );
+                    return;
                 }
+                refs.push((*c).tleSortGroupRef);
             }
         }
         let before = w.out.reads.len();
@@ -175,6 +182,19 @@ const RUNS_SQL_TEXT: &[&str] = &[
     "database_to_xml_and_xmlschema",
 ];
 
+/// Whether a sort or group clause uses an operator that is not built in
+/// (its ordering or equality operator).
+///
+/// # Safety
+/// `c` is a valid `SortGroupClause`.
+unsafe fn user_sort_group(c: *mut pg_sys::SortGroupClause) -> bool {
+    // SAFETY: the caller's.
+    let (sortop, eqop) = unsafe { ((*c).sortop, (*c).eqop) };
+    [sortop, eqop]
+        .iter()
+        .any(|op| op.to_u32() >= pg_sys::FirstNormalObjectId)
+}
+
 /// Whether built-in function `funcid` is one of [`RUNS_SQL_TEXT`].
 fn runs_sql_text(funcid: Oid) -> bool {
     funcid.to_u32() < pg_sys::FirstNormalObjectId
@@ -204,6 +224,12 @@ unsafe extern "C-unwind" fn walker(node: *mut Node, ctx: *mut c_void) -> bool {
             } else {
                 w.out.reads.push(((*rte).relid, (*var).varattno.max(0)));
             }
+            return false;
+        }
+        if is_a(node, NodeTag::T_SortGroupClause) && user_sort_group(node.cast()) {
+            // An aggregate's ORDER BY or DISTINCT with an owner's operator.
+            w.out.opaque =
+                Some("it sorts, groups or deduplicates with an operator that is not built in".into());
             return false;
         }
         let opaque_call = if is_a(node, NodeTag::T_FuncExpr) {

@@ -879,11 +879,11 @@ fn matview_policy(relid: Oid, mut rules: Vec<ColumnRule>) -> RelationPolicy {
     // and the owner's routing (a trigger on the raw value) chose each
     // row's child.
     for &(src, _) in sources {
-        if relation_policy(src).protects() && crate::pg::catalog::row_security(src) {
+        if crate::pg::catalog::row_security(src) {
             // Row-level security filtered the rows the refresh stored, by
             // the policies of whoever refreshed it (a policy on a labelled
-            // column is a filter on raw values that the stored query does
-            // not show).
+            // column, of this table or, through a subquery, of another, is
+            // a filter on raw values that the stored query does not show).
             taint.get_or_insert(format!(
                 "it reads {}, which has row-level security: the policies of whoever refreshed it chose the rows it stores",
                 crate::pg::catalog::relation_name(src)
