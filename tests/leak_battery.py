@@ -862,6 +862,69 @@ def tenth_review(b):
                           " leak10_eq(int, int), leak10_ge(int, int), leak10_gt(int, int) CASCADE")
 
 
+ELEVENTH_FIXTURES = """
+DROP TABLE IF EXISTS leak11_src, leak11_clu, leak11_route, leak11_rls CASCADE;
+DROP MATERIALIZED VIEW IF EXISTS leak11_mv_filtered CASCADE;
+CREATE TABLE leak11_src (id int PRIMARY KEY, ward text, name text, diag text);
+INSERT INTO leak11_src SELECT i, 'W' || (i % 2), (ARRAY['Dunn', 'Baker', 'Nolan', 'Abbott', 'Young', 'Carver'])[1 + i % 6],
+  CASE WHEN i % 4 = 0 THEN 'HIV positive' ELSE 'flu' END FROM generate_series(1, 12) i;
+SECURITY LABEL FOR dptext ON COLUMN leak11_src.name IS 'MASKED WITH santext(eps => 1)';
+SECURITY LABEL FOR dptext ON COLUMN leak11_src.diag IS 'MASKED WITH santext(eps => 1)';
+CREATE TABLE leak11_clu AS SELECT id, name FROM leak11_src;
+CREATE INDEX leak11_clu_name ON leak11_clu (name);
+CLUSTER leak11_clu USING leak11_clu_name;
+SECURITY LABEL FOR dptext ON COLUMN leak11_clu.name IS 'MASKED WITH santext(eps => 1)';
+CREATE TABLE leak11_route (id int, name text);
+CREATE TABLE leak11_route_am () INHERITS (leak11_route);
+CREATE TABLE leak11_route_nz () INHERITS (leak11_route);
+INSERT INTO leak11_route_am SELECT id, name FROM leak11_src WHERE name < 'N';
+INSERT INTO leak11_route_nz SELECT id, name FROM leak11_src WHERE name >= 'N';
+SECURITY LABEL FOR dptext ON COLUMN leak11_route.name IS 'MASKED WITH santext(eps => 1)';
+CREATE TABLE leak11_rls AS SELECT id, name, diag FROM leak11_src;
+SECURITY LABEL FOR dptext ON COLUMN leak11_rls.name IS 'MASKED WITH santext(eps => 1)';
+SECURITY LABEL FOR dptext ON COLUMN leak11_rls.diag IS 'MASKED WITH santext(eps => 1)';
+ALTER TABLE leak11_rls ENABLE ROW LEVEL SECURITY;
+ALTER TABLE leak11_rls FORCE ROW LEVEL SECURITY;
+CREATE POLICY leak11_no_hiv ON leak11_rls USING (diag NOT LIKE 'HIV%');
+CREATE MATERIALIZED VIEW leak11_mv_filtered AS SELECT name FROM leak11_src WHERE diag LIKE 'HIV%';
+SECURITY LABEL FOR dptext ON COLUMN leak11_mv_filtered.name IS 'MASKED WITH santext(eps => 1)';
+SET client_min_messages = warning;
+SELECT dptext.create_sanitized_view('leak11_src', 'leak11_src_safe');
+SELECT dptext.create_sanitized_view('leak11_clu', 'leak11_clu_safe');
+SELECT dptext.create_sanitized_view('leak11_route', 'leak11_route_safe');
+SELECT dptext.create_sanitized_view('leak11_rls', 'leak11_rls_safe');
+SELECT dptext.create_sanitized_view('leak11_mv_filtered', 'leak11_mv_filtered_safe');
+GRANT SELECT ON leak11_src, leak11_clu, leak11_route, leak11_rls, leak11_mv_filtered, leak11_src_safe, leak11_clu_safe,
+  leak11_route_safe, leak11_rls_safe, leak11_mv_filtered_safe TO leak_masked;
+"""
+
+
+def eleventh_review(b):
+    """What an eleventh review found: a sanitized copy (create_sanitized_view)
+    of a source masked sessions may not read whole kept the source's rows
+    and their order (a clustered table's raw rank, a routed parent's
+    children, the rows a policy or a view's filter let through), and its
+    sanitized values joined back to the masked source."""
+    with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+        owner.execute(ELEVENTH_FIXTURES)
+    try:
+        for name, rel in [("a clustered table", "leak11_clu_safe"),
+                          ("a routed parent of plain inheritance", "leak11_route_safe"),
+                          ("a table with row-level security", "leak11_rls_safe"),
+                          ("a filtered materialized view", "leak11_mv_filtered_safe")]:
+            b.no_leak(f"a sanitized copy of {name}", b.run([f"SELECT count(*) FROM {rel}"]), expect_error="42501")
+        with b.connect() as c:
+            shown = c.execute("SELECT count(*) FROM pg_class WHERE relname IN ('leak11_clu_safe', 'leak11_route_safe',"
+                              " 'leak11_rls_safe', 'leak11_mv_filtered_safe')").fetchone()[0]
+        b.check("no pg_class row of a refused sanitized copy", shown == 0, f"{shown}")
+        cap = b.run(["SELECT count(*), count(name) FROM leak11_src_safe"])
+        b.check("a sanitized copy of a plain labelled table is served", cap.error is None, f"{cap.error}")
+    finally:
+        with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+            owner.execute("DROP TABLE IF EXISTS leak11_src, leak11_clu, leak11_route, leak11_rls CASCADE")
+            owner.execute("DROP MATERIALIZED VIEW IF EXISTS leak11_mv_filtered CASCADE")
+
+
 def below_the_mask(b):
     """The attacks of a masked analyst with SELECT and USERSET settings on
     what lies below the mask: each must be refused or give nothing."""
@@ -1249,6 +1312,7 @@ def main():
         eighth_review(b)
         ninth_review(b)
         tenth_review(b)
+        eleventh_review(b)
     computed_once_store(b)
     deny_by_default(b)
 

@@ -761,6 +761,21 @@ fn last_build(relid: Oid) -> Option<(Oid, i64)> {
 /// since the build, is refused.
 fn sanitized_policy(relid: Oid, mut rules: Vec<ColumnRule>, build: (Oid, i64)) -> RelationPolicy {
     let (source, number) = build;
+    // The build sanitized each value, but which rows the copy holds and in
+    // what order it stored them are the source's: a copy of a source that
+    // masked sessions may not read whole (a filtered or sorted view, a
+    // partition family placed by a labelled column, a clustered table, a
+    // routed inheritance parent, rows chosen by row-level security) hands
+    // them on, and joined to the masked source its sanitized values tell
+    // which rows matched. Checked at every read: the owner may cluster the
+    // source or enable row-level security after the build.
+    if let Some(why) = copy_source_refusal(source) {
+        return RelationPolicy::Refused(format!(
+            "masked sessions cannot read {}: it is a sanitized copy of {}, and {why}, so which rows the copy holds and their order follow raw values; copy the table itself with dptext.create_sanitized_view and filter or sort the copy",
+            crate::pg::catalog::relation_name(relid),
+            crate::pg::catalog::relation_name(source)
+        ));
+    }
     let mut taint: Option<String> = None;
     // Its columns match the source's by name, those the build sanitized
     // left out (a materialized view's query cannot be followed through the
@@ -807,6 +822,37 @@ fn sanitized_policy(relid: Oid, mut rules: Vec<ColumnRule>, build: (Oid, i64)) -
     })
 }
 
+/// Why a sanitized copy of `source` may not be served: the source's own
+/// rows, or their order, follow raw values (see [`sanitized_policy`]).
+fn copy_source_refusal(source: Oid) -> Option<String> {
+    let policy = relation_policy(source);
+    match policy.as_ref() {
+        RelationPolicy::Refused(why) | RelationPolicy::Derived { why, .. } => {
+            return Some(format!("masked sessions may not read it ({why})"));
+        }
+        _ => {}
+    }
+    if crate::pg::catalog::row_security(source) {
+        return Some(
+            "it has row-level security (the policies of whoever built the copy chose its rows)".into(),
+        );
+    }
+    if policy.protects() {
+        if let Some(why) = family_refusal(source) {
+            return Some(format!("masked sessions may not read it ({why})"));
+        }
+        if crate::pg::catalog::relkind(source) != pg_sys::RELKIND_PARTITIONED_TABLE
+            && crate::pg::catalog::has_inheritance_children(source)
+        {
+            return Some(
+                "it is a parent of plain inheritance with dptext rules (the copy stored its rows child after child)"
+                    .into(),
+            );
+        }
+    }
+    None
+}
+
 /// A materialized view stores what its query computed when it was last
 /// refreshed, from raw values. Its columns are served as the columns they
 /// were computed from: a column with a label of its own by that rule, a
@@ -831,7 +877,7 @@ fn matview_policy(relid: Oid, mut rules: Vec<ColumnRule>) -> RelationPolicy {
             // give their ranks; a DISTINCT stores them in hash order), so
             // no column is served, masked or not; count(*) still is.
             return RelationPolicy::Refused(format!(
-                "masked sessions cannot read materialized view {}: its rows were sorted, grouped or deduplicated by the labelled {}, so the order they are stored in tells raw values; build it with dptext.create_sanitized_view, or without that clause",
+                "masked sessions cannot read materialized view {}: its rows were sorted, grouped or deduplicated by the labelled {}, so the order they are stored in tells raw values; build it without that clause, or over a sanitized copy of the table (dptext.create_sanitized_view)",
                 crate::pg::catalog::relation_name(relid),
                 column(src, att)
             ));
@@ -909,7 +955,7 @@ fn matview_policy(relid: Oid, mut rules: Vec<ColumnRule>) -> RelationPolicy {
         // followed raw values: every column would tell them, the masked
         // ones by their stored order, and count(*) by how many matched.
         Some(why) => RelationPolicy::Refused(format!(
-            "masked sessions cannot read materialized view {}: {why}, so which rows it stores, their order or their values may follow raw values; build it with dptext.create_sanitized_view instead",
+            "masked sessions cannot read materialized view {}: {why}, so which rows it stores, their order or their values may follow raw values; build it over a sanitized copy of the table (dptext.create_sanitized_view) instead",
             crate::pg::catalog::relation_name(relid)
         )),
         None => conclude(rules, None, |why| why),
