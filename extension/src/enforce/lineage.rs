@@ -123,7 +123,8 @@ unsafe fn read_query(q: *mut pg_sys::Query, out: &mut Lineage) {
                 // comparison looks the ids' names up).
                 if user_sort_group(c) {
                     w.out.opaque = Some(
-                        "it sorts, groups or deduplicates with an operator that is not built in".into(),
+                        "it sorts, groups or deduplicates with an operator that is not built in"
+                            .into(),
                     );
                     return;
                 }
@@ -228,8 +229,9 @@ unsafe extern "C-unwind" fn walker(node: *mut Node, ctx: *mut c_void) -> bool {
         }
         if is_a(node, NodeTag::T_SortGroupClause) && user_sort_group(node.cast()) {
             // An aggregate's ORDER BY or DISTINCT with an owner's operator.
-            w.out.opaque =
-                Some("it sorts, groups or deduplicates with an operator that is not built in".into());
+            w.out.opaque = Some(
+                "it sorts, groups or deduplicates with an operator that is not built in".into(),
+            );
             return false;
         }
         let opaque_call = if is_a(node, NodeTag::T_FuncExpr) {

@@ -834,7 +834,8 @@ fn copy_source_refusal(source: Oid) -> Option<String> {
     }
     if crate::pg::catalog::row_security(source) {
         return Some(
-            "it has row-level security (the policies of whoever built the copy chose its rows)".into(),
+            "it has row-level security (the policies of whoever built the copy chose its rows)"
+                .into(),
         );
     }
     if policy.protects() {
