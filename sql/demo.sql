@@ -54,7 +54,7 @@ SECURITY LABEL FOR dptext ON COLUMN records.note IS
   'MASKED WITH deidentify(operators => ''DATE:shift,ID:redact'') GROUPED BY patient';
 SECURITY LABEL FOR dptext ON COLUMN records.patient IS 'MASKED WITH deidentify(whole => true)';
 SELECT column_name, label, guarantee ->> 'kind' AS guarantee, guarantee ->> 'rests_on' AS rests_on
-  FROM dptext.rules ORDER BY column_name;
+  FROM dptext.rules WHERE table_name = 'records' ORDER BY column_name;
 \echo '--- where a formal bound on every word is wanted: a word-level stage after detection'
 SELECT jsonb_pretty(dptext.parse_rule(
   'MASKED WITH deidentify(operators => ''DATE:shift,ID:redact'') THEN santext_plus(eps => 3)') -> 'guarantee') AS guarantee;

@@ -925,6 +925,77 @@ def eleventh_review(b):
             owner.execute("DROP MATERIALIZED VIEW IF EXISTS leak11_mv_filtered CASCADE")
 
 
+TWELFTH_FIXTURES = """
+DROP TABLE IF EXISTS leak12_pat, leak12_adm CASCADE;
+DROP OPERATOR CLASS IF EXISTS leak12_ops USING btree CASCADE;
+DROP FUNCTION IF EXISTS leak12_cmp(int, int), leak12_lt(int, int), leak12_le(int, int), leak12_eq(int, int),
+  leak12_ge(int, int), leak12_gt(int, int), leak12_name(int) CASCADE;
+CREATE TABLE leak12_pat (id int PRIMARY KEY, name text);
+INSERT INTO leak12_pat VALUES (1, 'Nolan'), (2, 'Abbott'), (3, 'Young'), (4, 'Carver'), (5, 'Hale'), (6, 'Baker');
+SECURITY LABEL FOR dptext ON COLUMN leak12_pat.name IS 'MASKED WITH santext(eps => 2)';
+CREATE FUNCTION leak12_cmp(a int, b int) RETURNS int LANGUAGE sql STABLE AS $$
+  SELECT CASE WHEN x < y THEN -1 WHEN x > y THEN 1 ELSE 0 END
+  FROM (SELECT (SELECT name FROM leak12_pat WHERE id = a) x, (SELECT name FROM leak12_pat WHERE id = b) y) s $$;
+CREATE FUNCTION leak12_lt(int, int) RETURNS bool LANGUAGE sql STABLE AS 'SELECT leak12_cmp($1, $2) < 0';
+CREATE FUNCTION leak12_le(int, int) RETURNS bool LANGUAGE sql STABLE AS 'SELECT leak12_cmp($1, $2) <= 0';
+CREATE FUNCTION leak12_eq(int, int) RETURNS bool LANGUAGE sql STABLE AS 'SELECT leak12_cmp($1, $2) = 0';
+CREATE FUNCTION leak12_ge(int, int) RETURNS bool LANGUAGE sql STABLE AS 'SELECT leak12_cmp($1, $2) >= 0';
+CREATE FUNCTION leak12_gt(int, int) RETURNS bool LANGUAGE sql STABLE AS 'SELECT leak12_cmp($1, $2) > 0';
+CREATE OPERATOR <<<< (LEFTARG = int, RIGHTARG = int, FUNCTION = leak12_lt);
+CREATE OPERATOR <<<<= (LEFTARG = int, RIGHTARG = int, FUNCTION = leak12_le);
+CREATE OPERATOR ==== (LEFTARG = int, RIGHTARG = int, FUNCTION = leak12_eq);
+CREATE OPERATOR >>>>= (LEFTARG = int, RIGHTARG = int, FUNCTION = leak12_ge);
+CREATE OPERATOR >>>> (LEFTARG = int, RIGHTARG = int, FUNCTION = leak12_gt);
+CREATE OPERATOR CLASS leak12_ops FOR TYPE int4 USING btree AS
+  OPERATOR 1 <<<<, OPERATOR 2 <<<<=, OPERATOR 3 ====, OPERATOR 4 >>>>=, OPERATOR 5 >>>>, FUNCTION 1 leak12_cmp(int, int);
+CREATE FUNCTION leak12_name(int) RETURNS text LANGUAGE sql IMMUTABLE AS 'SELECT name FROM public.leak12_pat WHERE id = $1';
+CREATE TABLE leak12_adm (aid int, patient_id int);
+INSERT INTO leak12_adm SELECT i, i FROM generate_series(1, 6) i;
+CREATE INDEX leak12_by_name ON leak12_adm (patient_id leak12_ops);
+CREATE INDEX leak12_by_fn ON leak12_adm (leak12_name(patient_id));
+CREATE INDEX leak12_partial ON leak12_adm (aid) WHERE leak12_name(patient_id) < 'D';
+CREATE STATISTICS leak12_stats ON (leak12_name(patient_id)) FROM leak12_adm;
+ANALYZE leak12_adm;
+GRANT SELECT ON leak12_pat, leak12_adm TO leak_masked;
+"""
+
+
+def twelfth_review(b):
+    """What a twelfth review found: an owner's index on an unlabelled
+    table whose operator class, expression or predicate runs code that
+    looks a labelled column up gave masked plans the raw order, raw
+    equality and range matches, and (a partial index's reltuples) raw
+    counts. Such indexes are not used and not shown; statistics on such
+    expressions neither."""
+    with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+        owner.execute(TWELFTH_FIXTURES)
+    try:
+        plans = b.run(["SET enable_seqscan = off",
+                       "EXPLAIN SELECT patient_id FROM leak12_adm ORDER BY patient_id USING <<<<",
+                       "EXPLAIN SELECT patient_id FROM leak12_adm WHERE leak12_name(patient_id) = 'Abbott'",
+                       "EXPLAIN SELECT aid FROM leak12_adm WHERE leak12_name(patient_id) < 'D'"])
+        used = [t for t in plans.texts if "leak12_by" in t or "leak12_partial" in t]
+        b.check("a masked plan uses no index that runs an owner's code", plans.error is None and not used,
+                f"{plans.error} {used}")
+        with b.connect() as c:
+            shown = c.execute("SELECT relname FROM pg_class WHERE relname LIKE 'leak12_%' AND relkind = 'i'"
+                              " AND relname <> 'leak12_pat_pkey'").fetchall()
+            stats = c.execute("SELECT count(*) FROM pg_stats_ext_exprs WHERE tablename = 'leak12_adm'").fetchone()[0]
+        b.check("no pg_class row of an index that runs an owner's code", shown == [], f"{shown}")
+        b.check("no statistics on expressions that run an owner's code", stats == 0, f"{stats}")
+        cap = b.run(["SET enable_seqscan = off",
+                     "SELECT string_agg(patient_id::text, ',') FROM "
+                     "(SELECT patient_id FROM leak12_adm WHERE leak12_name(patient_id) = 'Abbott') s"])
+        b.check("an owner's function over a labelled column matches masked values, whatever the plan",
+                cap.error is None and "2" not in [t.strip() for t in cap.texts], f"{cap.error} {cap.texts}")
+    finally:
+        with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+            owner.execute("DROP TABLE IF EXISTS leak12_pat, leak12_adm CASCADE")
+            owner.execute("DROP OPERATOR CLASS IF EXISTS leak12_ops USING btree CASCADE")
+            owner.execute("DROP FUNCTION IF EXISTS leak12_cmp(int, int), leak12_lt(int, int), leak12_le(int, int),"
+                          " leak12_eq(int, int), leak12_ge(int, int), leak12_gt(int, int), leak12_name(int) CASCADE")
+
+
 def below_the_mask(b):
     """The attacks of a masked analyst with SELECT and USERSET settings on
     what lies below the mask: each must be refused or give nothing."""
@@ -1313,6 +1384,7 @@ def main():
         ninth_review(b)
         tenth_review(b)
         eleventh_review(b)
+        twelfth_review(b)
     computed_once_store(b)
     deny_by_default(b)
 

@@ -287,6 +287,17 @@ unsafe extern "C-unwind" fn relation_info(
             // (its MCV lists of ward and id, say) would give per-child
             // estimates that tell which child holds each row.
             (*rel).statlist = std::ptr::null_mut();
+        } else if !(*rel).statlist.is_null() {
+            // Statistics on expressions over an owner's function (one that
+            // looks a labelled column up) summarise raw values of another
+            // table: their estimates are not used.
+            let mut kept = PgList::<pg_sys::StatisticExtInfo>::new();
+            for info in PgList::<pg_sys::StatisticExtInfo>::from_pg((*rel).statlist).iter_ptr() {
+                if !crate::pg::catalog::calls_owner_code((*info).exprs.cast()) {
+                    kept.push(info);
+                }
+            }
+            (*rel).statlist = kept.into_pg();
         }
         let mut kept = PgList::<pg_sys::IndexOptInfo>::new();
         let mut dropped = false;

@@ -414,12 +414,17 @@ pub(crate) fn index_reads_protected(indexid: Oid) -> bool {
             // So does every index of a member of a family whose rows were
             // placed by raw values: its row count and statistics are the
             // member's, which masked sessions may not read.
+            // And any index that runs an owner's code to order or match
+            // (an operator class whose comparison looks names up, an
+            // expression or predicate over a function that reads a
+            // labelled column through a query): on any table, since the
+            // code may read any.
             let labelled = columns.as_ref().is_some_and(|(table, cols)| {
                 let policy = relation_policy(*table);
                 reads_protected(&policy, cols)
                     || masked_inheritance_child(*table)
                     || (policy.protects() && family_refusal(*table).is_some())
-            });
+            }) || crate::pg::catalog::index_runs_owner_code(indexid);
             let r = Rc::new(IndexReads { columns, labelled });
             INDEXES.with(|i| i.borrow_mut().insert(indexid, r.clone()));
             r
@@ -1461,16 +1466,20 @@ pub mod dptext {
             return true;
         }
         let rel = super::lookup(|| {
-            super::read_one::<pg_sys::Oid>(
-                "SELECT stxrelid FROM pg_catalog.pg_statistic_ext WHERE oid OPERATOR(pg_catalog.=) $1",
+            super::read_two::<pg_sys::Oid, String>(
+                "SELECT stxrelid, stxexprs::pg_catalog.text FROM pg_catalog.pg_statistic_ext WHERE oid OPERATOR(pg_catalog.=) $1",
                 &[stxoid.into()],
             )
         });
         match rel {
-            Ok(Some(rel)) => matches!(
-                super::relation_policy(rel).as_ref(),
-                super::RelationPolicy::Plain
-            ),
+            // Expressions over an owner's function (one that looks a
+            // labelled column up) summarise raw values of another table.
+            Ok((Some(rel), exprs)) => {
+                matches!(
+                    super::relation_policy(rel).as_ref(),
+                    super::RelationPolicy::Plain
+                ) && !exprs.is_some_and(|e| crate::pg::catalog::node_text_calls_owner_code(&e))
+            }
             _ => false,
         }
     }

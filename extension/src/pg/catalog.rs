@@ -431,6 +431,91 @@ pub unsafe fn attnums_of(set: *const pg_sys::Bitmapset) -> Vec<i16> {
     out
 }
 
+/// Whether an expression tree calls a function or operator that is not
+/// built in (an owner's code, which may read any table).
+///
+/// # Safety
+/// `node` is NULL or a valid expression tree.
+pub unsafe fn calls_owner_code(node: *mut pg_sys::Node) -> bool {
+    type Walker = unsafe extern "C-unwind" fn(*mut pg_sys::Node, *mut std::ffi::c_void) -> bool;
+    #[pgrx::pg_guard]
+    unsafe extern "C-unwind" fn walk(node: *mut pg_sys::Node, ctx: *mut std::ffi::c_void) -> bool {
+        use pgrx::is_a;
+        use pgrx::pg_sys::NodeTag;
+        if node.is_null() {
+            return false;
+        }
+        let owner = |oid: pg_sys::Oid| oid.to_u32() >= pg_sys::FirstNormalObjectId;
+        // SAFETY: nodes are cast after their tags are checked.
+        unsafe {
+            let found = if is_a(node, NodeTag::T_FuncExpr) {
+                owner((*node.cast::<pg_sys::FuncExpr>()).funcid)
+            } else if is_a(node, NodeTag::T_OpExpr)
+                || is_a(node, NodeTag::T_DistinctExpr)
+                || is_a(node, NodeTag::T_NullIfExpr)
+            {
+                let op = node.cast::<pg_sys::OpExpr>();
+                owner((*op).opno) || owner((*op).opfuncid)
+            } else if is_a(node, NodeTag::T_ScalarArrayOpExpr) {
+                owner((*node.cast::<pg_sys::ScalarArrayOpExpr>()).opno)
+            } else if is_a(node, NodeTag::T_Aggref) {
+                owner((*node.cast::<pg_sys::Aggref>()).aggfnoid)
+            } else if is_a(node, NodeTag::T_WindowFunc) {
+                owner((*node.cast::<pg_sys::WindowFunc>()).winfnoid)
+            } else {
+                false
+            };
+            found || pg_sys::expression_tree_walker(node, Some(walk as Walker), ctx)
+        }
+    }
+    // SAFETY: as the caller promises; the walker only reads the tree.
+    unsafe { walk(node, std::ptr::null_mut()) }
+}
+
+/// Whether index `indexid` runs an owner's code to order or match its
+/// entries: an operator family or support function that is not built in
+/// (an operator class whose comparison looks names up), or such a
+/// function or operator in its expressions or predicate. Its order and
+/// its matches may then be raw values of any table, whatever columns its
+/// own table holds. False when it is not an index.
+pub fn index_runs_owner_code(indexid: pg_sys::Oid) -> bool {
+    let kind = relkind(indexid);
+    if kind != pg_sys::RELKIND_INDEX && kind != pg_sys::RELKIND_PARTITIONED_INDEX {
+        return false;
+    }
+    let owner = |oid: pg_sys::Oid| oid.to_u32() >= pg_sys::FirstNormalObjectId;
+    // SAFETY: the index exists (its kind was read); index_open locks it,
+    // so its relcache entry, `rd_opfamily` (one per key column), and its
+    // expression lists stay valid while read.
+    unsafe {
+        let rel = pg_sys::index_open(indexid, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+        let index = (*rel).rd_index;
+        let keys = usize::try_from((*index).indnkeyatts).unwrap_or(0);
+        let families = if (*rel).rd_opfamily.is_null() {
+            &[][..]
+        } else {
+            std::slice::from_raw_parts((*rel).rd_opfamily, keys)
+        };
+        let runs = families.iter().any(|&f| owner(f))
+            || calls_owner_code(pg_sys::RelationGetIndexExpressions(rel).cast())
+            || calls_owner_code(pg_sys::RelationGetIndexPredicate(rel).cast());
+        pg_sys::index_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+        runs
+    }
+}
+
+/// Whether the expressions of `node_text` (a `pg_node_tree` of a
+/// catalog: an extended statistics object's `stxexprs`) call an owner's
+/// code; true when it cannot be read.
+pub fn node_text_calls_owner_code(node_text: &str) -> bool {
+    let Ok(text) = std::ffi::CString::new(node_text) else {
+        return true;
+    };
+    // SAFETY: stringToNode parses a NUL-terminated node string written by
+    // PostgreSQL into fresh nodes in the current memory context.
+    unsafe { calls_owner_code(pg_sys::stringToNode(text.as_ptr()).cast()) }
+}
+
 /// The table index `indexid` is on and every column it reads: its keys,
 /// its expressions and its predicate (0: a whole-row reference). `None`
 /// when `indexid` is not an index.
