@@ -996,6 +996,34 @@ def twelfth_review(b):
                           " leak12_eq(int, int), leak12_ge(int, int), leak12_gt(int, int), leak12_name(int) CASCADE")
 
 
+def thirteenth_review(b):
+    """What a thirteenth review found: a masked session could LISTEN (an
+    owner's trigger that notifies a row's raw values, or contrib's tcn
+    naming the rows a statement wrote, reached it), probe advisory locks an
+    owner's job took on raw values, and write a table whose index runs an
+    owner's code (its uniqueness search followed the raw order)."""
+    with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+        owner.execute("""
+DROP TABLE IF EXISTS leak13_visits;
+DROP FUNCTION IF EXISTS leak13_f(int);
+CREATE FUNCTION leak13_f(int) RETURNS int LANGUAGE sql IMMUTABLE AS 'SELECT $1';
+CREATE TABLE leak13_visits (patient_id int);
+CREATE UNIQUE INDEX leak13_by_f ON leak13_visits (leak13_f(patient_id));
+GRANT SELECT, INSERT ON leak13_visits TO leak_masked;
+""")
+    try:
+        b.no_leak("LISTEN", b.run(["LISTEN leak13_channel"]), expect_error="42501")
+        for call in ["pg_try_advisory_xact_lock(hashtext('Carver'))", "pg_advisory_lock(42)",
+                     "pg_try_advisory_lock_shared(1, 2)"]:
+            b.no_leak(f"SELECT {call}", b.run([f"SELECT {call}"]), expect_error="42501")
+        b.no_leak("a write to a table whose index runs an owner's code",
+                  b.run(["INSERT INTO leak13_visits VALUES (4) ON CONFLICT DO NOTHING"]), expect_error="42501")
+    finally:
+        with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+            owner.execute("DROP TABLE IF EXISTS leak13_visits")
+            owner.execute("DROP FUNCTION IF EXISTS leak13_f(int)")
+
+
 def below_the_mask(b):
     """The attacks of a masked analyst with SELECT and USERSET settings on
     what lies below the mask: each must be refused or give nothing."""
@@ -1385,6 +1413,7 @@ def main():
         tenth_review(b)
         eleventh_review(b)
         twelfth_review(b)
+        thirteenth_review(b)
     computed_once_store(b)
     deny_by_default(b)
 

@@ -474,6 +474,14 @@ fn refuse_planted(what: &str) -> ! {
 unsafe fn check_utility(stmt: *mut pg_sys::Node) {
     // SAFETY: `stmt` is a valid parse node; casts follow tag checks.
     unsafe {
+        if is_a(stmt, NodeTag::T_ListenStmt) {
+            // Notifications are sent by other sessions' code: an owner's
+            // trigger with a row's raw values as payload (a realtime
+            // trigger, contrib's tcn naming the rows a statement wrote).
+            masking::refuse(
+                "masked sessions cannot LISTEN: notifications carry what other sessions' triggers send, raw values among them".into(),
+            );
+        }
         if is_a(stmt, NodeTag::T_CopyStmt) {
             let copy = stmt.cast::<pg_sys::CopyStmt>();
             if (*copy).relation.is_null() {

@@ -457,6 +457,41 @@ pub(crate) fn writes_denied(relid: Oid) -> bool {
     crate::guc::deny_unlabelled_text() && unlabelled_text_refusal(relid, &[0]).is_some()
 }
 
+/// Why a masked session may not write `relid`, when one of its indexes
+/// runs an owner's code ([`crate::pg::catalog::index_runs_owner_code`]):
+/// the owner built it over raw values, so a masked write's uniqueness
+/// search compares the session's masked values along the raw order (found
+/// or missed duplicates tell that order) and files entries out of place.
+pub(crate) fn owner_index_write_refusal(relid: Oid) -> Option<String> {
+    let indexes = lookup(|| -> Result<Vec<Oid>, pgrx::spi::Error> {
+        Spi::connect(|client| {
+            let rows = client.select(
+                "SELECT indexrelid FROM pg_catalog.pg_index WHERE indrelid OPERATOR(pg_catalog.=) $1",
+                None,
+                &oid_arg(relid),
+            )?;
+            let mut out = Vec::new();
+            for row in rows {
+                if let Some(i) = row.get::<Oid>(1)? {
+                    out.push(i);
+                }
+            }
+            Ok(out)
+        })
+    })
+    .unwrap_or_else(|e| refuse(format!("could not read the indexes of a written table: {e}")));
+    indexes
+        .into_iter()
+        .find(|&i| crate::pg::catalog::index_runs_owner_code(i))
+        .map(|i| {
+            format!(
+                "masked sessions cannot write {}: its index {} runs code that is not built in (an operator class, an expression or a predicate), which its owner ran over raw values",
+                crate::pg::catalog::relation_name(relid),
+                crate::pg::catalog::relation_name(i)
+            )
+        })
+}
+
 /// How the rows of `$1`'s inheritance and partition family are placed:
 /// each partition key (kind, table, its columns (0: an expression), its
 /// expressions), each CHECK constraint when the family has more than one

@@ -54,6 +54,10 @@ use crate::pg::version;
 /// constant for it).
 const STATISTIC_EXT_DATA: Oid = Oid::from_u32(3429);
 
+/// `pg_rewrite`, and its column `ev_class` (pgrx binds neither).
+const REWRITE: Oid = Oid::from_u32(2618);
+const REWRITE_EV_CLASS: i16 = 3;
+
 /// What the first pass found.
 #[derive(Default)]
 pub(crate) struct Survey {
@@ -191,6 +195,11 @@ impl Survey {
             if Self::masked_as(session_masked, as_user) && masking::writes_denied(relid) {
                 masking::refuse_denied_write(relid);
             }
+            if Self::masked_as(session_masked, as_user) {
+                if let Some(why) = masking::owner_index_write_refusal(relid) {
+                    masking::refuse(why);
+                }
+            }
         }
         for &(relid, as_user) in &self.relations {
             if out.contains_key(&relid) || !Self::masked_as(session_masked, as_user) {
@@ -210,6 +219,7 @@ impl Survey {
                 || relid == pg_sys::IndexRelationId
                 || relid == pg_sys::StatisticRelationId
                 || relid == STATISTIC_EXT_DATA
+                || relid == REWRITE
             {
                 out.insert(relid, policy);
             }
@@ -1095,6 +1105,9 @@ impl<'a> Rewrite<'a> {
             ];
             // pg_index: indexrelid oid 1, and an index's relkind.
             let index_col = [(1, pg_sys::OIDOID), (0, pg_sys::CHAROID)];
+            // pg_rewrite: ev_class, and the kind that asks for its relation's
+            // visibility (a materialized view's: -1 below).
+            let rule_col = [(REWRITE_EV_CLASS, pg_sys::OIDOID), (-1, pg_sys::CHAROID)];
             let (func, cols): (&str, &[(i16, Oid)]) = if relid == pg_sys::RelationRelationId {
                 (
                     "dptext.class_visible(pg_catalog.oid,pg_catalog.\"char\")",
@@ -1104,6 +1117,14 @@ impl<'a> Rewrite<'a> {
                 (
                     "dptext.class_visible(pg_catalog.oid,pg_catalog.\"char\")",
                     &index_col,
+                )
+            } else if relid == REWRITE {
+                // The rules of relations hidden from pg_class (a refused
+                // materialized view's query): a client that lists both,
+                // pg_dump among them, finds no rule without its relation.
+                (
+                    "dptext.class_visible(pg_catalog.oid,pg_catalog.\"char\")",
+                    &rule_col,
                 )
             } else if relid == pg_sys::StatisticRelationId {
                 (
@@ -1127,15 +1148,21 @@ impl<'a> Rewrite<'a> {
             let varno = i32::try_from(index + 1).unwrap_or(i32::MAX);
             let mut args = PgList::<Node>::new();
             for &(attnum, typ) in cols {
-                if attnum == 0 {
-                    // The relkind of every pg_index row: an index.
+                if attnum <= 0 {
+                    // The relkind of every pg_index row: an index; of every
+                    // pg_rewrite row, one whose relation's rows are checked.
+                    let kind = if attnum == 0 {
+                        pg_sys::RELKIND_INDEX
+                    } else {
+                        pg_sys::RELKIND_MATVIEW
+                    };
                     args.push(
                         pg_sys::makeConst(
                             pg_sys::CHAROID,
                             -1,
                             Oid::INVALID,
                             1,
-                            pg_sys::Datum::from(pg_sys::RELKIND_INDEX),
+                            pg_sys::Datum::from(kind),
                             false,
                             true,
                         )
@@ -1145,7 +1172,10 @@ impl<'a> Rewrite<'a> {
                 }
                 args.push(pg_sys::makeVar(varno, attnum, typ, -1, Oid::INVALID, 0).cast());
             }
-            let func = if relid == pg_sys::RelationRelationId || relid == pg_sys::IndexRelationId {
+            let func = if relid == pg_sys::RelationRelationId
+                || relid == pg_sys::IndexRelationId
+                || relid == REWRITE
+            {
                 // Every client reads pg_class: in a database without the
                 // extension (postgres, say) and without labels there is
                 // nothing to hide; with labels, masking cannot be

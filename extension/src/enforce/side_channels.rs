@@ -158,7 +158,10 @@ const BUILTIN_COUNTERS: &[(u32, &str)] = &[
 /// the chunks, hence the length, of each raw value read; and the
 /// directory listings `pg_ls_*` (file sizes: temporary files, WAL, server
 /// logs).
-const BUILTIN_PREFIXES: &[&str] = &["pg_stat_get_", "pg_ls_"];
+/// Advisory locks are among them: an owner's job that locks on a raw
+/// value (`pg_advisory_xact_lock(hashtext(name))`) answers a masked
+/// session's `pg_try_advisory_xact_lock(hashtext('Carver'))`.
+const BUILTIN_PREFIXES: &[&str] = &["pg_stat_get_", "pg_ls_", "pg_advisory_", "pg_try_advisory_"];
 
 /// Further built-in functions a masked session may not call: the lock
 /// table (predicate locks name the tuples a read touched), file reads
