@@ -760,9 +760,9 @@ INSERT INTO leak9_p SELECT i, 'W' || (1 + i % 2), (ARRAY['Jones Mary', 'Brown Al
 INSERT INTO leak9_p VALUES (100, 'W2', 'Hidden Person', repeat('word ', 250000));
 SECURITY LABEL FOR dptext ON COLUMN leak9_p.name IS 'MASKED WITH deidentify(strategy => redact, whole => true)';
 SECURITY LABEL FOR dptext ON COLUMN leak9_p.note IS 'MASKED WITH deidentify(strategy => redact)';
-CREATE MATERIALIZED VIEW leak9_words AS SELECT (ts_stat('SELECT to_tsvector(''simple'', name) FROM leak9_p')).*;
+CREATE MATERIALIZED VIEW leak9_words AS SELECT (ts_stat('SELECT to_tsvector(''simple'', name) FROM public.leak9_p')).*;
 CREATE MATERIALIZED VIEW leak9_xml AS
-  SELECT id, query_to_xml('SELECT name FROM leak9_p WHERE id = ' || id, false, false, '') AS x FROM leak9_p;
+  SELECT id, query_to_xml('SELECT name FROM public.leak9_p WHERE id = ' || id, false, false, '') AS x FROM leak9_p;
 CREATE TABLE leak9_wards (role name, ward text);
 INSERT INTO leak9_wards VALUES ('leak_masked', 'W1');
 ALTER TABLE leak9_p ENABLE ROW LEVEL SECURITY;
@@ -803,6 +803,33 @@ def ninth_review(b):
             owner.execute("DROP TABLE IF EXISTS leak9_p, leak9_wards CASCADE")
 
 
+def owner_order_ops(prefix, table, column, op):
+    """SQL of an owner's btree operator class on int4 whose comparison looks
+    each id's `column` up in `table` (functions `<prefix>_cmp`, `_lt`...,
+    operators `op`, `op=`, `===`-like equality, `opclass <prefix>_ops`).
+    Name `table` with its schema: PostgreSQL 17 and later run index builds
+    and materialized views' refreshes with search_path = pg_catalog."""
+    gt = op.replace("<", ">")
+    eq = "=" * (len(op) + 1)
+    funcs = "".join(
+        f"CREATE FUNCTION {prefix}_{n}(int, int) RETURNS bool LANGUAGE sql STABLE AS "
+        f"'SELECT {prefix}_cmp($1, $2) {c} 0';\n"
+        for n, c in [("lt", "<"), ("le", "<="), ("eq", "="), ("ge", ">="), ("gt", ">")])
+    ops = "".join(
+        f"CREATE OPERATOR {o} (LEFTARG = int, RIGHTARG = int, FUNCTION = {prefix}_{n});\n"
+        for o, n in [(op, "lt"), (op + "=", "le"), (eq, "eq"), (gt + "=", "ge"), (gt, "gt")])
+    return (
+        f"CREATE FUNCTION {prefix}_cmp(a int, b int) RETURNS int LANGUAGE sql STABLE AS $$\n"
+        f"  SELECT CASE WHEN x < y THEN -1 WHEN x > y THEN 1 ELSE 0 END\n"
+        f"  FROM (SELECT (SELECT {column} FROM {table} WHERE id = a) x, "
+        f"(SELECT {column} FROM {table} WHERE id = b) y) s $$;\n"
+        + funcs + ops
+        + f"CREATE OPERATOR CLASS {prefix}_ops FOR TYPE int4 USING btree AS\n"
+        f"  OPERATOR 1 {op}, OPERATOR 2 {op}=, OPERATOR 3 {eq}, OPERATOR 4 {gt}=, OPERATOR 5 {gt}, "
+        f"FUNCTION 1 {prefix}_cmp(int, int);\n"
+    )
+
+
 TENTH_FIXTURES = """
 DROP MATERIALIZED VIEW IF EXISTS leak10_adm_copy, leak10_sorted, leak10_rank;
 DROP TABLE IF EXISTS leak10_notes, leak10_adm CASCADE;
@@ -819,22 +846,7 @@ ALTER TABLE leak10_adm FORCE ROW LEVEL SECURITY;
 CREATE POLICY leak10_adm_zorblax ON leak10_adm
   USING (id IN (SELECT n.id FROM leak10_notes n WHERE n.note LIKE '%Zorblax%'));
 CREATE MATERIALIZED VIEW leak10_adm_copy AS SELECT id, ward FROM leak10_adm;
-CREATE FUNCTION leak10_cmp(a int, b int) RETURNS int LANGUAGE sql STABLE AS $$
-  SELECT CASE WHEN x < y THEN -1 WHEN x > y THEN 1 ELSE 0 END
-  FROM (SELECT (SELECT note FROM leak10_notes WHERE id = a) x, (SELECT note FROM leak10_notes WHERE id = b) y) s $$;
-CREATE FUNCTION leak10_lt(int, int) RETURNS bool LANGUAGE sql STABLE AS 'SELECT leak10_cmp($1, $2) < 0';
-CREATE FUNCTION leak10_le(int, int) RETURNS bool LANGUAGE sql STABLE AS 'SELECT leak10_cmp($1, $2) <= 0';
-CREATE FUNCTION leak10_eq(int, int) RETURNS bool LANGUAGE sql STABLE AS 'SELECT leak10_cmp($1, $2) = 0';
-CREATE FUNCTION leak10_ge(int, int) RETURNS bool LANGUAGE sql STABLE AS 'SELECT leak10_cmp($1, $2) >= 0';
-CREATE FUNCTION leak10_gt(int, int) RETURNS bool LANGUAGE sql STABLE AS 'SELECT leak10_cmp($1, $2) > 0';
-CREATE OPERATOR <<< (LEFTARG = int, RIGHTARG = int, FUNCTION = leak10_lt);
-CREATE OPERATOR <<<= (LEFTARG = int, RIGHTARG = int, FUNCTION = leak10_le);
-CREATE OPERATOR === (LEFTARG = int, RIGHTARG = int, FUNCTION = leak10_eq);
-CREATE OPERATOR >>>= (LEFTARG = int, RIGHTARG = int, FUNCTION = leak10_ge);
-CREATE OPERATOR >>> (LEFTARG = int, RIGHTARG = int, FUNCTION = leak10_gt);
-CREATE OPERATOR CLASS leak10_ops FOR TYPE int4 USING btree AS
-  OPERATOR 1 <<<, OPERATOR 2 <<<=, OPERATOR 3 ===, OPERATOR 4 >>>=, OPERATOR 5 >>>, FUNCTION 1 leak10_cmp(int, int);
-CREATE MATERIALIZED VIEW leak10_sorted AS SELECT id FROM leak10_notes ORDER BY id USING <<<;
+""" + owner_order_ops("leak10", "public.leak10_notes", "note", "<<<") + """CREATE MATERIALIZED VIEW leak10_sorted AS SELECT id FROM leak10_notes ORDER BY id USING <<<;
 CREATE MATERIALIZED VIEW leak10_rank AS SELECT id, row_number() OVER (ORDER BY id USING <<<) AS rnk FROM leak10_notes;
 GRANT SELECT ON leak10_notes, leak10_adm, leak10_adm_copy, leak10_sorted, leak10_rank TO leak_masked;
 """
@@ -933,22 +945,7 @@ DROP FUNCTION IF EXISTS leak12_cmp(int, int), leak12_lt(int, int), leak12_le(int
 CREATE TABLE leak12_pat (id int PRIMARY KEY, name text);
 INSERT INTO leak12_pat VALUES (1, 'Nolan'), (2, 'Abbott'), (3, 'Young'), (4, 'Carver'), (5, 'Hale'), (6, 'Baker');
 SECURITY LABEL FOR dptext ON COLUMN leak12_pat.name IS 'MASKED WITH santext(eps => 2)';
-CREATE FUNCTION leak12_cmp(a int, b int) RETURNS int LANGUAGE sql STABLE AS $$
-  SELECT CASE WHEN x < y THEN -1 WHEN x > y THEN 1 ELSE 0 END
-  FROM (SELECT (SELECT name FROM leak12_pat WHERE id = a) x, (SELECT name FROM leak12_pat WHERE id = b) y) s $$;
-CREATE FUNCTION leak12_lt(int, int) RETURNS bool LANGUAGE sql STABLE AS 'SELECT leak12_cmp($1, $2) < 0';
-CREATE FUNCTION leak12_le(int, int) RETURNS bool LANGUAGE sql STABLE AS 'SELECT leak12_cmp($1, $2) <= 0';
-CREATE FUNCTION leak12_eq(int, int) RETURNS bool LANGUAGE sql STABLE AS 'SELECT leak12_cmp($1, $2) = 0';
-CREATE FUNCTION leak12_ge(int, int) RETURNS bool LANGUAGE sql STABLE AS 'SELECT leak12_cmp($1, $2) >= 0';
-CREATE FUNCTION leak12_gt(int, int) RETURNS bool LANGUAGE sql STABLE AS 'SELECT leak12_cmp($1, $2) > 0';
-CREATE OPERATOR <<<< (LEFTARG = int, RIGHTARG = int, FUNCTION = leak12_lt);
-CREATE OPERATOR <<<<= (LEFTARG = int, RIGHTARG = int, FUNCTION = leak12_le);
-CREATE OPERATOR ==== (LEFTARG = int, RIGHTARG = int, FUNCTION = leak12_eq);
-CREATE OPERATOR >>>>= (LEFTARG = int, RIGHTARG = int, FUNCTION = leak12_ge);
-CREATE OPERATOR >>>> (LEFTARG = int, RIGHTARG = int, FUNCTION = leak12_gt);
-CREATE OPERATOR CLASS leak12_ops FOR TYPE int4 USING btree AS
-  OPERATOR 1 <<<<, OPERATOR 2 <<<<=, OPERATOR 3 ====, OPERATOR 4 >>>>=, OPERATOR 5 >>>>, FUNCTION 1 leak12_cmp(int, int);
-CREATE FUNCTION leak12_name(int) RETURNS text LANGUAGE sql IMMUTABLE AS 'SELECT name FROM public.leak12_pat WHERE id = $1';
+""" + owner_order_ops("leak12", "public.leak12_pat", "name", "<<<<") + """CREATE FUNCTION leak12_name(int) RETURNS text LANGUAGE sql IMMUTABLE AS 'SELECT name FROM public.leak12_pat WHERE id = $1';
 CREATE TABLE leak12_adm (aid int, patient_id int);
 INSERT INTO leak12_adm SELECT i, i FROM generate_series(1, 6) i;
 CREATE INDEX leak12_by_name ON leak12_adm (patient_id leak12_ops);
@@ -1022,6 +1019,49 @@ GRANT SELECT, INSERT ON leak13_visits TO leak_masked;
         with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
             owner.execute("DROP TABLE IF EXISTS leak13_visits")
             owner.execute("DROP FUNCTION IF EXISTS leak13_f(int)")
+
+
+def fourteenth_review(b):
+    """What a fourteenth review found: the extension read labels under the
+    query's snapshot, so a masked session whose snapshot predated a label
+    (a REPEATABLE READ transaction, or a read that waited on the label's
+    lock) cached the column as unlabelled and read it raw, in later
+    transactions too. Labels are now read under a snapshot taken at the
+    lookup."""
+    marker = MARKERS[0]
+    with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+        owner.execute("DROP TABLE IF EXISTS leak14_new, leak14_allow")
+        owner.execute(f"""
+CREATE TABLE leak14_allow (id int PRIMARY KEY, comment text);
+INSERT INTO leak14_allow VALUES (1, 'routine');
+SECURITY LABEL FOR dptext ON COLUMN leak14_allow.comment IS 'ALLOW';
+GRANT SELECT ON leak14_allow TO leak_masked;
+""")
+    try:
+        with b.connect() as c, psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+            c.autocommit = True
+            # The snapshot only: a lock on leak14_allow would make the
+            # owner's relabel wait for this transaction.
+            c.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            c.execute("SELECT 1").fetchone()
+            owner.execute(f"""
+BEGIN;
+CREATE TABLE leak14_new (id int PRIMARY KEY, diagnosis text);
+INSERT INTO leak14_new VALUES (1, '{marker} HIV positive');
+SECURITY LABEL FOR dptext ON COLUMN leak14_new.diagnosis IS 'MASKED WITH santext(eps => 3)';
+GRANT SELECT ON leak14_new TO leak_masked;
+SECURITY LABEL FOR dptext ON COLUMN leak14_allow.comment IS 'MASKED WITH santext(eps => 3)';
+INSERT INTO leak14_allow VALUES (2, '{marker} HIV positive');
+COMMIT;
+""")
+            cap = b.run(["SELECT * FROM leak14_new", "SELECT * FROM leak14_allow", "COMMIT",
+                         "SELECT * FROM leak14_new", "SELECT * FROM leak14_allow"], conn=c)
+        b.no_leak("a label committed after a masked transaction's snapshot (new table, ALLOW relabelled)", cap)
+        b.check("both tables are read after the commit", cap.error is None and len(cap.texts) > 4,
+                f"{cap.error} {cap.texts[:6]}")
+    finally:
+        with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+            owner.execute("DROP TABLE IF EXISTS leak14_new, leak14_allow")
 
 
 def below_the_mask(b):
@@ -1414,6 +1454,7 @@ def main():
         eleventh_review(b)
         twelfth_review(b)
         thirteenth_review(b)
+        fourteenth_review(b)
     computed_once_store(b)
     deny_by_default(b)
 

@@ -212,7 +212,6 @@ unsafe extern "C-unwind" fn walker(node: *mut Node, ctx: *mut c_void) -> bool {
     // their tags are checked.
     unsafe {
         let w = &mut *ctx.cast::<Walk<'_>>();
-        let user = |oid: Oid| oid.to_u32() >= pg_sys::FirstNormalObjectId;
         if is_a(node, NodeTag::T_Var) {
             let var = node.cast::<pg_sys::Var>();
             let rte = if (*var).varlevelsup == 0 {
@@ -234,30 +233,16 @@ unsafe extern "C-unwind" fn walker(node: *mut Node, ctx: *mut c_void) -> bool {
             );
             return false;
         }
-        let opaque_call = if is_a(node, NodeTag::T_FuncExpr) {
-            let funcid = (*node.cast::<pg_sys::FuncExpr>()).funcid;
-            if runs_sql_text(funcid) {
-                w.out.opaque = Some(
-                    "it calls a built-in function that runs a query of its own (ts_stat, query_to_xml, table_to_xml...)"
-                        .into(),
-                );
-                return false;
-            }
-            user(funcid)
-        } else if is_a(node, NodeTag::T_OpExpr)
-            || is_a(node, NodeTag::T_DistinctExpr)
-            || is_a(node, NodeTag::T_NullIfExpr)
+        if is_a(node, NodeTag::T_FuncExpr)
+            && runs_sql_text((*node.cast::<pg_sys::FuncExpr>()).funcid)
         {
-            user((*node.cast::<pg_sys::OpExpr>()).opno)
-        } else if is_a(node, NodeTag::T_ScalarArrayOpExpr) {
-            user((*node.cast::<pg_sys::ScalarArrayOpExpr>()).opno)
-        } else if is_a(node, NodeTag::T_Aggref) {
-            user((*node.cast::<pg_sys::Aggref>()).aggfnoid)
-        } else if is_a(node, NodeTag::T_WindowFunc) {
-            user((*node.cast::<pg_sys::WindowFunc>()).winfnoid)
-        } else {
-            false
-        };
+            w.out.opaque = Some(
+                "it calls a built-in function that runs a query of its own (ts_stat, query_to_xml, table_to_xml...)"
+                    .into(),
+            );
+            return false;
+        }
+        let opaque_call = crate::pg::catalog::is_owner_call(node);
         if opaque_call {
             w.out.opaque = Some("it calls a function or operator that is not built in".into());
             return false;

@@ -179,7 +179,10 @@ pub(crate) fn in_lookup() -> bool {
 }
 
 /// Runs `f` with [`in_lookup`] set, restoring the previous state even when
-/// `f` raises an error.
+/// `f` raises an error, under a snapshot taken now: what it reads of the
+/// catalog (labels, families, provenance) is what is committed, whatever
+/// snapshot the query or its transaction holds
+/// ([`crate::pg::catalog::with_latest_snapshot`]).
 fn lookup<R>(f: impl FnOnce() -> R) -> R {
     struct Restore(bool);
     impl Drop for Restore {
@@ -188,7 +191,7 @@ fn lookup<R>(f: impl FnOnce() -> R) -> R {
         }
     }
     let _restore = Restore(IN_LOOKUP.with(|c| c.replace(true)));
-    f()
+    crate::pg::catalog::with_latest_snapshot(f)
 }
 
 /// Raises the refusal every masking failure ends in: SQLSTATE 42501.

@@ -110,6 +110,41 @@ pub fn relation_owner(relid: pg_sys::Oid) -> Option<pg_sys::Oid> {
     }
 }
 
+/// Runs `f` with a snapshot taken now as the active one, so that the
+/// SPI reads of the catalog inside it (labels, inheritance, provenance)
+/// see every change committed before the call, as the syscache does, and
+/// not the statement's or a REPEATABLE READ transaction's older snapshot:
+/// a policy read under that one, then cached, missed a label an owner
+/// committed since, and served the column raw. In a parallel worker, where
+/// no snapshot may be taken, `f` runs under the active one.
+pub fn with_latest_snapshot<R>(f: impl FnOnce() -> R) -> R {
+    struct Pop(pg_sys::Snapshot);
+    impl Drop for Pop {
+        fn drop(&mut self) {
+            // SAFETY: pops only the snapshot pushed below, and only while
+            // it is still the active one (an error inside `f` may leave
+            // more on the stack, which the abort then releases).
+            unsafe {
+                if pg_sys::ActiveSnapshotSet() && pg_sys::GetActiveSnapshot() == self.0 {
+                    pg_sys::PopActiveSnapshot();
+                }
+            }
+        }
+    }
+    // SAFETY: GetLatestSnapshot returns a static snapshot that
+    // PushActiveSnapshot copies onto the active stack; taken only outside
+    // parallel mode, where PostgreSQL allows it.
+    let _pop = unsafe {
+        if pg_sys::IsInParallelMode() {
+            None
+        } else {
+            pg_sys::PushActiveSnapshot(pg_sys::GetLatestSnapshot());
+            Some(Pop(pg_sys::GetActiveSnapshot()))
+        }
+    };
+    f()
+}
+
 /// Whether row-level security is enabled on a relation
 /// (`pg_class.relrowsecurity`, or forced); true when it cannot be read.
 pub fn row_security(relid: pg_sys::Oid) -> bool {
@@ -431,6 +466,38 @@ pub unsafe fn attnums_of(set: *const pg_sys::Bitmapset) -> Vec<i16> {
     out
 }
 
+/// Whether `node` itself (not its arguments) calls a function, operator,
+/// aggregate or window function that is not built in: an owner's code,
+/// which may read any table.
+///
+/// # Safety
+/// `node` is a valid, non-NULL node.
+pub unsafe fn is_owner_call(node: *mut pg_sys::Node) -> bool {
+    use pgrx::is_a;
+    use pgrx::pg_sys::NodeTag;
+    let owner = |oid: pg_sys::Oid| oid.to_u32() >= pg_sys::FirstNormalObjectId;
+    // SAFETY: nodes are cast after their tags are checked.
+    unsafe {
+        if is_a(node, NodeTag::T_FuncExpr) {
+            owner((*node.cast::<pg_sys::FuncExpr>()).funcid)
+        } else if is_a(node, NodeTag::T_OpExpr)
+            || is_a(node, NodeTag::T_DistinctExpr)
+            || is_a(node, NodeTag::T_NullIfExpr)
+        {
+            let op = node.cast::<pg_sys::OpExpr>();
+            owner((*op).opno) || owner((*op).opfuncid)
+        } else if is_a(node, NodeTag::T_ScalarArrayOpExpr) {
+            owner((*node.cast::<pg_sys::ScalarArrayOpExpr>()).opno)
+        } else if is_a(node, NodeTag::T_Aggref) {
+            owner((*node.cast::<pg_sys::Aggref>()).aggfnoid)
+        } else if is_a(node, NodeTag::T_WindowFunc) {
+            owner((*node.cast::<pg_sys::WindowFunc>()).winfnoid)
+        } else {
+            false
+        }
+    }
+}
+
 /// Whether an expression tree calls a function or operator that is not
 /// built in (an owner's code, which may read any table).
 ///
@@ -440,32 +507,12 @@ pub unsafe fn calls_owner_code(node: *mut pg_sys::Node) -> bool {
     type Walker = unsafe extern "C-unwind" fn(*mut pg_sys::Node, *mut std::ffi::c_void) -> bool;
     #[pgrx::pg_guard]
     unsafe extern "C-unwind" fn walk(node: *mut pg_sys::Node, ctx: *mut std::ffi::c_void) -> bool {
-        use pgrx::is_a;
-        use pgrx::pg_sys::NodeTag;
         if node.is_null() {
             return false;
         }
-        let owner = |oid: pg_sys::Oid| oid.to_u32() >= pg_sys::FirstNormalObjectId;
-        // SAFETY: nodes are cast after their tags are checked.
+        // SAFETY: `node` is a valid node of the tree being walked.
         unsafe {
-            let found = if is_a(node, NodeTag::T_FuncExpr) {
-                owner((*node.cast::<pg_sys::FuncExpr>()).funcid)
-            } else if is_a(node, NodeTag::T_OpExpr)
-                || is_a(node, NodeTag::T_DistinctExpr)
-                || is_a(node, NodeTag::T_NullIfExpr)
-            {
-                let op = node.cast::<pg_sys::OpExpr>();
-                owner((*op).opno) || owner((*op).opfuncid)
-            } else if is_a(node, NodeTag::T_ScalarArrayOpExpr) {
-                owner((*node.cast::<pg_sys::ScalarArrayOpExpr>()).opno)
-            } else if is_a(node, NodeTag::T_Aggref) {
-                owner((*node.cast::<pg_sys::Aggref>()).aggfnoid)
-            } else if is_a(node, NodeTag::T_WindowFunc) {
-                owner((*node.cast::<pg_sys::WindowFunc>()).winfnoid)
-            } else {
-                false
-            };
-            found || pg_sys::expression_tree_walker(node, Some(walk as Walker), ctx)
+            is_owner_call(node) || pg_sys::expression_tree_walker(node, Some(walk as Walker), ctx)
         }
     }
     // SAFETY: as the caller promises; the walker only reads the tree.
