@@ -761,8 +761,6 @@ INSERT INTO leak9_p VALUES (100, 'W2', 'Hidden Person', repeat('word ', 250000))
 SECURITY LABEL FOR dptext ON COLUMN leak9_p.name IS 'MASKED WITH deidentify(strategy => redact, whole => true)';
 SECURITY LABEL FOR dptext ON COLUMN leak9_p.note IS 'MASKED WITH deidentify(strategy => redact)';
 CREATE MATERIALIZED VIEW leak9_words AS SELECT (ts_stat('SELECT to_tsvector(''simple'', name) FROM public.leak9_p')).*;
-CREATE MATERIALIZED VIEW leak9_xml AS
-  SELECT id, query_to_xml('SELECT name FROM public.leak9_p WHERE id = ' || id, false, false, '') AS x FROM leak9_p;
 CREATE TABLE leak9_wards (role name, ward text);
 INSERT INTO leak9_wards VALUES ('leak_masked', 'W1');
 ALTER TABLE leak9_p ENABLE ROW LEVEL SECURITY;
@@ -772,7 +770,7 @@ CREATE POLICY leak9_ward ON leak9_p AS RESTRICTIVE TO leak_masked
   USING (ward IN (SELECT ward FROM leak9_wards WHERE role = current_user));
 ALTER TABLE leak9_p FORCE ROW LEVEL SECURITY;
 CREATE MATERIALIZED VIEW leak9_rls_copy AS SELECT id, ward, name FROM leak9_p;
-GRANT SELECT ON leak9_p, leak9_wards, leak9_words, leak9_xml, leak9_rls_copy TO leak_masked;
+GRANT SELECT ON leak9_p, leak9_wards, leak9_words, leak9_rls_copy TO leak_masked;
 """
 
 
@@ -783,12 +781,20 @@ def ninth_review(b):
     stored the rows a policy on a labelled column let through; and rows a
     masked session's own policy hides were masked all the same (an error
     or the time of the mask showed a hidden row's value length)."""
+    views = [("ts_stat over a labelled column", "leak9_words"), ("a source with row-level security", "leak9_rls_copy")]
     with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
         owner.execute(NINTH_FIXTURES)
+        try:
+            # A server built without libxml (the PostgreSQL 18 of the tests)
+            # has no query_to_xml.
+            owner.execute("CREATE MATERIALIZED VIEW leak9_xml AS SELECT id, query_to_xml("
+                          "'SELECT name FROM public.leak9_p WHERE id = ' || id, false, false, '') AS x FROM leak9_p")
+            owner.execute("GRANT SELECT ON leak9_xml TO leak_masked")
+            views.append(("query_to_xml over a labelled column", "leak9_xml"))
+        except psycopg.errors.FeatureNotSupported:
+            pass
     try:
-        for name, rel in [("ts_stat over a labelled column", "leak9_words"),
-                          ("query_to_xml over a labelled column", "leak9_xml"),
-                          ("a source with row-level security", "leak9_rls_copy")]:
+        for name, rel in views:
             b.no_leak(f"a materialized view built with {name}", b.run([f"SELECT * FROM {rel}"]),
                       expect_error="42501")
         cap = b.run(["SELECT count(*) FROM leak9_p WHERE id = 100 AND note IS NOT NULL",
