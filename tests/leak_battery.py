@@ -1070,6 +1070,88 @@ COMMIT;
             owner.execute("DROP TABLE IF EXISTS leak14_new, leak14_allow")
 
 
+FIFTEENTH_FIXTURES = """
+DROP MATERIALIZED VIEW IF EXISTS leak15_copy;
+DROP TABLE IF EXISTS leak15_pat, leak15_range, leak15_expr, leak15_inh, leak15_clu, leak15_plain CASCADE;
+DROP OPERATOR CLASS IF EXISTS leak15_ops USING btree CASCADE;
+DROP FUNCTION IF EXISTS leak15_cmp(int, int), leak15_lt(int, int), leak15_le(int, int), leak15_eq(int, int),
+  leak15_ge(int, int), leak15_gt(int, int), leak15_name(int) CASCADE;
+CREATE TABLE leak15_pat (id int PRIMARY KEY, name text);
+INSERT INTO leak15_pat VALUES (1, 'Nolan'), (2, 'Abbott'), (3, 'Young'), (4, 'Carver'), (5, 'Hale'), (6, 'Baker');
+SECURITY LABEL FOR dptext ON COLUMN leak15_pat.name IS 'MASKED WITH santext(eps => 2)';
+""" + owner_order_ops("leak15", "public.leak15_pat", "name", "<<<<<") + """CREATE FUNCTION leak15_name(int) RETURNS text LANGUAGE sql IMMUTABLE AS 'SELECT name FROM public.leak15_pat WHERE id = $1';
+-- Partitioned by an owner's operator class: a row's partition is the
+-- rank of its patient's raw name against the bound's.
+CREATE TABLE leak15_range (aid int, patient_id int) PARTITION BY RANGE (patient_id leak15_ops);
+CREATE TABLE leak15_range_lo PARTITION OF leak15_range FOR VALUES FROM (MINVALUE) TO (5);
+CREATE TABLE leak15_range_hi PARTITION OF leak15_range FOR VALUES FROM (5) TO (MAXVALUE);
+INSERT INTO leak15_range SELECT i, i FROM generate_series(1, 6) i;
+-- Partitioned by an expression calling an owner's function.
+CREATE TABLE leak15_expr (aid int, patient_id int) PARTITION BY RANGE (leak15_name(patient_id));
+CREATE TABLE leak15_expr_am PARTITION OF leak15_expr FOR VALUES FROM (MINVALUE) TO ('M');
+CREATE TABLE leak15_expr_nz PARTITION OF leak15_expr FOR VALUES FROM ('M') TO (MAXVALUE);
+INSERT INTO leak15_expr SELECT i, i FROM generate_series(1, 6) i;
+-- Inheritance routed by CHECK constraints over an owner's function.
+CREATE TABLE leak15_inh (aid int, patient_id int);
+CREATE TABLE leak15_inh_am (CHECK (leak15_name(patient_id) < 'M')) INHERITS (leak15_inh);
+CREATE TABLE leak15_inh_nz (CHECK (leak15_name(patient_id) >= 'M')) INHERITS (leak15_inh);
+INSERT INTO leak15_inh_am SELECT i, i FROM generate_series(1, 6) i WHERE leak15_name(i) < 'M';
+INSERT INTO leak15_inh_nz SELECT i, i FROM generate_series(1, 6) i WHERE leak15_name(i) >= 'M';
+-- Clustered on an index whose operator class is the owner's.
+CREATE TABLE leak15_clu (aid int, patient_id int);
+INSERT INTO leak15_clu SELECT i, i FROM generate_series(1, 6) i;
+CREATE INDEX leak15_clu_by ON leak15_clu (patient_id leak15_ops);
+CLUSTER leak15_clu USING leak15_clu_by;
+-- A control: partitioned by a built-in operator class.
+CREATE TABLE leak15_plain (aid int, patient_id int) PARTITION BY RANGE (patient_id);
+CREATE TABLE leak15_plain_lo PARTITION OF leak15_plain FOR VALUES FROM (MINVALUE) TO (4);
+CREATE TABLE leak15_plain_hi PARTITION OF leak15_plain FOR VALUES FROM (4) TO (MAXVALUE);
+INSERT INTO leak15_plain SELECT i, i FROM generate_series(1, 6) i;
+CREATE MATERIALIZED VIEW leak15_copy AS SELECT aid, patient_id FROM leak15_range;
+ANALYZE leak15_range, leak15_expr, leak15_inh, leak15_clu, leak15_plain;
+GRANT SELECT ON leak15_pat, leak15_range, leak15_range_lo, leak15_range_hi, leak15_expr, leak15_expr_am,
+  leak15_expr_nz, leak15_inh, leak15_inh_am, leak15_inh_nz, leak15_clu, leak15_plain, leak15_copy TO leak_masked;
+"""
+
+PLACED_BY_OWNER_CODE = ["leak15_range", "leak15_range_lo", "leak15_range_hi", "leak15_expr", "leak15_expr_am",
+                        "leak15_expr_nz", "leak15_inh", "leak15_inh_am", "leak15_inh_nz", "leak15_clu", "leak15_copy"]
+
+
+def fifteenth_review(b):
+    """What a fifteenth review found: an unlabelled table partitioned by an
+    owner's operator class (or an expression calling an owner's function)
+    that looks a labelled column up placed each row by raw values, and
+    `tableoid`, or a read of one partition, showed where. Any family placed
+    by an owner's code (partition keys, routing CHECK constraints, a
+    clustered index) is now refused to masked sessions, with its
+    statistics and pg_class rows, and so is a view over it."""
+    with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+        owner.execute(FIFTEENTH_FIXTURES)
+    try:
+        for rel in PLACED_BY_OWNER_CODE:
+            b.no_leak(f"a read of {rel}, placed by an owner's code",
+                      b.run([f"SELECT tableoid::regclass::text, aid FROM {rel}"]), expect_error="42501")
+        control = b.run(["SELECT tableoid::regclass::text, aid FROM leak15_plain ORDER BY aid"])
+        b.check("a table partitioned by a built-in operator class is still read",
+                control.error is None and len(control.texts) >= 6, f"{control.error} {control.texts[:4]}")
+        with b.connect() as c:
+            names = ", ".join(f"'{r}'" for r in PLACED_BY_OWNER_CODE)
+            shown = c.execute(f"SELECT relname FROM pg_class WHERE relname IN ({names})").fetchall()
+            stats = c.execute(f"SELECT count(*) FROM pg_stats WHERE tablename IN ({names})").fetchone()[0]
+            plain = c.execute("SELECT count(*) FROM pg_stats WHERE tablename LIKE 'leak15_plain%'").fetchone()[0]
+        b.check("no pg_class row of a relation placed by an owner's code", shown == [], f"{shown}")
+        b.check("no statistics of a relation placed by an owner's code", stats == 0, f"{stats}")
+        b.check("statistics of a table partitioned by a built-in operator class are shown", plain > 0, f"{plain}")
+    finally:
+        with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+            owner.execute("DROP MATERIALIZED VIEW IF EXISTS leak15_copy")
+            owner.execute("DROP TABLE IF EXISTS leak15_pat, leak15_range, leak15_expr, leak15_inh, leak15_clu,"
+                          " leak15_plain CASCADE")
+            owner.execute("DROP OPERATOR CLASS IF EXISTS leak15_ops USING btree CASCADE")
+            owner.execute("DROP FUNCTION IF EXISTS leak15_cmp(int, int), leak15_lt(int, int), leak15_le(int, int),"
+                          " leak15_eq(int, int), leak15_ge(int, int), leak15_gt(int, int), leak15_name(int) CASCADE")
+
+
 def below_the_mask(b):
     """The attacks of a masked analyst with SELECT and USERSET settings on
     what lies below the mask: each must be refused or give nothing."""
@@ -1378,6 +1460,7 @@ def main():
     ap.add_argument("--masked-dsn")
     ap.add_argument("--no-fixtures", action="store_true", help="the fixtures exist already")
     ap.add_argument("--mode", choices=["database", "proxy"], default="database")
+    ap.add_argument("--only", metavar="REVIEW", help="run only this review's checks (e.g. fifteenth_review)")
     args = ap.parse_args()
     proxy_mode = args.mode == "proxy"
     masked_dsn = args.masked_dsn or f"{args.owner_dsn} user=leak_masked"
@@ -1399,6 +1482,13 @@ def main():
 
     b = Battery(masked_dsn, args.owner_dsn)
     b.check("the owner reads raw values", raw == [n for _, n, _ in NOTES], f"{raw}")
+    if args.only:
+        review = globals().get(args.only)
+        if not callable(review) or not args.only.endswith("review"):
+            ap.error(f"no review named {args.only}")
+        review(b)
+        print(f"\nleak battery ({args.only}): {b.passed} passed, {b.failed} failed")
+        sys.exit(1 if b.failed else 0)
     if proxy_mode:
         b.no_leak("dptext functions are not callable in proxy mode",
                   b.run(["SELECT dptext.session_masking()"]), expect_error="42501")
@@ -1461,6 +1551,7 @@ def main():
         twelfth_review(b)
         thirteenth_review(b)
         fourteenth_review(b)
+        fifteenth_review(b)
     computed_once_store(b)
     deny_by_default(b)
 

@@ -352,12 +352,23 @@ fn reads_protected(policy: &RelationPolicy, attnums: &[i16]) -> bool {
 ///   on such a column (partitioning by inheritance: `CHECK (name < 'N')`
 ///   on one child): which child holds a row follows the raw value;
 /// - a member is clustered on an index over such a column (`CLUSTER`):
-///   its rows are stored in raw order, which any unordered read shows.
+///   its rows are stored in raw order, which any unordered read shows;
+/// - any of these runs an owner's code (a partition key's operator class
+///   or expression, a CHECK constraint, a clustered index's operator
+///   class, expression or predicate), on a family with or without labels:
+///   that code may look up a labelled column of any table, so which
+///   member holds a row, or where, may follow raw values the family does
+///   not hold (`PARTITION BY RANGE (id owner_ops)` whose comparison ranks
+///   the patient's name).
 pub(crate) fn family_refusal(relid: Oid) -> Option<String> {
     if let Some(p) = FAMILIES.with(|p| p.borrow().get(&relid).cloned()) {
         return p;
     }
-    type Row = (String, Oid, Vec<i16>, Option<String>, Option<Oid>);
+    // The system catalogs place no row by a user's value.
+    if relid.to_u32() < pg_sys::FirstNormalObjectId {
+        return None;
+    }
+    type Row = (String, Oid, Vec<i16>, Option<String>, Option<Oid>, bool);
     let rows = lookup(|| -> Result<Vec<Row>, pgrx::spi::Error> {
         Spi::connect(|client| {
             let rows = client.select(FAMILY_PLACEMENT_SQL, None, &oid_arg(relid))?;
@@ -367,7 +378,14 @@ pub(crate) fn family_refusal(relid: Oid) -> Option<String> {
                     continue;
                 };
                 let cols = row.get::<Vec<i16>>(3)?.unwrap_or_default();
-                out.push((kind, table, cols, row.get::<String>(4)?, row.get::<Oid>(5)?));
+                out.push((
+                    kind,
+                    table,
+                    cols,
+                    row.get::<String>(4)?,
+                    row.get::<Oid>(5)?,
+                    row.get::<bool>(6)?.unwrap_or(true),
+                ));
             }
             Ok(out)
         })
@@ -377,25 +395,51 @@ pub(crate) fn family_refusal(relid: Oid) -> Option<String> {
             "could not read how the rows of a masked relation are placed: {e}"
         ))
     });
-    let why = rows.into_iter().find_map(|(kind, table, mut cols, exprs, index)| {
-        let placed_by_raw = match index {
-            Some(index) => index_reads_protected(index),
-            None => {
-                cols.retain(|&a| a != 0);
-                if let Some(exprs) = exprs {
-                    cols.extend(crate::pg::catalog::expression_columns(&exprs));
+    let why = rows
+        .into_iter()
+        .find_map(|(kind, table, mut cols, exprs, index, owner_class)| {
+            let (by_label, by_owner) = match index {
+                // The index's own columns, not [`index_reads_protected`]:
+                // that asks this function about the index's table.
+                Some(index) => (
+                    crate::pg::catalog::index_columns(index).is_some_and(|(table, cols)| {
+                        reads_protected(&relation_policy(table), &cols)
+                            || crate::guc::deny_unlabelled_text()
+                                && unlabelled_text_refusal(table, &cols).is_some()
+                    }),
+                    crate::pg::catalog::index_runs_owner_code(index),
+                ),
+                None => {
+                    cols.retain(|&a| a != 0);
+                    let owner_expr = exprs
+                        .as_deref()
+                        .is_some_and(crate::pg::catalog::node_text_calls_owner_code);
+                    if let Some(exprs) = exprs {
+                        cols.extend(crate::pg::catalog::expression_columns(&exprs));
+                    }
+                    (
+                        reads_protected(&relation_policy(table), &cols),
+                        owner_class || owner_expr,
+                    )
                 }
-                reads_protected(&relation_policy(table), &cols)
+            };
+            let name = crate::pg::catalog::relation_name;
+            if by_label {
+                Some(format!(
+                    "masked sessions cannot read {}: {} has a {kind} on a column with a dptext rule, so where a row is stored tells its raw value",
+                    name(relid),
+                    name(table)
+                ))
+            } else if by_owner {
+                Some(format!(
+                    "masked sessions cannot read {}: {} has a {kind} that runs code that is not built in (an operator class, a function or an operator), which may place rows by raw values of any table",
+                    name(relid),
+                    name(table)
+                ))
+            } else {
+                None
             }
-        };
-        placed_by_raw.then(|| {
-            format!(
-                "masked sessions cannot read {}: {} has a {kind} on a column with a dptext rule, so where a row is stored tells its raw value",
-                crate::pg::catalog::relation_name(relid),
-                crate::pg::catalog::relation_name(table)
-            )
-        })
-    });
+        });
     FAMILIES.with(|p| p.borrow_mut().insert(relid, why.clone()));
     why
 }
@@ -426,7 +470,7 @@ pub(crate) fn index_reads_protected(indexid: Oid) -> bool {
                 let policy = relation_policy(*table);
                 reads_protected(&policy, cols)
                     || masked_inheritance_child(*table)
-                    || (policy.protects() && family_refusal(*table).is_some())
+                    || family_refusal(*table).is_some()
             }) || crate::pg::catalog::index_runs_owner_code(indexid);
             let r = Rc::new(IndexReads { columns, labelled });
             INDEXES.with(|i| i.borrow_mut().insert(indexid, r.clone()));
@@ -497,21 +541,24 @@ pub(crate) fn owner_index_write_refusal(relid: Oid) -> Option<String> {
 
 /// How the rows of `$1`'s inheritance and partition family are placed:
 /// each partition key (kind, table, its columns (0: an expression), its
-/// expressions), each CHECK constraint when the family has more than one
-/// table, and each index a member is clustered on (its oid last).
+/// expressions, NULL, whether an operator class of its is not built in),
+/// each CHECK constraint when the family has more than one table, and
+/// each index a member is clustered on (its oid fifth).
 const FAMILY_PLACEMENT_SQL: &str = concat!(
     crate::pg::catalog::family_cte!(),
     "
 SELECT 'partition key', p.partrelid, p.partattrs::pg_catalog.int2[], p.partexprs::pg_catalog.text,
-       NULL::pg_catalog.oid
+       NULL::pg_catalog.oid,
+       EXISTS (SELECT 1 FROM pg_catalog.unnest(p.partclass::pg_catalog.oid[]) k(c)
+                WHERE k.c OPERATOR(pg_catalog.>=) 16384::pg_catalog.oid) -- FirstNormalObjectId
   FROM fam JOIN pg_catalog.pg_partitioned_table p ON p.partrelid OPERATOR(pg_catalog.=) fam.rel
 UNION ALL
-SELECT 'CHECK constraint', c.conrelid, c.conkey, c.conbin::pg_catalog.text, NULL
+SELECT 'CHECK constraint', c.conrelid, c.conkey, c.conbin::pg_catalog.text, NULL, false
   FROM fam JOIN pg_catalog.pg_constraint c ON c.conrelid OPERATOR(pg_catalog.=) fam.rel
  WHERE c.contype OPERATOR(pg_catalog.=) 'c'
    AND (SELECT pg_catalog.count(*) FROM fam) OPERATOR(pg_catalog.>) 1
 UNION ALL
-SELECT 'clustered index', x.indrelid, NULL, NULL, x.indexrelid
+SELECT 'clustered index', x.indrelid, NULL, NULL, x.indexrelid, false
   FROM fam JOIN pg_catalog.pg_index x ON x.indrelid OPERATOR(pg_catalog.=) fam.rel AND x.indisclustered"
 );
 
@@ -875,26 +922,48 @@ fn copy_source_refusal(source: Oid) -> Option<String> {
         }
         _ => {}
     }
-    if crate::pg::catalog::row_security(source) {
-        return Some(
+    source_flaw(source).map(|flaw| match flaw {
+        SourceFlaw::RowSecurity => {
             "it has row-level security (the policies of whoever built the copy chose its rows)"
-                .into(),
-        );
-    }
-    if policy.protects() {
-        if let Some(why) = family_refusal(source) {
-            return Some(format!("masked sessions may not read it ({why})"));
+                .into()
         }
-        if crate::pg::catalog::relkind(source) != pg_sys::RELKIND_PARTITIONED_TABLE
-            && crate::pg::catalog::has_inheritance_children(source)
-        {
-            return Some(
-                "it is a parent of plain inheritance with dptext rules (the copy stored its rows child after child)"
-                    .into(),
-            );
+        SourceFlaw::Placed(why) => format!("masked sessions may not read it ({why})"),
+        SourceFlaw::InheritanceParent => {
+            "it is a parent of plain inheritance with dptext rules (the copy stored its rows child after child)"
+                .into()
         }
+    })
+}
+
+/// Why the rows a build read from `src` (a materialized view's refresh, a
+/// sanitized copy's build), or the order it read them in, may follow raw
+/// values: a copy stores its rows in the order it read them.
+enum SourceFlaw {
+    /// Row-level security filtered the rows, by the policies of whoever
+    /// built it (a policy on a labelled column, of this table or, through
+    /// a subquery, of another, is a filter on raw values).
+    RowSecurity,
+    /// The source's own rows were placed by raw values or by an owner's
+    /// code ([`family_refusal`], its reason).
+    Placed(String),
+    /// A parent of plain inheritance with rules: its rows were read child
+    /// after child (the order a masked read of the parent shuffles), and
+    /// the owner's routing chose each row's child.
+    InheritanceParent,
+}
+
+/// What [`SourceFlaw`] applies to source `src`, if any.
+fn source_flaw(src: Oid) -> Option<SourceFlaw> {
+    if crate::pg::catalog::row_security(src) {
+        return Some(SourceFlaw::RowSecurity);
     }
-    None
+    if let Some(why) = family_refusal(src) {
+        return Some(SourceFlaw::Placed(why));
+    }
+    (relation_policy(src).protects()
+        && crate::pg::catalog::relkind(src) != pg_sys::RELKIND_PARTITIONED_TABLE
+        && crate::pg::catalog::has_inheritance_children(src))
+    .then_some(SourceFlaw::InheritanceParent)
 }
 
 /// A materialized view stores what its query computed when it was last
@@ -960,39 +1029,27 @@ fn matview_policy(relid: Oid, mut rules: Vec<ColumnRule>) -> RelationPolicy {
             taint.get_or_insert(why);
         }
     }
-    // A source whose own rows were placed by raw values (partitioned or
-    // clustered by a labelled column) passes that placement on: the view
-    // stores the rows in the order it read them.
+    // A source whose rows, or their order, followed raw values passes
+    // that on: the view stores the rows in the order it read them.
     let sources = lineage.reads.iter().chain(lineage.copies.iter().flatten());
-    // So does a parent of plain inheritance: the view stores its rows child
-    // after child, the order that the masked read of the parent shuffles,
-    // and the owner's routing (a trigger on the raw value) chose each
-    // row's child.
     for &(src, _) in sources {
-        if crate::pg::catalog::row_security(src) {
-            // Row-level security filtered the rows the refresh stored, by
-            // the policies of whoever refreshed it (a policy on a labelled
-            // column, of this table or, through a subquery, of another, is
-            // a filter on raw values that the stored query does not show).
-            taint.get_or_insert(format!(
+        let name = || crate::pg::catalog::relation_name(src);
+        let Some(flaw) = source_flaw(src) else {
+            continue;
+        };
+        taint.get_or_insert_with(|| match flaw {
+            SourceFlaw::RowSecurity => format!(
                 "it reads {}, which has row-level security: the policies of whoever refreshed it chose the rows it stores",
-                crate::pg::catalog::relation_name(src)
-            ));
-        }
-        if relation_policy(src).protects() {
-            if let Some(why) = family_refusal(src) {
-                taint.get_or_insert(format!(
-                    "it reads a relation masked sessions cannot read ({why})"
-                ));
-            } else if crate::pg::catalog::relkind(src) != pg_sys::RELKIND_PARTITIONED_TABLE
-                && crate::pg::catalog::has_inheritance_children(src)
-            {
-                taint.get_or_insert(format!(
-                    "it reads {}, a parent of plain inheritance with dptext rules, and stored its rows child after child, which tells the child the owner's routing chose for each",
-                    crate::pg::catalog::relation_name(src)
-                ));
+                name()
+            ),
+            SourceFlaw::Placed(why) => {
+                format!("it reads a relation masked sessions cannot read ({why})")
             }
-        }
+            SourceFlaw::InheritanceParent => format!(
+                "it reads {}, a parent of plain inheritance with dptext rules, and stored its rows child after child, which tells the child the owner's routing chose for each",
+                name()
+            ),
+        });
     }
     match taint {
         // Which rows the view stores, in what order, or what they hold
@@ -1202,7 +1259,7 @@ pub(crate) fn require_key() -> dptext_core::RandomMode {
 pub(crate) fn row_count_visible(relid: Oid) -> bool {
     match relation_policy(relid).as_ref() {
         RelationPolicy::Refused(_) => false,
-        p => !p.protects() || family_refusal(relid).is_none(),
+        _ => family_refusal(relid).is_none(),
     }
 }
 
@@ -1210,7 +1267,10 @@ pub(crate) fn row_count_visible(relid: Oid) -> bool {
 /// `relid`.
 pub(crate) fn column_statistics_visible(relid: Oid, attnum: i16) -> bool {
     let visible = match relation_policy(relid).as_ref() {
-        RelationPolicy::Plain => true,
+        // An unlabelled family placed by an owner's code (an operator
+        // class or expression of its partition key): its members'
+        // statistics describe the rows that code sent each.
+        RelationPolicy::Plain => family_refusal(relid).is_none(),
         RelationPolicy::Derived { .. } | RelationPolicy::Refused(_) => false,
         // A child of a labelled plain-inheritance family: its own
         // statistics of any column describe the rows the owner's routing

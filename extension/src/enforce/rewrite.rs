@@ -209,10 +209,10 @@ impl Survey {
             if let RelationPolicy::Refused(why) = policy.as_ref() {
                 masking::refuse(why.clone());
             }
-            if policy.protects() {
-                if let Some(why) = masking::family_refusal(relid) {
-                    masking::refuse(why);
-                }
+            // Any family, labelled or not: one placed by an owner's code
+            // may be placed by raw values of another table.
+            if let Some(why) = masking::family_refusal(relid) {
+                masking::refuse(why);
             }
             if policy.protects()
                 || relid == pg_sys::RelationRelationId
