@@ -1079,6 +1079,8 @@ DROP FUNCTION IF EXISTS leak15_cmp(int, int), leak15_lt(int, int), leak15_le(int
 CREATE TABLE leak15_pat (id int PRIMARY KEY, name text);
 INSERT INTO leak15_pat VALUES (1, 'Nolan'), (2, 'Abbott'), (3, 'Young'), (4, 'Carver'), (5, 'Hale'), (6, 'Baker');
 SECURITY LABEL FOR dptext ON COLUMN leak15_pat.name IS 'MASKED WITH santext(eps => 2)';
+-- A labelled table clustered on an unlabelled key is read as usual.
+CLUSTER leak15_pat USING leak15_pat_pkey;
 """ + owner_order_ops("leak15", "public.leak15_pat", "name", "<<<<<") + """CREATE FUNCTION leak15_name(int) RETURNS text LANGUAGE sql IMMUTABLE AS 'SELECT name FROM public.leak15_pat WHERE id = $1';
 -- Partitioned by an owner's operator class: a row's partition is the
 -- rank of its patient's raw name against the bound's.
@@ -1132,6 +1134,10 @@ def fifteenth_review(b):
             b.no_leak(f"a read of {rel}, placed by an owner's code",
                       b.run([f"SELECT tableoid::regclass::text, aid FROM {rel}"]), expect_error="42501")
         control = b.run(["SELECT tableoid::regclass::text, aid FROM leak15_plain ORDER BY aid"])
+        clustered = b.run(["SELECT id, name FROM leak15_pat ORDER BY id"])
+        b.no_leak("a labelled table clustered on an unlabelled key", clustered)
+        b.check("a labelled table clustered on an unlabelled key is read",
+                clustered.error is None and len(clustered.texts) >= 12, f"{clustered.error} {clustered.texts[:4]}")
         b.check("a table partitioned by a built-in operator class is still read",
                 control.error is None and len(control.texts) >= 6, f"{control.error} {control.texts[:4]}")
         with b.connect() as c:
