@@ -328,7 +328,7 @@ impl MechanismSpec {
             MechanismSpec::SanText(_) => "every token re-drawn near itself in embedding space: metric local DP per token, eps per unit of distance; it composes over the value's tokens (the cost's worst_case_eps)".into(),
             MechanismSpec::SanTextPlus(_) => "every rare (sensitive) token re-drawn, common tokens kept unchanged with probability 1 - p (the eps0 term): utility-optimised metric local DP per token, composing over the value's tokens; no detection involved".into(),
             MechanismSpec::CusText(_) => "each token drawn from its customized output set: eps-DP among the tokens that share the set, per token, composing over the value's tokens; no detection involved".into(),
-            MechanismSpec::Deidentify(d) if d.whole => "the whole value replaced by a surrogate drawn independently of it: no detection involved, nothing of the value passes".into(),
+            MechanismSpec::Deidentify(d) if d.whole => d.whole_rests_on(),
             MechanismSpec::Deidentify(d) => {
                 let mut s = format!(
                     "replacement of the spans detection finds; spans it misses pass unchanged ({DETECTION_RECALL})"

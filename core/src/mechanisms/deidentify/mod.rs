@@ -388,21 +388,18 @@ impl Mechanism for Deidentify {
     }
 }
 
-/// A name column: the whole value (trimmed) is one person.
+/// A name column: the whole value is one person, its spacing included
+/// (leading or trailing blanks would otherwise pass and tell how the raw
+/// value was typed), and so is an empty or blank value (it is replaced
+/// too, so that nothing of the value passes, emptiness included).
 fn whole_value(text: &str) -> Vec<detect::Span> {
-    let start = text.len() - text.trim_start().len();
-    let end = text.trim_end().len();
-    if start < end {
-        vec![detect::Span {
-            start,
-            end,
-            label: Label::Person,
-            score: 1.0,
-            source: detect::Source::Rule("whole_value"),
-        }]
-    } else {
-        Vec::new()
-    }
+    vec![detect::Span {
+        start: 0,
+        end: text.len(),
+        label: Label::Person,
+        score: 1.0,
+        source: detect::Source::Rule("whole_value"),
+    }]
 }
 
 #[cfg(test)]
@@ -509,18 +506,25 @@ mod tests {
         let Some(m) = model() else { return };
         let d = Deidentify::from_spec(m, spec(serde_json::json!({"whole": true}))).unwrap();
         let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(1);
-        for name in ["Maria Lopez", "  zzq qxv  ", "O'Brien-Smythe, Jr."] {
+        for name in [
+            "Maria Lopez",
+            "  zzq qxv  ",
+            "O'Brien-Smythe, Jr.",
+            "   ",
+            "",
+        ] {
             let out = d.sanitize(name, &mut rng, &RandomMode::Os).unwrap();
-            assert_eq!(out.cost.tokens, 1, "{name}");
-            assert!(!out.text.contains(name.trim()), "{name} -> {}", out.text);
+            assert_eq!(out.cost.tokens, 1, "{name:?}");
+            // Nothing of the value passes: not its words, nor its spacing,
+            // nor its being blank.
+            assert!(
+                name.trim().is_empty() || !out.text.contains(name.trim()),
+                "{name} -> {}",
+                out.text
+            );
+            assert!(!out.text.trim().is_empty(), "{name:?} -> {:?}", out.text);
+            assert_eq!(out.text, out.text.trim(), "{name:?} -> {:?}", out.text);
         }
-        assert_eq!(
-            d.sanitize("   ", &mut rng, &RandomMode::Os)
-                .unwrap()
-                .cost
-                .tokens,
-            0
-        );
     }
 
     #[test]

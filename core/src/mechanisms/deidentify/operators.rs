@@ -288,6 +288,33 @@ impl DeidentifySpec {
         v
     }
 
+    /// What a whole-value rule (`whole => true`) rests on, in words: what
+    /// of the value can pass, given its PERSON operator, `p` and whether
+    /// replacement is consistent.
+    pub fn whole_rests_on(&self) -> String {
+        match self.operator(Label::Person) {
+            Operator::Keep => {
+                return "the whole value kept as it is (PERSON => keep): nothing is replaced".into()
+            }
+            Operator::Shift => {
+                return "the whole value read as a date and shifted (PERSON => shift): its intervals pass".into()
+            }
+            Operator::Replace(_) => {}
+        }
+        let mut s = String::from(
+            "the whole value, its spacing included, replaced by a surrogate: no detection involved",
+        );
+        if self.p < 1.0 {
+            s.push_str("; with probability 1 - p the value passes unchanged");
+        }
+        if self.consistent {
+            s.push_str("; consistent replacement draws the surrogate from the value under the key, so equal values get equal surrogates (which rows share a value shows)");
+        } else if self.p >= 1.0 {
+            s.push_str("; drawn independently of the value, so nothing of it passes");
+        }
+        s
+    }
+
     /// The per-span guarantee before any text is seen: the lemma's eps
     /// over the strategies in use, none when a label is shifted or kept or
     /// replacement is consistent.
@@ -336,6 +363,19 @@ impl DeidentifySpec {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn whole_values_say_what_can_pass() {
+        let mut s = DeidentifySpec::new(ReplaceStrategy::FullEntity);
+        s.whole = true;
+        assert!(s.whole_rests_on().contains("nothing of it passes"));
+        s.p = 0.9;
+        assert!(s.whole_rests_on().contains("passes unchanged"));
+        assert!(!s.whole_rests_on().contains("nothing of it passes"));
+        s.p = 1.0;
+        s.consistent = true;
+        assert!(s.whole_rests_on().contains("equal values get equal surrogates"));
+    }
 
     #[test]
     fn operators_read_both_forms_and_refuse_nonsense() {
