@@ -1,45 +1,15 @@
-//! Per-backend state and how a SQL call runs: the one engine of this
-//! backend (rebuilt when a setting it depends on changes), the random
-//! mode of a call (keyed calls refused to masked sessions), a rule's
-//! output through the computed-once store, and the small helpers the SQL
-//! functions in `lib.rs` share.
+//! How a SQL call runs: on this backend's engine ([`crate::engine`]),
+//! under the random mode of a call (keyed calls refused to masked
+//! sessions), a rule's output through the computed-once store, and the
+//! small helpers the SQL functions in `lib.rs` share.
 
-use std::cell::RefCell;
 use std::sync::Arc;
 
 use dptext_core::mechanisms::{EmbeddingChoice, MechanismSpec};
-use dptext_core::Engine;
 
+use crate::engine::{engine, warn_fallback};
 use crate::error::OrRaise;
-use crate::{enforce, guc, pg, recognizers, store, vocabularies};
-
-thread_local! {
-    /// One engine per backend; rebuilt when a setting it depends on changes,
-    /// so vocabularies load once and stay cached.
-    static ENGINE: RefCell<Option<Arc<Engine>>> = const { RefCell::new(None) };
-}
-
-pub(crate) fn engine() -> Arc<Engine> {
-    let config = guc::engine_config();
-    let engine = ENGINE.with(|slot| {
-        let mut slot = slot.borrow_mut();
-        match slot.as_ref() {
-            Some(e) if *e.config() == config => e.clone(),
-            _ => {
-                // Every long loop of every call asks PostgreSQL's interrupt
-                // flags, so cancel, statement_timeout and terminate work.
-                let e = Arc::new(
-                    Engine::with_map(config, pg::map_file)
-                        .with_cancel(Arc::new(pg::interrupts::check)),
-                );
-                *slot = Some(e.clone());
-                e
-            }
-        }
-    });
-    recognizers::refresh(&engine);
-    engine
-}
+use crate::{guc, session, store, vocabularies};
 
 pub(crate) fn run(
     spec: MechanismSpec,
@@ -61,11 +31,11 @@ pub(crate) fn run(
 /// sessions while a key is set.
 pub(crate) fn keyed_call_mode(funcname: &'static str) -> dptext_core::RandomMode {
     let mode = guc::random_mode().or_raise(funcname);
-    if matches!(mode, dptext_core::RandomMode::Keyed(_)) && enforce::masking::session_is_masked() {
+    if matches!(mode, dptext_core::RandomMode::Keyed(_)) && session::session_is_masked() {
         // Under the key that masks its reads, a masked session's own call
         // of a rule on a guessed text would give what a masked read of
         // that text gives: an oracle for raw values.
-        enforce::masking::refuse(format!(
+        crate::error::refuse(format!(
             "masked sessions cannot call {funcname} while a key is set: its output for a guessed text would match masked reads of that text"
         ));
     }
@@ -101,20 +71,6 @@ pub(crate) fn run_rule(
     match store::rule(&engine, spec.name(), &params, || spec.clone()) {
         Some(rule) => store::serve(&rule, group, t, &mode, compute),
         None => compute(),
-    }
-}
-
-/// One WARNING per backend when a model asked to run on `dptext.device`
-/// (the detection model, the masked LM) runs on the CPU instead; with
-/// `reason` when the caller knows it.
-pub(crate) fn warn_fallback(reason: Option<&str>) {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    static WARNED: AtomicBool = AtomicBool::new(false);
-    if dptext_core::runtime::fallback_count() > 0 && !WARNED.swap(true, Ordering::Relaxed) {
-        let reason = reason.unwrap_or(
-            "a build without the cuda feature, a library without the CUDA provider, or no GPU",
-        );
-        pgrx::warning!("dptext.device = 'cuda' is not available ({reason}); running on the CPU");
     }
 }
 

@@ -90,6 +90,11 @@ pub fn raise(e: ExtError, funcname: &'static str) -> ! {
     unreachable!("ERROR does not return")
 }
 
+/// Raises the refusal every masking failure ends in: SQLSTATE 42501.
+pub(crate) fn refuse(message: String) -> ! {
+    raise(ExtError::Masked(message), "dptext masking")
+}
+
 /// Unwraps a result or raises its error with the right SQLSTATE.
 pub trait OrRaise<T> {
     /// The value, or an ERROR reported from `funcname`.

@@ -24,6 +24,7 @@ use pgrx::JsonB;
 // their own `unsafe` allowance.
 mod backend;
 pub mod enforce;
+mod engine;
 mod error;
 // Thin PostgreSQL primitives (catalog reads, settings, interrupts, the
 // store's table access): `unsafe` allowed here and in the enforcement
@@ -33,10 +34,12 @@ pub mod guc;
 mod pg;
 mod recognizers;
 pub mod rules;
+mod session;
 mod store;
 mod vocabularies;
 
-use backend::{embedding, engine, mlm, randomness_json, run, with_vocabulary};
+use backend::{embedding, mlm, randomness_json, run, with_vocabulary};
+use engine::engine;
 use error::OrRaise;
 use pg::interrupts::{Params, Utf8Text};
 

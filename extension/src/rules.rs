@@ -161,7 +161,7 @@ pub(crate) fn check_label(target: LabelTarget, label: Option<&str>) {
                         ),
                         F,
                     ),
-                    Some(g) if !crate::enforce::masking::group_type_supported(
+                    Some(g) if !group_type_supported(
                         crate::pg::catalog::attribute_type(relid, g).0,
                     ) => raise(
                         ExtError::Unsupported(format!(
@@ -286,7 +286,7 @@ pub mod dptext {
     /// ```
     #[pg_extern(stable, parallel_safe)]
     fn asset_versions() -> JsonB {
-        let dir = crate::backend::engine().config().assets_dir.clone();
+        let dir = crate::engine::engine().config().assets_dir.clone();
         let packages = dptext_core::assets::Installed::read(&dir)
             .map(|i| {
                 i.packages
@@ -302,4 +302,29 @@ pub mod dptext {
             .unwrap_or_default();
         JsonB(serde_json::Value::Object(packages))
     }
+}
+
+/// True when a `GROUPED BY` column of type `typ` (a domain: its base type)
+/// is rendered as text the same way in every session: text types, integers,
+/// `numeric`, `uuid`, `oid`. Others depend on settings a session may change
+/// (dates and times on `DateStyle`, `TimeZone` and `IntervalStyle`, floats
+/// on `extra_float_digits`, `money` on `lc_monetary`, `bytea` on
+/// `bytea_output`) or on code outside PostgreSQL (extension types), so one
+/// row could be read under many grouping values, each a new date shift of
+/// the same dates; enough shifts of one date bound it.
+pub(crate) fn group_type_supported(typ: pgrx::pg_sys::Oid) -> bool {
+    use pgrx::pg_sys;
+    let base = crate::pg::catalog::base_type(typ);
+    [
+        pg_sys::TEXTOID,
+        pg_sys::VARCHAROID,
+        pg_sys::BPCHAROID,
+        pg_sys::INT2OID,
+        pg_sys::INT4OID,
+        pg_sys::INT8OID,
+        pg_sys::NUMERICOID,
+        pg_sys::UUIDOID,
+        pg_sys::OIDOID,
+    ]
+    .contains(&base)
 }

@@ -283,7 +283,7 @@ pub(crate) fn serve(
     let Some((store, index)) = store_relations() else {
         return compute();
     };
-    let masked = crate::enforce::masking::session_is_masked();
+    let masked = crate::session::session_is_masked();
     if !masked {
         if let Some(hit) = served(secret, rule, group, value) {
             return hit.to_string();
@@ -585,8 +585,8 @@ fn human(secs: f64) -> String {
 fn warm(source: pgrx::pg_sys::Oid, batch: usize) -> i64 {
     use pgrx::prelude::*;
     const F: &str = "dptext.warm";
-    if crate::enforce::masking::session_is_masked() {
-        crate::enforce::masking::refuse(format!("masked sessions cannot call {F}"));
+    if crate::session::session_is_masked() {
+        crate::error::refuse(format!("masked sessions cannot call {F}"));
     }
     if !crate::guc::STORE.get() {
         invalid(
@@ -599,7 +599,7 @@ fn warm(source: pgrx::pg_sys::Oid, batch: usize) -> i64 {
     let RandomMode::Keyed(secret) = mode else {
         invalid("key_file", "warming needs a key (dptext.key_file): only keyed outputs are the same at every read, so only they can be computed once", F);
     };
-    let engine = crate::backend::engine();
+    let engine = crate::engine::engine();
     let relname = source_name(source);
     let mut computed = 0i64;
     let columns = stored_columns(&engine, source, &relname, F, |column, mechanism| {
@@ -680,13 +680,13 @@ fn warm(source: pgrx::pg_sys::Oid, batch: usize) -> i64 {
 fn prune() -> i64 {
     use pgrx::prelude::*;
     const F: &str = "dptext.store_prune";
-    if crate::enforce::masking::session_is_masked() {
-        crate::enforce::masking::refuse(format!("masked sessions cannot call {F}"));
+    if crate::session::session_is_masked() {
+        crate::error::refuse(format!("masked sessions cannot call {F}"));
     }
     if store_relations().is_none() {
         return 0;
     }
-    let engine = crate::backend::engine();
+    let engine = crate::engine::engine();
     // Every tag a current value of a labelled column has, under the key
     // in force (none: every entry goes).
     let mut keep = std::collections::HashSet::new();

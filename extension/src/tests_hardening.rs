@@ -114,6 +114,7 @@ mod tests {
                 .unwrap()
                 .unwrap();
             let mut names: Vec<String> = crate::pg::locks::affected_relations(oid)
+                .unwrap()
                 .into_iter()
                 .map(|o| {
                     Spi::get_one::<String>(&format!("SELECT {o}::regclass::text"))

@@ -149,7 +149,7 @@ pub mod dptext {
         };
         params.validate().or_raise(F);
         dptext_core::vocab::check_name(name).or_raise(F);
-        let engine = crate::backend::engine();
+        let engine = crate::engine::engine();
         let glove = engine.vocabulary(EmbeddingChoice::Glove).or_raise(F);
         let mut counter = Counter::new(glove.embeddings(), params).or_raise(F);
         let query = Spi::get_one_with_args::<String>(

@@ -119,11 +119,11 @@ unsafe extern "C-unwind" fn planner(
     cursor_options: c_int,
     bound_params: pg_sys::ParamListInfo,
 ) -> *mut pg_sys::PlannedStmt {
-    if !masking::in_lookup() {
+    if !crate::pg::lookup::in_lookup() {
         // A role label cannot change until this transaction ends, and one
         // that committed while the lock was awaited is read now.
         crate::pg::locks::lock_session_roles();
-        let session_masked = masking::session_is_masked();
+        let session_masked = crate::session::session_is_masked();
         PLANNED_MASKED.with(|p| p.borrow_mut().insert(roles_key(), session_masked));
         // SAFETY: `parse` is the rewritten query the planner was called
         // with; the planner may modify it.
@@ -149,7 +149,7 @@ unsafe extern "C-unwind" fn planner(
                         // A foreign-key check compares raw keys: masked it
                         // would break integrity, unmasked it would be an
                         // oracle for raw values. Neither: refuse.
-                        masking::refuse(
+                        crate::error::refuse(
                             "a foreign-key check that reads a labelled table cannot run in a masked session".into(),
                         );
                     }
@@ -187,14 +187,14 @@ unsafe extern "C-unwind" fn planner(
 /// the plan accepted no invalidation.)
 #[pg_guard]
 unsafe extern "C-unwind" fn executor_start(query_desc: *mut pg_sys::QueryDesc, eflags: c_int) {
-    if !masking::in_lookup() {
+    if !crate::pg::lookup::in_lookup() {
         let seen = WIDE_INVALIDATIONS.with(Cell::get);
         crate::pg::locks::lock_session_roles();
         if WIDE_INVALIDATIONS.with(Cell::get) != seen
             && PLANNED_MASKED.with(|p| p.borrow().get(&roles_key()).copied()) != Some(true)
-            && masking::session_is_masked()
+            && crate::session::session_is_masked()
         {
-            masking::refuse(
+            crate::error::refuse(
                 "this session became masked after the statement was planned (a dptext label changed): run it again".into(),
             );
         }
@@ -229,10 +229,10 @@ unsafe extern "C-unwind" fn relation_stats(
 ) -> bool {
     // SAFETY: PostgreSQL passes a valid range-table entry and stats slot.
     unsafe {
-        if !masking::in_lookup()
+        if !crate::pg::lookup::in_lookup()
             && (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION
             && attnum > 0
-            && masking::session_is_masked()
+            && crate::session::session_is_masked()
             && !masking::column_statistics_visible((*rte).relid, attnum)
         {
             // Handled: no statistics, so estimates for a labelled column
@@ -272,13 +272,15 @@ unsafe extern "C-unwind" fn relation_info(
     // relation is read as; `indexlist` holds IndexOptInfo nodes; emptying
     // `statlist` (a List the planner only reads) leaves no statistics.
     unsafe {
-        if masking::in_lookup() || ((*rel).indexlist.is_null() && (*rel).statlist.is_null()) {
+        if crate::pg::lookup::in_lookup()
+            || ((*rel).indexlist.is_null() && (*rel).statlist.is_null())
+        {
             return;
         }
         // `userid`: the role the relation's privileges are checked as
         // (a view owner's), set before this hook on every major.
-        let masked = masking::session_is_masked()
-            || ((*rel).userid != Oid::INVALID && masking::role_is_masked((*rel).userid));
+        let masked = crate::session::session_is_masked()
+            || ((*rel).userid != Oid::INVALID && crate::session::role_is_masked((*rel).userid));
         if !masked {
             return;
         }
@@ -322,10 +324,10 @@ unsafe extern "C-unwind" fn relation_info(
 /// for a column without statistics), never its statistics'.
 #[pg_guard]
 unsafe extern "C-unwind" fn attavgwidth(relid: Oid, attnum: pg_sys::AttrNumber) -> i32 {
-    if !masking::in_lookup()
+    if !crate::pg::lookup::in_lookup()
         && attnum > 0
-        && masking::session_is_masked_cached() != Some(false)
-        && masking::session_is_masked()
+        && crate::session::session_is_masked_cached() != Some(false)
+        && crate::session::session_is_masked()
         && !masking::column_statistics_visible(relid, attnum)
     {
         let (typ, typmod, _) = crate::pg::catalog::attribute_type(relid, attnum);
@@ -358,15 +360,15 @@ unsafe extern "C-unwind" fn needs_fmgr(fn_oid: Oid) -> bool {
             return true;
         }
     }
-    if fn_oid.to_u32() < pg_sys::FirstNormalObjectId || masking::in_lookup() {
+    if fn_oid.to_u32() < pg_sys::FirstNormalObjectId || crate::pg::lookup::in_lookup() {
         return false;
     }
     // fmgr_info also runs outside transactions (start-up, clean-up), where
     // the catalog cannot be read: then only a decision already made counts.
     // SAFETY: reads the transaction state.
-    match masking::session_is_masked_cached() {
+    match crate::session::session_is_masked_cached() {
         Some(masked) => masked,
-        None if unsafe { pg_sys::IsTransactionState() } => masking::session_is_masked(),
+        None if unsafe { pg_sys::IsTransactionState() } => crate::session::session_is_masked(),
         None => false,
     }
 }
@@ -390,10 +392,13 @@ unsafe extern "C-unwind" fn utility(
     // their cache) cannot be read.
     // SAFETY: `pstmt` is the valid statement PostgreSQL passed.
     let transaction_control = unsafe { is_a((*pstmt).utilityStmt, NodeTag::T_TransactionStmt) };
-    if !masking::in_lookup() && !transaction_control {
+    if !crate::pg::lookup::in_lookup() && !transaction_control {
         crate::pg::locks::lock_session_roles();
     }
-    if !masking::in_lookup() && !transaction_control && masking::session_is_masked() {
+    if !crate::pg::lookup::in_lookup()
+        && !transaction_control
+        && crate::session::session_is_masked()
+    {
         // SAFETY: `pstmt` is a valid utility statement; when the tree is
         // read-only it is copied before `check_utility` changes it.
         unsafe {
@@ -463,7 +468,7 @@ unsafe fn lock_and_pin(rv: *mut pg_sys::RangeVar, lockmode: u32) -> Option<Oid> 
 /// column default runs as the role that calls it, unmasked for an
 /// unmasked caller); on this session's temporary objects it is allowed.
 fn refuse_planted(what: &str) -> ! {
-    masking::refuse(format!(
+    crate::error::refuse(format!(
         "masked sessions cannot create or change {what} outside their temporary schema: other sessions would run it unmasked"
     ))
 }
@@ -478,7 +483,7 @@ unsafe fn check_utility(stmt: *mut pg_sys::Node) {
             // Notifications are sent by other sessions' code: an owner's
             // trigger with a row's raw values as payload (a realtime
             // trigger, contrib's tcn naming the rows a statement wrote).
-            masking::refuse(
+            crate::error::refuse(
                 "masked sessions cannot LISTEN: notifications carry what other sessions' triggers send, raw values among them".into(),
             );
         }
@@ -513,7 +518,7 @@ unsafe fn check_utility(stmt: *mut pg_sys::Node) {
         } else if is_a(stmt, NodeTag::T_TruncateStmt) {
             let t = stmt.cast::<pg_sys::TruncateStmt>();
             if (*t).behavior == pg_sys::DropBehavior::DROP_CASCADE {
-                masking::refuse("masked sessions cannot TRUNCATE ... CASCADE".into());
+                crate::error::refuse("masked sessions cannot TRUNCATE ... CASCADE".into());
             }
             for rv in PgList::<pg_sys::RangeVar>::from_pg((*t).relations).iter_ptr() {
                 if let Some(relid) = lock_and_pin(rv, pg_sys::AccessExclusiveLock) {
@@ -538,12 +543,12 @@ unsafe fn check_utility(stmt: *mut pg_sys::Node) {
             // file, max_parallel_workers_per_gather = 0, work_mem) are
             // part of its masking: `ALTER ROLE self RESET ALL` or `SET x
             // FROM CURRENT` would take them away from its next sessions.
-            masking::refuse(
+            crate::error::refuse(
                 "masked sessions cannot change role or database defaults (ALTER ROLE/DATABASE ... SET or RESET): an administrator sets them".into(),
             );
         } else if is_a(stmt, NodeTag::T_ExplainStmt) {
             if super::side_channels::explain_analyzes(stmt.cast()) {
-                masking::refuse(
+                crate::error::refuse(
                     "masked sessions cannot run EXPLAIN ANALYZE: the memory, disk and buffer figures it reports depend on the raw values that sorts, hashes and reads handle below the masking (EXPLAIN without ANALYZE is allowed)".into(),
                 );
             }
@@ -559,7 +564,7 @@ unsafe fn check_utility(stmt: *mut pg_sys::Node) {
         for rv in super::ddl::referenced_tables(stmt) {
             let relid = super::ddl::relation_named(rv);
             if relid != Oid::INVALID && masking::relation_policy(relid).protects() {
-                masking::refuse(format!(
+                crate::error::refuse(format!(
                     "masked sessions cannot create a foreign key that references {}, which has dptext rules: its checks and cascades would run on raw values",
                     crate::pg::catalog::relation_name(relid)
                 ));
@@ -575,7 +580,7 @@ unsafe fn refuse_dptext_setting(name: *const c_char) {
     // SAFETY: a NUL-terminated setting name from the parse tree.
     let name = unsafe { CStr::from_ptr(name) }.to_string_lossy();
     if name.to_ascii_lowercase().starts_with("dptext.") {
-        masking::refuse(format!("masked sessions cannot change {name}"));
+        crate::error::refuse(format!("masked sessions cannot change {name}"));
     }
 }
 
@@ -607,14 +612,14 @@ unsafe fn copy_through_query(copy: *mut pg_sys::CopyStmt, relid: Oid) {
             quote(rel)
         );
         let Ok(csql) = std::ffi::CString::new(sql) else {
-            masking::refuse("a relation name holds a NUL byte".into());
+            crate::error::refuse("a relation name holds a NUL byte".into());
         };
         let parsed = PgList::<pg_sys::RawStmt>::from_pg(pg_sys::raw_parser(
             csql.as_ptr(),
             pg_sys::RawParseMode::RAW_PARSE_DEFAULT,
         ));
         let Some(raw) = parsed.get_ptr(0) else {
-            masking::refuse("COPY could not be rewritten for masking".into());
+            crate::error::refuse("COPY could not be rewritten for masking".into());
         };
         (*copy).query = (*raw).stmt;
         (*copy).relation = std::ptr::null_mut();

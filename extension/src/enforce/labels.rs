@@ -57,19 +57,19 @@ unsafe extern "C-unwind" fn check_relabel(
     } else {
         crate::rules::LabelTarget::Other
     };
-    if crate::enforce::masking::session_is_masked() {
-        crate::enforce::masking::refuse("masked sessions cannot change dptext labels".into());
+    if crate::session::session_is_masked() {
+        crate::error::refuse("masked sessions cannot change dptext labels".into());
     }
-    let wait_for: fn(pg_sys::Oid) = match target {
+    let wait_for: fn(pg_sys::Oid) -> Result<(), String> = match target {
         crate::rules::LabelTarget::Role => crate::pg::locks::lock_role_for_relabel,
         crate::rules::LabelTarget::Column { .. } => crate::pg::locks::lock_relations_for_relabel,
-        _ => |_| {},
+        _ => |_| Ok(()),
     };
     crate::rules::check_label(target, label.as_deref());
     // Transactions that planned under the old labels keep their plans
     // until they end: wait for them, as ALTER TABLE does (see
     // `crate::pg::locks`). A valid label only: a refused one changes nothing.
-    wait_for(object.objectId);
+    wait_for(object.objectId).unwrap_or_else(|why| crate::error::refuse(why));
     // Other backends cache masking decisions and plans: a label change
     // reaches them as a relation-cache invalidation at commit (labels
     // themselves send none). Role labels and rules inherited through

@@ -14,7 +14,7 @@
 //! relation-cache invalidation, which label changes send (see
 //! [`crate::enforce::hooks`]).
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -22,7 +22,9 @@ use std::sync::Arc;
 use pgrx::pg_sys::Oid;
 use pgrx::prelude::*;
 
-use crate::error::{raise, ExtError};
+use crate::error::{raise, refuse, ExtError};
+use crate::pg::lookup::{lookup, read_one, read_two};
+use crate::session::session_is_masked;
 
 /// One masked column of a relation: the rule its label (or an ancestor's
 /// or descendant's label on the same-named column) states.
@@ -93,15 +95,10 @@ impl RelationPolicy {
 }
 
 thread_local! {
-    /// Masked status per role.
-    static ROLES: RefCell<HashMap<Oid, bool>> = RefCell::new(HashMap::new());
     /// Policy per relation.
     static RELATIONS: RefCell<HashMap<Oid, Rc<RelationPolicy>>> = RefCell::new(HashMap::new());
     /// Oids of the functions the rewrite calls, by signature.
     static FUNCTIONS: RefCell<HashMap<&'static str, Oid>> = RefCell::new(HashMap::new());
-    /// Set while this module runs its own catalog queries, whose planning
-    /// must not be masked (and could not be: they read no labelled column).
-    static IN_LOOKUP: Cell<bool> = const { Cell::new(false) };
     /// Why masked sessions may not read a relation whose family's rows were
     /// placed by raw values ([`family_refusal`]; `None`: they may).
     static FAMILIES: RefCell<HashMap<Oid, Option<String>>> = RefCell::new(HashMap::new());
@@ -136,31 +133,9 @@ pub(crate) fn children_disagree(relid: Oid) -> Option<String> {
     DISAGREEING.with(|d| d.borrow().get(&relid).cloned())
 }
 
-/// The first row's first value of a read-only catalog query. pgrx's
-/// `Spi::get_one*` run their query as a write (they take a transaction id
-/// first), which a parallel worker cannot do (a masked read planned there
-/// through SPI failed: "cannot assign XIDs during a parallel operation"),
-/// which a hot standby refuses, and which gave every masked session's
-/// first statement a transaction id of its own; the masking lookups only
-/// read.
-fn read_one<T: FromDatum + IntoDatum>(
-    sql: &str,
-    args: &[pgrx::datum::DatumWithOid<'_>],
-) -> Result<Option<T>, pgrx::spi::Error> {
-    Spi::connect(|client| client.select(sql, Some(1), args)?.first().get_one::<T>())
-}
-
-/// [`read_one`] of the first row's first two values.
-fn read_two<A: FromDatum + IntoDatum, B: FromDatum + IntoDatum>(
-    sql: &str,
-    args: &[pgrx::datum::DatumWithOid<'_>],
-) -> Result<(Option<A>, Option<B>), pgrx::spi::Error> {
-    Spi::connect(|client| client.select(sql, Some(1), args)?.first().get_two::<A, B>())
-}
-
 /// Drops every cached decision; called on relation-cache invalidations.
 pub(crate) fn invalidate() {
-    ROLES.with(|r| r.borrow_mut().clear());
+    crate::session::invalidate();
     RELATIONS.with(|r| r.borrow_mut().clear());
     ALLOWED.with(|a| a.borrow_mut().clear());
     DISAGREEING.with(|d| d.borrow_mut().clear());
@@ -171,32 +146,6 @@ pub(crate) fn invalidate() {
     // Cheap to refill (the engine keeps what it built), and a rule's
     // released vocabulary may have changed.
     MECHANISMS.with(|m| m.borrow_mut().clear());
-}
-
-/// True while this module's own catalog queries are being planned.
-pub(crate) fn in_lookup() -> bool {
-    IN_LOOKUP.with(Cell::get)
-}
-
-/// Runs `f` with [`in_lookup`] set, restoring the previous state even when
-/// `f` raises an error, under a snapshot taken now: what it reads of the
-/// catalog (labels, families, provenance) is what is committed, whatever
-/// snapshot the query or its transaction holds
-/// ([`crate::pg::catalog::with_latest_snapshot`]).
-fn lookup<R>(f: impl FnOnce() -> R) -> R {
-    struct Restore(bool);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            IN_LOOKUP.with(|c| c.set(self.0));
-        }
-    }
-    let _restore = Restore(IN_LOOKUP.with(|c| c.replace(true)));
-    crate::pg::catalog::with_latest_snapshot(f)
-}
-
-/// Raises the refusal every masking failure ends in: SQLSTATE 42501.
-pub(crate) fn refuse(message: String) -> ! {
-    raise(ExtError::Masked(message), "dptext masking")
 }
 
 /// Refuses a masked write to relation `relid`, which has rules.
@@ -214,57 +163,6 @@ pub(crate) fn refuse_write(relid: Oid) -> ! {
         "masked sessions cannot write {}, which has dptext rules",
         crate::pg::catalog::relation_name(relid)
     ))
-}
-
-/// Whether role `$1` has the privileges of (is an inheriting member of,
-/// directly or not) a role labelled `MASKED`.
-const INHERITS_MASKED_SQL: &str = "
-SELECT EXISTS (
-  SELECT 1 FROM pg_catalog.pg_shseclabel l
-   WHERE l.provider OPERATOR(pg_catalog.=) 'dptext'
-     AND l.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_authid'::pg_catalog.regclass
-     AND l.objoid OPERATOR(pg_catalog.<>) $1
-     AND pg_catalog.pg_has_role($1, l.objoid, 'USAGE'))";
-
-/// True when `role` is labelled `MASKED`, or is not a superuser and has
-/// the privileges of a role that is: a member of a masked role reads with
-/// that role's grants, so it is masked too (a role that may create roles
-/// could otherwise make an unlabelled member of the analyst's role and
-/// read through its privileges raw). Superusers have every role's
-/// privileges and are masked only by a label of their own.
-pub(crate) fn role_is_masked(role: Oid) -> bool {
-    if let Some(m) = ROLES.with(|r| r.borrow().get(&role).copied()) {
-        return m;
-    }
-    let masked = crate::pg::catalog::role_label(role).is_some()
-        || (!crate::pg::catalog::is_superuser(role)
-            && lookup(|| read_one::<bool>(INHERITS_MASKED_SQL, &[role.into()]))
-                .unwrap_or_else(|e| refuse(format!("could not read the roles' dptext labels: {e}")))
-                .unwrap_or(false));
-    ROLES.with(|r| r.borrow_mut().insert(role, masked));
-    masked
-}
-
-/// True when this session is masked: its login role or its current role
-/// is labelled `MASKED`. Nothing the session sets changes either role's
-/// label, and `SET ROLE` cannot change the login role.
-pub(crate) fn session_is_masked() -> bool {
-    let (login, current) = crate::pg::catalog::session_roles();
-    role_is_masked(login) || (current != login && role_is_masked(current))
-}
-
-/// [`session_is_masked`] when both roles' labels are cached, without
-/// reading the catalog.
-pub(crate) fn session_is_masked_cached() -> Option<bool> {
-    let (login, current) = crate::pg::catalog::session_roles();
-    ROLES.with(|r| {
-        let r = r.borrow();
-        let l = *r.get(&login)?;
-        if l || current == login {
-            return Some(l);
-        }
-        r.get(&current).copied()
-    })
 }
 
 /// The policy of relation `relid`, from the cache or the catalog.
@@ -782,7 +680,7 @@ fn read_policy(relid: Oid) -> RelationPolicy {
                 ));
             }
             let (typ, _, _) = crate::pg::catalog::attribute_type(relid, g);
-            if !group_type_supported(typ) {
+            if !crate::rules::group_type_supported(typ) {
                 refuse(format!(
                     "a dptext rule of {} groups by column {name}, whose type's text depends on session settings (DateStyle, TimeZone, extra_float_digits...): a masked session could draw many date shifts of one value; group by a text, integer, numeric or uuid column",
                     crate::pg::catalog::relation_name(relid)
@@ -1123,30 +1021,6 @@ fn rule_fixes_shift(r: &ColumnRule) -> bool {
         || serde_json::from_str::<serde_json::Value>(&r.params).map_or(true, |v| has_group(&v))
 }
 
-/// True when a `GROUPED BY` column of type `typ` (a domain: its base type)
-/// is rendered as text the same way in every session: text types, integers,
-/// `numeric`, `uuid`, `oid`. Others depend on settings a session may change
-/// (dates and times on `DateStyle`, `TimeZone` and `IntervalStyle`, floats
-/// on `extra_float_digits`, `money` on `lc_monetary`, `bytea` on
-/// `bytea_output`) or on code outside PostgreSQL (extension types), so one
-/// row could be read under many grouping values, each a new date shift of
-/// the same dates; enough shifts of one date bound it.
-pub(crate) fn group_type_supported(typ: Oid) -> bool {
-    let base = crate::pg::catalog::base_type(typ);
-    [
-        pg_sys::TEXTOID,
-        pg_sys::VARCHAROID,
-        pg_sys::BPCHAROID,
-        pg_sys::INT2OID,
-        pg_sys::INT4OID,
-        pg_sys::INT8OID,
-        pg_sys::NUMERICOID,
-        pg_sys::UUIDOID,
-        pg_sys::OIDOID,
-    ]
-    .contains(&base)
-}
-
 /// The one SPI argument every lookup takes: the relation's oid.
 fn oid_arg(relid: Oid) -> Vec<pgrx::datum::DatumWithOid<'static>> {
     vec![relid.into()]
@@ -1330,7 +1204,7 @@ fn grouped_mechanism_for(
     group: Option<&str>,
 ) -> Arc<dyn dptext_core::mechanisms::Mechanism> {
     let spec = rule_spec(mechanism, params).with_group(group);
-    crate::backend::engine()
+    crate::engine::engine()
         .build(&spec)
         .unwrap_or_else(|e| raise(e.into(), "dptext.mask"))
         .into()
@@ -1362,7 +1236,7 @@ fn mask_value(
         refuse("dptext.mask is applied by masking only and cannot be called directly".into());
     }
     let mode = require_key();
-    let engine = crate::backend::engine();
+    let engine = crate::engine::engine();
     let compute = || {
         let m = match group {
             Some(g) => grouped_mechanism_for(mechanism, params, g),
@@ -1392,7 +1266,7 @@ fn mechanism_for(mechanism: &str, params: &str) -> Arc<dyn dptext_core::mechanis
         return m;
     }
     let spec = rule_spec(mechanism, params);
-    let built = crate::backend::engine()
+    let built = crate::engine::engine()
         .mechanism(&spec)
         .unwrap_or_else(|e| raise(e.into(), F));
     MECHANISMS.with(|c| c.borrow_mut().insert(key, built.clone()));

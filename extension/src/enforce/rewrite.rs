@@ -161,7 +161,7 @@ impl Survey {
         self.relations
             .iter()
             .chain(&self.written)
-            .any(|&(_, as_user)| as_user != Oid::INVALID && masking::role_is_masked(as_user))
+            .any(|&(_, as_user)| as_user != Oid::INVALID && crate::session::role_is_masked(as_user))
     }
 
     /// Under `dptext.deny_unlabelled_text`, refuses a masked read of a
@@ -170,7 +170,7 @@ impl Survey {
         for (relid, as_user, cols) in &self.read_columns {
             if Self::masked_as(session_masked, *as_user) {
                 if let Some(why) = masking::unlabelled_text_refusal(*relid, cols) {
-                    masking::refuse(why);
+                    crate::error::refuse(why);
                 }
             }
         }
@@ -178,7 +178,7 @@ impl Survey {
 
     /// True when a read checked as `as_user` is masked.
     fn masked_as(session_masked: bool, as_user: Oid) -> bool {
-        session_masked || (as_user != Oid::INVALID && masking::role_is_masked(as_user))
+        session_masked || (as_user != Oid::INVALID && crate::session::role_is_masked(as_user))
     }
 
     /// Decides: refuses masked writes to labelled tables; returns the policies of the relations that
@@ -197,7 +197,7 @@ impl Survey {
             }
             if Self::masked_as(session_masked, as_user) {
                 if let Some(why) = masking::owner_index_write_refusal(relid) {
-                    masking::refuse(why);
+                    crate::error::refuse(why);
                 }
             }
         }
@@ -207,12 +207,12 @@ impl Survey {
             }
             let policy = masking::relation_policy(relid);
             if let RelationPolicy::Refused(why) = policy.as_ref() {
-                masking::refuse(why.clone());
+                crate::error::refuse(why.clone());
             }
             // Any family, labelled or not: one placed by an owner's code
             // may be placed by raw values of another table.
             if let Some(why) = masking::family_refusal(relid) {
-                masking::refuse(why);
+                crate::error::refuse(why);
             }
             if policy.protects()
                 || relid == pg_sys::RelationRelationId
@@ -558,7 +558,7 @@ impl<'a> Rewrite<'a> {
                     // A row's place (page, item) follows from the lengths
                     // of the rows stored before it, labelled values
                     // included.
-                    masking::refuse(format!(
+                    crate::error::refuse(format!(
                         "masked sessions cannot read ctid of {}, which has dptext rules: where a row is stored depends on the length of its labelled values",
                         crate::pg::catalog::relation_name((*rte).relid)
                     ));
@@ -570,7 +570,7 @@ impl<'a> Rewrite<'a> {
                     // owner's routing (a trigger, or CHECK constraints),
                     // which may follow the raw value; a declarative
                     // partition's key is checked instead (family_refusal).
-                    masking::refuse(format!(
+                    crate::error::refuse(format!(
                         "masked sessions cannot read tableoid of {}, which has dptext rules and inheritance children: which child holds a row may follow its raw values",
                         crate::pg::catalog::relation_name((*rte).relid)
                     ));
@@ -579,7 +579,7 @@ impl<'a> Rewrite<'a> {
                     // xmin, xmax, cmin, cmax: which transaction (and
                     // command) wrote a row, so which rows an owner's
                     // `UPDATE ... WHERE name LIKE 'M%'` matched.
-                    masking::refuse(format!(
+                    crate::error::refuse(format!(
                         "masked sessions cannot read the transaction columns (xmin, xmax, cmin, cmax) of {}, which has dptext rules: which rows a statement wrote can follow their raw values",
                         crate::pg::catalog::relation_name((*rte).relid)
                     ));
@@ -634,7 +634,7 @@ impl<'a> Rewrite<'a> {
                 return;
             }
             if let Some(why) = policy.refuses_column(attnum) {
-                masking::refuse(why);
+                crate::error::refuse(why);
             }
             let Some(rule) = policy.rule(attnum) else {
                 return;
@@ -1060,7 +1060,7 @@ impl<'a> Rewrite<'a> {
                 return;
             }
             if self.masked_policy(q, rte).is_some_and(|p| p.protects()) {
-                masking::refuse(format!(
+                crate::error::refuse(format!(
                     "masked sessions cannot use TABLESAMPLE on {}, which has dptext rules: the rows a sample picks depend on where they are stored, which depends on the length of their labelled values",
                     crate::pg::catalog::relation_name((*rte).relid)
                 ));
@@ -1077,7 +1077,7 @@ impl<'a> Rewrite<'a> {
         unsafe {
             if (*rte).inh && self.masked_policy(q, rte).is_some() {
                 if let Some(why) = masking::children_disagree((*rte).relid) {
-                    masking::refuse(why);
+                    crate::error::refuse(why);
                 }
             }
         }
@@ -1246,8 +1246,8 @@ unsafe fn group_text(var: *mut pg_sys::Var, relid: Oid, attnum: i16) -> *mut Nod
     let (typ, typmod, coll) = crate::pg::catalog::attribute_type(relid, attnum);
     // The policy refused other types; checked again, as the text of any
     // other type may depend on the session's settings.
-    if !masking::group_type_supported(typ) {
-        masking::refuse(format!(
+    if !crate::rules::group_type_supported(typ) {
+        crate::error::refuse(format!(
             "{} groups a dptext rule by column {attnum}, whose type's text depends on session settings",
             crate::pg::catalog::relation_name(relid)
         ));
@@ -1348,7 +1348,7 @@ unsafe fn require_select(q: *mut Query, rte: *mut pg_sys::RangeTblEntry, attnum:
                 pg_sys::AclMode::from(pg_sys::ACL_SELECT),
             ) != ok
         {
-            masking::refuse(format!(
+            crate::error::refuse(format!(
                 "a dptext rule of {} groups by column {attnum}, which this role may not read: the masked value would depend on it",
                 crate::pg::catalog::relation_name(relid)
             ));

@@ -28,8 +28,6 @@ use std::ffi::{c_int, c_void, CStr};
 use pgrx::pg_guard;
 use pgrx::pg_sys::{self, Oid};
 
-use crate::enforce::masking;
-
 static mut PREV_OBJECT_ACCESS: pg_sys::object_access_hook_type = None;
 static mut PREV_EMIT_LOG: pg_sys::emit_log_hook_type = None;
 
@@ -312,19 +310,19 @@ unsafe extern "C-unwind" fn object_access(
     }
     if access != pg_sys::ObjectAccessType::OAT_FUNCTION_EXECUTE
         || class_id != pg_sys::ProcedureRelationId
-        || masking::in_lookup()
+        || crate::pg::lookup::in_lookup()
     {
         return;
     }
     // An unmasked session reads nothing for any call.
-    if masking::session_is_masked_cached() == Some(false) {
+    if crate::session::session_is_masked_cached() == Some(false) {
         return;
     }
     let Some(name) = counter_function(object_id) else {
         return;
     };
-    if masking::session_is_masked() {
-        masking::refuse(format!(
+    if crate::session::session_is_masked() {
+        crate::error::refuse(format!(
             "masked sessions cannot call {name}: it reports memory, disk, buffer, row-count, size or storage figures that depend on the raw values statements read"
         ));
     }
@@ -344,7 +342,7 @@ unsafe extern "C-unwind" fn emit_log(edata: *mut pg_sys::ErrorData) {
         if !edata.is_null()
             && (*edata).output_to_client
             && (*edata).elevel < pg_sys::NOTICE as c_int
-            && masking::session_is_masked_cached() != Some(false)
+            && crate::session::session_is_masked_cached() != Some(false)
         {
             (*edata).output_to_client = false;
         }

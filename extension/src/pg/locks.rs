@@ -66,8 +66,9 @@ pub fn lock_session_roles() {
 /// Waits until no transaction holds a lock on role `role` (statements take
 /// one on their session's roles, see [`lock_session_roles`]), and keeps
 /// others from taking one until this transaction ends: called when the
-/// role's label is set or removed.
-pub fn lock_role_for_relabel(role: Oid) {
+/// role's label is set or removed. Never errs (its type is that of
+/// [`lock_relations_for_relabel`], which the caller picks between).
+pub fn lock_role_for_relabel(role: Oid) -> Result<(), String> {
     // SAFETY: as in `lock_session_roles`, in the exclusive mode.
     unsafe {
         pg_sys::LockSharedObject(
@@ -77,6 +78,7 @@ pub fn lock_role_for_relabel(role: Oid) {
             pg_sys::AccessExclusiveLock as pg_sys::LOCKMODE,
         );
     }
+    Ok(())
 }
 
 /// The relations whose rules a label on a column of `$1` can change: its
@@ -108,14 +110,15 @@ SELECT r.rel FROM readers r JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_cata
 /// oid order. The set is read again after the locks are taken, from the
 /// latest committed catalog, until it no longer grows: a partition
 /// attached meanwhile is locked too (attaching one locks its parent, so
-/// once every member is locked the set cannot change).
-pub fn lock_relations_for_relabel(relid: Oid) {
+/// once every member is locked the set cannot change). Errs, saying why,
+/// when the set cannot be read.
+pub fn lock_relations_for_relabel(relid: Oid) -> Result<(), String> {
     let mut locked = BTreeSet::new();
     loop {
-        let affected = affected_relations(relid);
+        let affected = affected_relations(relid)?;
         let new: Vec<u32> = affected.difference(&locked).copied().collect();
         if new.is_empty() {
-            return;
+            return Ok(());
         }
         for rel in new {
             // SAFETY: takes a heavyweight lock on a relation oid (one
@@ -135,19 +138,15 @@ pub fn lock_relations_for_relabel(relid: Oid) {
 
 /// The oids of the relations whose rules a label on a column of `relid`
 /// can change ([`AFFECTED_SQL`]), read from the latest committed catalog;
-/// refuses the label when they cannot be read.
-pub(crate) fn affected_relations(relid: Oid) -> BTreeSet<u32> {
+/// why not, when they cannot be read (the caller refuses the label).
+pub(crate) fn affected_relations(relid: Oid) -> Result<BTreeSet<u32>, String> {
+    const WHY: &str = "the relations a label affects could not be read";
     let sql = AFFECTED_SQL.replace("$1", &relid.to_u32().to_string());
-    let Ok(sql) = std::ffi::CString::new(sql) else {
-        crate::enforce::masking::refuse("the relations a label affects could not be read".into());
-    };
-    let rows = super::catalog::read_only_rows(&sql).unwrap_or_else(|e| {
-        crate::enforce::masking::refuse(format!(
-            "the relations a label affects could not be read: {e}"
-        ))
-    });
-    rows.iter()
+    let sql = std::ffi::CString::new(sql).map_err(|_| WHY.to_string())?;
+    let rows = super::catalog::read_only_rows(&sql).map_err(|e| format!("{WHY}: {e}"))?;
+    Ok(rows
+        .iter()
         .filter_map(|row| row.first().cloned().flatten())
         .filter_map(|oid| oid.parse::<u32>().ok())
-        .collect()
+        .collect())
 }

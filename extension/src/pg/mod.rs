@@ -8,6 +8,8 @@
 //! - [`interrupts`]: cancellation checks and argument types (UTF-8 text,
 //!   JSON parameters);
 //! - [`locks`]: the locks that order label changes and masking decisions;
+//! - [`lookup`]: the extension's own read-only catalog queries, under a
+//!   fresh snapshot and unmasked;
 //! - [`store`]: `dptext.store` read by index and written below SQL, so that
 //!   masked reads need no privilege on it;
 //! - [`version`]: what differs between the PostgreSQL majors it builds for;
@@ -27,6 +29,7 @@ use pgrx::pg_sys;
 pub mod catalog;
 pub mod interrupts;
 pub mod locks;
+pub mod lookup;
 pub mod settings;
 pub mod store;
 pub mod version;

@@ -374,7 +374,9 @@ mod tests {
         assert!(!s.whole_rests_on().contains("nothing of it passes"));
         s.p = 1.0;
         s.consistent = true;
-        assert!(s.whole_rests_on().contains("equal values get equal surrogates"));
+        assert!(s
+            .whole_rests_on()
+            .contains("equal values get equal surrogates"));
     }
 
     #[test]
