@@ -17,7 +17,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::analysis::ParseCache;
 use crate::config::Limits;
@@ -51,6 +51,18 @@ pub struct ProxyMode {
     /// The client's cancel requests ([`super::cancel`]): one stops the
     /// proxy's own sanitizing of the result being relayed.
     pub interrupts: Option<Interrupts>,
+}
+
+/// Rows of a result without protected columns larger than this are
+/// copied to the client as they are read ([`wire::copy_body`]); smaller
+/// ones are read whole and written at once.
+const STREAM_ROWS_OVER: usize = 256 << 10;
+
+/// The length field of a message whose body is `len` bytes.
+fn frame_length(len: usize) -> Result<[u8; 4]> {
+    i32::try_from(len + 4)
+        .map(i32::to_be_bytes)
+        .map_err(|_| ProxyError::Protocol(format!("a message of {len} bytes")))
 }
 
 /// The next cancel request in `interrupts`; never, without any.
@@ -212,6 +224,24 @@ impl ProxyMode {
                         tracing::warn!(error = %e, "server message refused");
                         relay::send_fatal(&mut cw, &e).await;
                         return Err(e);
+                    }
+                    // A large row relayed as the server sent it (no
+                    // protected column) is copied as it is read, never
+                    // held whole.
+                    None if tag == BackendTag::DataRow.byte()
+                        && len > STREAM_ROWS_OVER
+                        && lock(&machine).relays_rows_as_sent() =>
+                    {
+                        let width = ur.read_i16().await?;
+                        lock(&machine).streamed_row(width)?;
+                        client_at_boundary.store(false, Ordering::Relaxed);
+                        let mut head = [tag, 0, 0, 0, 0];
+                        head[1..].copy_from_slice(&frame_length(len)?);
+                        cw.write_all(&head).await?;
+                        cw.write_all(&width.to_be_bytes()).await?;
+                        wire::copy_body(&mut ur, &mut cw, len - 2).await?;
+                        client_at_boundary.store(true, Ordering::Relaxed);
+                        continue;
                     }
                     None => wire::read_body(&mut ur, tag, len, max).await?,
                 };

@@ -208,6 +208,45 @@ impl Machine {
         Ok(true)
     }
 
+    /// Whether the next DataRow, if it comes now, is relayed as the server
+    /// sent it: a result without protected columns, not cancelled, no
+    /// rows held, not the search path probe's. Its body may then be
+    /// copied to the client as it is read, never held whole
+    /// ([`Machine::streamed_row`]): memory stays at a chunk, whatever the
+    /// size of an unprotected value.
+    pub fn relays_rows_as_sent(&self) -> bool {
+        !self.muted && self.current.is_empty() && self.rows.is_empty() && self.row_expected()
+    }
+
+    /// A DataRow of `width` columns, which [`Machine::relays_rows_as_sent`]
+    /// allowed, copied to the client as it was read: checked as any row
+    /// is; an error ends the session.
+    pub fn streamed_row(&mut self, width: i16) -> Result<()> {
+        if !self.row_expected() {
+            return Err(unexpected(BackendTag::DataRow));
+        }
+        self.check_row_width(width)
+    }
+
+    /// Whether a DataRow may come now (a described statement's or
+    /// portal's result).
+    fn row_expected(&self) -> bool {
+        match self.expect.front() {
+            Some(Expect::Statement { .. }) => self.width.is_some(),
+            Some(Expect::Execute { described, .. }) => *described,
+            _ => false,
+        }
+    }
+
+    /// A row of `n` columns where the description said how many.
+    fn check_row_width(&self, n: i16) -> Result<()> {
+        check_width(
+            "row",
+            self.width.unwrap_or(0),
+            usize::try_from(n).unwrap_or(usize::MAX),
+        )
+    }
+
     /// A DataRow: kept (the search path probe's), relayed, or held for
     /// the sanitizer.
     fn row(&mut self, f: Frame, out: &mut Vec<ServerStep>) -> Result<()> {
@@ -215,20 +254,10 @@ impl Machine {
             schemas.push(probe_row(&f.body)?);
             return Ok(());
         }
-        let ok = match self.expect.front() {
-            Some(Expect::Statement { .. }) => self.width.is_some(),
-            Some(Expect::Execute { described, .. }) => *described,
-            _ => false,
-        };
-        if !ok {
+        if !self.row_expected() {
             return Err(unexpected(BackendTag::DataRow));
         }
-        let n = wire::data_row_width(&f.body)?;
-        check_width(
-            "row",
-            self.width.unwrap_or(0),
-            usize::try_from(n).unwrap_or(usize::MAX),
-        )?;
+        self.check_row_width(wire::data_row_width(&f.body)?)?;
         if self.muted {
             // A result the client cancelled: followed, never sanitized.
         } else if self.current.is_empty() {

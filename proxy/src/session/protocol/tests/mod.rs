@@ -268,3 +268,34 @@ fn the_row_read_plan_follows_the_result_being_relayed() {
     server(&mut m, complete("SELECT 0"));
     assert_eq!(m.row_read(BackendTag::DataRow), None);
 }
+
+#[test]
+fn only_rows_relayed_as_sent_may_be_streamed() {
+    let mut m = machine();
+    // No result yet: a row now is out of place, not streamed.
+    assert!(!m.relays_rows_as_sent());
+    client(&mut m, query("SELECT id FROM t"));
+    assert!(!m.relays_rows_as_sent(), "before the description");
+    server(&mut m, row_description(&[1]));
+    assert!(m.relays_rows_as_sent());
+    // A streamed row is checked as any row is.
+    assert!(m.streamed_row(1).is_ok());
+    assert!(m.streamed_row(2).is_err(), "a row wider than described");
+    server(&mut m, complete("SELECT 1"));
+    assert!(!m.relays_rows_as_sent(), "after the result");
+    assert!(m.streamed_row(1).is_err());
+    server(&mut m, ready(b'I'));
+    // A result with a protected column: its rows are sanitized, never
+    // streamed.
+    client(&mut m, query("SELECT id, note FROM t"));
+    server(&mut m, row_description(&[1, 2]));
+    assert!(!m.relays_rows_as_sent());
+    server(&mut m, complete("SELECT 0"));
+    server(&mut m, ready(b'I'));
+    // A cancel of a result without protected columns is the server's to
+    // answer: its rows go on as they came until it does.
+    client(&mut m, query("SELECT id FROM t"));
+    server(&mut m, row_description(&[1]));
+    assert!(m.cancel().is_empty());
+    assert!(m.relays_rows_as_sent());
+}
