@@ -8,6 +8,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 use pgrx::pg_sys::Oid;
+use pgrx::prelude::*;
 
 use crate::error::refuse;
 use crate::pg::lookup::{lookup, read_one};
@@ -71,4 +72,51 @@ pub(crate) fn session_is_masked_cached() -> Option<bool> {
         }
         r.get(&current).copied()
     })
+}
+
+/// The SQL-callable report of the session's masking, in schema `dptext`.
+#[pg_schema]
+pub mod dptext {
+    use pgrx::prelude::*;
+    use pgrx::JsonB;
+
+    /// Whether the calling session is masked and can read labelled
+    /// columns: `{"masked", "keyed", "key_id", "login_role",
+    /// "current_role", "superuser", "writable_tables", "version"}`. The
+    /// proxy checks it before it lets a masked user's session start.
+    ///
+    /// ```sql
+    /// SELECT dptext.session_masking();
+    /// ```
+    #[pg_extern(stable, parallel_safe)]
+    fn session_masking() -> JsonB {
+        let (login, current) = crate::pg::catalog::session_roles();
+        let mode = crate::guc::random_mode();
+        let (keyed, key_id) = match &mode {
+            Ok(dptext_core::RandomMode::Keyed(k)) => (true, Some(k.key_id())),
+            _ => (false, None),
+        };
+        let writable = super::lookup(|| {
+            super::read_one::<i64>(
+                "SELECT pg_catalog.count(*) FROM pg_catalog.pg_class c
+                  WHERE c.relkind OPERATOR(pg_catalog.=) ANY ('{r,p}'::pg_catalog.\"char\"[])
+                    AND c.relnamespace OPERATOR(pg_catalog.<>) ALL (ARRAY['pg_catalog'::pg_catalog.regnamespace, 'information_schema'::pg_catalog.regnamespace])
+                    AND pg_catalog.has_table_privilege(c.oid, 'INSERT, UPDATE, DELETE, TRUNCATE')",
+                &[],
+            )
+        })
+        .ok()
+        .flatten()
+        .unwrap_or(0);
+        JsonB(serde_json::json!({
+            "masked": super::session_is_masked(),
+            "keyed": keyed,
+            "key_id": key_id,
+            "login_role": crate::pg::catalog::role_name(login),
+            "current_role": crate::pg::catalog::role_name(current),
+            "superuser": crate::pg::catalog::is_superuser(login) || crate::pg::catalog::is_superuser(current),
+            "writable_tables": writable,
+            "version": env!("CARGO_PKG_VERSION"),
+        }))
+    }
 }

@@ -154,7 +154,7 @@ unsafe extern "C-unwind" fn planner(
                         );
                     }
                     if super::rewrite::rewrite(parse, &policies, session_masked) > 0 {
-                        let _ = masking::require_key();
+                        let _ = super::mask::require_key();
                     }
                 }
             }
@@ -233,7 +233,7 @@ unsafe extern "C-unwind" fn relation_stats(
             && (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION
             && attnum > 0
             && crate::session::session_is_masked()
-            && !masking::column_statistics_visible((*rte).relid, attnum)
+            && !super::visibility::column_statistics_visible((*rte).relid, attnum)
         {
             // Handled: no statistics, so estimates for a labelled column
             // are the planner's defaults, not the raw column's.
@@ -328,7 +328,7 @@ unsafe extern "C-unwind" fn attavgwidth(relid: Oid, attnum: pg_sys::AttrNumber) 
         && attnum > 0
         && crate::session::session_is_masked_cached() != Some(false)
         && crate::session::session_is_masked()
-        && !masking::column_statistics_visible(relid, attnum)
+        && !super::visibility::column_statistics_visible(relid, attnum)
     {
         let (typ, typmod, _) = crate::pg::catalog::attribute_type(relid, attnum);
         // SAFETY: a syscache read of the column's type, which exists (the

@@ -17,14 +17,12 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::sync::Arc;
 
 use pgrx::pg_sys::Oid;
 use pgrx::prelude::*;
 
-use crate::error::{raise, refuse, ExtError};
+use crate::error::refuse;
 use crate::pg::lookup::{lookup, read_one, read_two};
-use crate::session::session_is_masked;
 
 /// One masked column of a relation: the rule its label (or an ancestor's
 /// or descendant's label on the same-named column) states.
@@ -116,9 +114,6 @@ thread_local! {
     /// column of theirs has another rule than the relation's), filled with
     /// its policy ([`relation_policy`]).
     static DISAGREEING: RefCell<HashMap<Oid, String>> = RefCell::new(HashMap::new());
-    /// Built mechanisms per (mechanism, params), for [`dptext::mask`].
-    static MECHANISMS: RefCell<HashMap<(String, String), Arc<dyn dptext_core::mechanisms::Mechanism>>> =
-        RefCell::new(HashMap::new());
 }
 
 /// A column rule as spelled in its label: mechanism, canonical
@@ -145,7 +140,7 @@ pub(crate) fn invalidate() {
     FUNCTIONS.with(|f| f.borrow_mut().clear());
     // Cheap to refill (the engine keeps what it built), and a rule's
     // released vocabulary may have changed.
-    MECHANISMS.with(|m| m.borrow_mut().clear());
+    super::mask::invalidate();
 }
 
 /// Refuses a masked write to relation `relid`, which has rules.
@@ -1102,72 +1097,6 @@ pub(crate) fn refuse_raised_settings() {
     }
 }
 
-/// Refuses masked reads unless a key is in force: seeded or OS randomness
-/// would let a masked session see fresh draws (or replay a public seed).
-pub(crate) fn require_key() -> dptext_core::RandomMode {
-    // The key of a masked session is the administrator's: one the session
-    // chose (a start-up option, SET or set_config, where SET ON PARAMETER
-    // was granted) would give it a fresh release of every value per key,
-    // or a key it knows.
-    for name in ["dptext.key_file", "dptext.key"] {
-        if crate::pg::settings::chosen_by_session(name) {
-            refuse(format!(
-                "masked sessions read labelled columns only under the key an administrator set, and this session set {name} itself (a start-up option or SET): reconnect without it"
-            ));
-        }
-    }
-    match crate::guc::random_mode() {
-        Ok(mode @ dptext_core::RandomMode::Keyed(_)) => mode,
-        Ok(_) => refuse(
-            "masked sessions read labelled columns only under a key, and none is set: set dptext.key_file (in postgresql.conf, or ALTER DATABASE/ROLE ... SET) to a file holding a secret key".into(),
-        ),
-        Err(e) => refuse(format!("the masking key could not be read: {e}")),
-    }
-}
-
-/// False when masked sessions may not read `relid` at all because raw
-/// values decided which rows it holds or where: a materialized view
-/// refused whole, or a member of a family [`family_refusal`] refuses.
-/// Masked `pg_class` hides such relations, whose `reltuples` would count
-/// the rows that matched.
-pub(crate) fn row_count_visible(relid: Oid) -> bool {
-    match relation_policy(relid).as_ref() {
-        RelationPolicy::Refused(_) => false,
-        _ => family_refusal(relid).is_none(),
-    }
-}
-
-/// True when a masked session may see statistics of column `attnum` of
-/// `relid`.
-pub(crate) fn column_statistics_visible(relid: Oid, attnum: i16) -> bool {
-    let visible = match relation_policy(relid).as_ref() {
-        // An unlabelled family placed by an owner's code (an operator
-        // class or expression of its partition key): its members'
-        // statistics describe the rows that code sent each.
-        RelationPolicy::Plain => family_refusal(relid).is_none(),
-        RelationPolicy::Derived { .. } | RelationPolicy::Refused(_) => false,
-        // A child of a labelled plain-inheritance family: its own
-        // statistics of any column describe the rows the owner's routing
-        // (a trigger on the raw value) sent it, and the planner's per-child
-        // estimates would show them (how many rows of each ward went to
-        // each child). None is used: the planner's defaults.
-        RelationPolicy::Masked(_) if plain_inheritance_child(relid) => false,
-        // A member of a family whose rows were placed by raw values
-        // (partitioned, CHECK-routed or clustered by a labelled column):
-        // masked sessions may not read it, and the statistics of its
-        // unlabelled columns would say which rows it holds (a partition's
-        // histogram of `id` lists the ids whose raw name fell in its
-        // range; a clustered table's correlation compares the raw order).
-        RelationPolicy::Masked(_) if family_refusal(relid).is_some() => false,
-        p @ RelationPolicy::Masked(_) => p.rule(attnum).is_none(),
-    };
-    // Under deny by default, a refused column's statistics (its most
-    // common values, histogram bounds) are refused values too.
-    visible
-        && !(crate::guc::deny_unlabelled_text()
-            && unlabelled_text_refusal(relid, &[attnum]).is_some())
-}
-
 /// Whether `relid` is a child of plain inheritance in a family with dptext
 /// rules: its own statistics, extended statistics and indexes describe the
 /// rows the owner's routing sent it, which masked plans must not use.
@@ -1178,7 +1107,7 @@ pub(crate) fn masked_inheritance_child(relid: Oid) -> bool {
 
 /// Whether `relid` is a child of plain inheritance (a parent in
 /// `pg_inherits`, not a partition), cached until the next invalidation.
-fn plain_inheritance_child(relid: Oid) -> bool {
+pub(crate) fn plain_inheritance_child(relid: Oid) -> bool {
     if let Some(c) = CHILDREN.with(|c| c.borrow().get(&relid).copied()) {
         return c;
     }
@@ -1193,266 +1122,4 @@ fn plain_inheritance_child(relid: Oid) -> bool {
     .map_or(true, |c| c.unwrap_or(true));
     CHILDREN.with(|c| c.borrow_mut().insert(relid, child));
     child
-}
-
-/// The rule's mechanism with `group` as the date shift's grouping value:
-/// built per call (one per patient would fill a cache), which for entity
-/// replacement copies its settings and nothing large.
-fn grouped_mechanism_for(
-    mechanism: &str,
-    params: &str,
-    group: Option<&str>,
-) -> Arc<dyn dptext_core::mechanisms::Mechanism> {
-    let spec = rule_spec(mechanism, params).with_group(group);
-    crate::engine::engine()
-        .build(&spec)
-        .unwrap_or_else(|e| raise(e.into(), "dptext.mask"))
-        .into()
-}
-
-/// The spec of a rule as the rewrite writes it into the call: the
-/// mechanism's name and its parameters as JSON text.
-fn rule_spec(mechanism: &str, params: &str) -> dptext_core::mechanisms::MechanismSpec {
-    const F: &str = "dptext.mask";
-    let json: serde_json::Value = serde_json::from_str(params)
-        .unwrap_or_else(|e| raise(ExtError::Core(dptext_core::Error::Json(e)), F));
-    dptext_core::mechanisms::MechanismSpec::parse(mechanism, &json)
-        .unwrap_or_else(|e| raise(e.into(), F))
-}
-
-/// What both forms of `dptext.mask` do: refuse a call the rewrite did not
-/// build, require the key, then serve the rule's keyed output: from the
-/// computed-once store for a model-based rule ([`crate::store`]), else
-/// computed. `group` is `Some` for a rule written `GROUPED BY` (its value
-/// in the row, NULL: no group).
-fn mask_value(
-    fcinfo: pg_sys::FunctionCallInfo,
-    value: &str,
-    mechanism: &str,
-    params: &str,
-    group: Option<Option<&str>>,
-) -> String {
-    if !crate::pg::catalog::called_by_rewrite(fcinfo) {
-        refuse("dptext.mask is applied by masking only and cannot be called directly".into());
-    }
-    let mode = require_key();
-    let engine = crate::engine::engine();
-    let compute = || {
-        let m = match group {
-            Some(g) => grouped_mechanism_for(mechanism, params, g),
-            None => mechanism_for(mechanism, params),
-        };
-        engine
-            .run(m.as_ref(), value, &mode, &[])
-            .unwrap_or_else(|e| match e {
-                dptext_core::Error::InputTooLarge { limit, .. } => {
-                    raise(ExtError::MaskedTooLarge { limit }, "dptext.mask")
-                }
-                e => raise(e.into(), "dptext.mask"),
-            })
-            .text
-    };
-    let rule = crate::store::rule(&engine, mechanism, params, || rule_spec(mechanism, params));
-    match rule {
-        Some(rule) => crate::store::serve(&rule, group.flatten(), value, &mode, compute),
-        None => compute(),
-    }
-}
-
-fn mechanism_for(mechanism: &str, params: &str) -> Arc<dyn dptext_core::mechanisms::Mechanism> {
-    const F: &str = "dptext.mask";
-    let key = (mechanism.to_string(), params.to_string());
-    if let Some(m) = MECHANISMS.with(|c| c.borrow().get(&key).cloned()) {
-        return m;
-    }
-    let spec = rule_spec(mechanism, params);
-    let built = crate::engine::engine()
-        .mechanism(&spec)
-        .unwrap_or_else(|e| raise(e.into(), F));
-    MECHANISMS.with(|c| c.borrow_mut().insert(key, built.clone()));
-    built
-}
-
-/// The SQL-callable side of masking, in schema `dptext`.
-#[pg_schema]
-pub mod dptext {
-    use pgrx::prelude::*;
-    use pgrx::JsonB;
-
-    use crate::pg::interrupts::Utf8Text;
-
-    /// One labelled value through its rule, keyed: what a masked session
-    /// reads instead of the raw value. Only the query rewrite may call it
-    /// (a call written in SQL is refused, so nobody can use it as an
-    /// oracle to test guessed values against masked output). `VOLATILE`
-    /// (though keyed, hence repeatable) so that the planner never pulls
-    /// the rewrite's masking subquery up into the query: the call stays in
-    /// the scan that reads the row.
-    #[pg_extern(volatile, parallel_safe)]
-    fn mask(
-        value: Utf8Text,
-        mechanism: &str,
-        params: &str,
-        fcinfo: pg_sys::FunctionCallInfo,
-    ) -> String {
-        super::mask_value(fcinfo, value.0, mechanism, params, None)
-    }
-
-    /// [`mask`] for a rule written `GROUPED BY column`: `grp` is that
-    /// column's value in the row (NULL: no group), which fixes the date
-    /// shift of every note of one group. Only the query rewrite may call it.
-    /// `VOLATILE`, as [`mask`].
-    #[pg_extern(name = "mask", volatile, parallel_safe)]
-    fn mask_grouped(
-        value: Option<Utf8Text>,
-        mechanism: &str,
-        params: &str,
-        grp: Option<Utf8Text>,
-        fcinfo: pg_sys::FunctionCallInfo,
-    ) -> Option<String> {
-        // A NULL value is refused like any direct call before it is
-        // passed through as NULL.
-        if !crate::pg::catalog::called_by_rewrite(fcinfo) {
-            super::refuse(
-                "dptext.mask is applied by masking only and cannot be called directly".into(),
-            );
-        }
-        let value = value?.0;
-        Some(super::mask_value(
-            fcinfo,
-            value,
-            mechanism,
-            params,
-            Some(grp.as_ref().map(|g| g.0)),
-        ))
-    }
-
-    /// Whether the calling session is masked and can read labelled
-    /// columns: `{"masked", "keyed", "key_id", "login_role",
-    /// "current_role", "superuser", "writable_tables", "version"}`. The
-    /// proxy checks it before it lets a masked user's session start.
-    ///
-    /// ```sql
-    /// SELECT dptext.session_masking();
-    /// ```
-    #[pg_extern(stable, parallel_safe)]
-    fn session_masking() -> JsonB {
-        let (login, current) = crate::pg::catalog::session_roles();
-        let mode = crate::guc::random_mode();
-        let (keyed, key_id) = match &mode {
-            Ok(dptext_core::RandomMode::Keyed(k)) => (true, Some(k.key_id())),
-            _ => (false, None),
-        };
-        let writable = super::lookup(|| {
-            super::read_one::<i64>(
-                "SELECT pg_catalog.count(*) FROM pg_catalog.pg_class c
-                  WHERE c.relkind OPERATOR(pg_catalog.=) ANY ('{r,p}'::pg_catalog.\"char\"[])
-                    AND c.relnamespace OPERATOR(pg_catalog.<>) ALL (ARRAY['pg_catalog'::pg_catalog.regnamespace, 'information_schema'::pg_catalog.regnamespace])
-                    AND pg_catalog.has_table_privilege(c.oid, 'INSERT, UPDATE, DELETE, TRUNCATE')",
-                &[],
-            )
-        })
-        .ok()
-        .flatten()
-        .unwrap_or(0);
-        JsonB(serde_json::json!({
-            "masked": super::session_is_masked(),
-            "keyed": keyed,
-            "key_id": key_id,
-            "login_role": crate::pg::catalog::role_name(login),
-            "current_role": crate::pg::catalog::role_name(current),
-            "superuser": crate::pg::catalog::is_superuser(login) || crate::pg::catalog::is_superuser(current),
-            "writable_tables": writable,
-            "version": env!("CARGO_PKG_VERSION"),
-        }))
-    }
-
-    /// False when the calling session is masked and column `attnum` of
-    /// `relid` is labelled: masked sessions read `pg_stats` through this
-    /// filter, so no most-common value or histogram bound of a labelled
-    /// column reaches them.
-    #[pg_extern(stable, parallel_safe)]
-    fn statistics_visible(relid: pg_sys::Oid, attnum: i16) -> bool {
-        !super::session_is_masked()
-            || (super::column_statistics_visible(relid, attnum)
-                && !super::index_reads_protected(relid))
-    }
-
-    /// False when the calling session is masked and `relid`, of kind
-    /// `relkind`, is an index that reads a labelled column, or a TOAST
-    /// table: masked sessions read `pg_class` through this filter, so the
-    /// row counts and sizes of such indexes (a partial index's `reltuples`
-    /// counts the raw values that match its predicate) and of TOAST tables
-    /// (chunks of raw values) never reach them.
-    #[pg_extern(stable, parallel_safe)]
-    fn class_visible(relid: pg_sys::Oid, relkind: i8) -> bool {
-        let kind = relkind as u8;
-        if crate::store::is_store_relation(relid) {
-            // Its row count is how many distinct values were computed,
-            // across every table, readable by the session or not.
-            return !super::session_is_masked();
-        }
-        if kind == pg_sys::RELKIND_TOASTVALUE {
-            // A TOAST table's row count is the number of ~2 kB chunks of
-            // the values stored out of line: raw lengths, to the chunk.
-            return !super::session_is_masked();
-        }
-        if kind != pg_sys::RELKIND_INDEX && kind != pg_sys::RELKIND_PARTITIONED_INDEX {
-            // A relation masked sessions may not read because raw values
-            // decided which rows it holds (a partition of a table
-            // partitioned by a labelled column, a child routed by a CHECK
-            // on one, a materialized view filtered on one): its
-            // `reltuples` counts the rows that matched.
-            let data = [
-                pg_sys::RELKIND_RELATION,
-                pg_sys::RELKIND_PARTITIONED_TABLE,
-                pg_sys::RELKIND_MATVIEW,
-            ];
-            return !super::session_is_masked()
-                || !data.contains(&kind)
-                || relid.to_u32() < pg_sys::FirstNormalObjectId
-                || super::row_count_visible(relid);
-        }
-        if crate::pg::catalog::in_toast_namespace(relid) {
-            // A TOAST index's row count is the chunk count too.
-            return !super::session_is_masked();
-        }
-        !super::session_is_masked() || !super::index_reads_protected(relid)
-    }
-
-    /// A random sort key from the operating system: the order in which a
-    /// masked read of a parent of plain inheritance hands on its rows
-    /// (docs/masking.md). Unlike `random()`, no session can seed or replay
-    /// it.
-    #[pg_extern(volatile, parallel_safe)]
-    fn shuffle_key() -> f64 {
-        dptext_core::rng::os_unit()
-    }
-
-    /// False when the calling session is masked and the extended
-    /// statistics object `stxoid` covers a relation with labelled columns
-    /// (`pg_stats_ext`, `pg_stats_ext_exprs`).
-    #[pg_extern(stable, parallel_safe)]
-    fn extended_statistics_visible(stxoid: pg_sys::Oid) -> bool {
-        if !super::session_is_masked() {
-            return true;
-        }
-        let rel = super::lookup(|| {
-            super::read_two::<pg_sys::Oid, String>(
-                "SELECT stxrelid, stxexprs::pg_catalog.text FROM pg_catalog.pg_statistic_ext WHERE oid OPERATOR(pg_catalog.=) $1",
-                &[stxoid.into()],
-            )
-        });
-        match rel {
-            // Expressions over an owner's function (one that looks a
-            // labelled column up) summarise raw values of another table.
-            Ok((Some(rel), exprs)) => {
-                matches!(
-                    super::relation_policy(rel).as_ref(),
-                    super::RelationPolicy::Plain
-                ) && !exprs.is_some_and(|e| crate::pg::catalog::node_text_calls_owner_code(&e))
-            }
-            _ => false,
-        }
-    }
 }

@@ -1,6 +1,8 @@
 //! Enforcement of masking at the source (docs/masking.md): the decisions,
-//! in safe code ([`masking`]: who is masked, each relation's policy,
-//! `dptext.mask`), and the places where PostgreSQL is told about them,
+//! in safe code ([`masking`]: each relation's policy; [`mask`]:
+//! `dptext.mask`, the call the rewrite puts where a labelled column is
+//! read; [`visibility`]: what masked sessions see of the catalogs' figures),
+//! and the places where PostgreSQL is told about them,
 //! which touch its structures and so may use `unsafe` (each block with a
 //! SAFETY note):
 //!
@@ -25,8 +27,10 @@ pub mod hooks;
 pub mod labels;
 #[allow(unsafe_code)]
 pub mod lineage;
+pub mod mask;
 pub mod masking;
 #[allow(unsafe_code)]
 pub mod rewrite;
 #[allow(unsafe_code)]
 pub mod side_channels;
+pub mod visibility;
