@@ -1158,6 +1158,37 @@ def fifteenth_review(b):
                           " leak15_eq(int, int), leak15_ge(int, int), leak15_gt(int, int), leak15_name(int) CASCADE")
 
 
+def sixteenth_review(b):
+    """What a sixteenth review found: a masked read under an ndd rule of a
+    note with a detected span too long for the model's window (a pasted
+    link of 600 tokens) failed, and the error printed the span's token
+    count, which follows the raw length exactly; one such row failed every
+    read of the column. Such spans are now replaced without scoring, and a
+    rule's error that may describe the value reaches masked sessions
+    without its details."""
+    link = "https://pacs.example-hospital.org/viewer/study/" + "/".join(
+        hashlib.md5(str(i).encode()).hexdigest() for i in range(20))
+    with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+        owner.execute("DROP TABLE IF EXISTS leak16_notes")
+        owner.execute("CREATE TABLE leak16_notes (id int PRIMARY KEY, note text)")
+        owner.execute("INSERT INTO leak16_notes VALUES (1, %s), (2, %s), (3, %s)", (
+            f"{MARKERS[0]} reviewed 2023-04-11. Imaging at {link} reviewed.",
+            f"{MARKERS[1]} seen. Results at http://{'a.' * 300}com today.",
+            f"{MARKERS[2]}, routine visit, no findings."))
+        owner.execute("SECURITY LABEL FOR dptext ON COLUMN leak16_notes.note IS 'MASKED WITH ndd()'")
+        owner.execute("GRANT SELECT ON leak16_notes TO leak_masked")
+    try:
+        cap = b.run(["SELECT id, note FROM leak16_notes ORDER BY id", "SELECT count(note) FROM leak16_notes"])
+        b.no_leak("an ndd read of notes with spans longer than the model's window", cap)
+        b.check("an ndd read of notes with spans longer than the model's window succeeds",
+                cap.error is None and len(cap.texts) >= 7, f"{cap.error} {cap.texts[:4]}")
+        b.check("the long links are replaced", not any(link in t or "a.a.a.a." in t for t in cap.texts),
+                f"{cap.texts[:6]}")
+    finally:
+        with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+            owner.execute("DROP TABLE IF EXISTS leak16_notes")
+
+
 def below_the_mask(b):
     """The attacks of a masked analyst with SELECT and USERSET settings on
     what lies below the mask: each must be refused or give nothing."""
@@ -1558,6 +1589,7 @@ def main():
         thirteenth_review(b)
         fourteenth_review(b)
         fifteenth_review(b)
+        sixteenth_review(b)
     computed_once_store(b)
     deny_by_default(b)
 

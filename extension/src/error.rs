@@ -29,6 +29,14 @@ pub enum ExtError {
         /// The limit in force, in bytes.
         limit: usize,
     },
+    /// A masked read whose rule failed on the value for a reason that may
+    /// describe the value (a parameter the value made invalid, a model
+    /// error): the kind's SQLSTATE, the details withheld.
+    #[error("a labelled value could not be masked by its rule; the details are not shown to masked sessions, since they may describe the value (an administrator can reproduce it with dptext.apply_rule on the value)")]
+    MaskFailed {
+        /// The kind of the mechanism's error.
+        kind: dptext_core::ErrorKind,
+    },
     /// A masked session asked for something masking does not allow, or
     /// masking could not decide (which refuses the statement: fail closed).
     #[error("{0}")]
@@ -38,16 +46,18 @@ pub enum ExtError {
 impl ExtError {
     fn code(&self) -> PgSqlErrorCode {
         use dptext_core::ErrorKind as K;
+        let of_kind = |kind| match kind {
+            K::InvalidParameter => PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            K::MissingAsset | K::MappingNotBuilt => PgSqlErrorCode::ERRCODE_UNDEFINED_FILE,
+            K::InputTooLarge => PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+            K::CorruptAsset => PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+            K::Io => PgSqlErrorCode::ERRCODE_IO_ERROR,
+            K::Cancelled => PgSqlErrorCode::ERRCODE_QUERY_CANCELED,
+            K::Model => PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+        };
         match self {
-            ExtError::Core(e) => match e.kind() {
-                K::InvalidParameter => PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-                K::MissingAsset | K::MappingNotBuilt => PgSqlErrorCode::ERRCODE_UNDEFINED_FILE,
-                K::InputTooLarge => PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-                K::CorruptAsset => PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
-                K::Io => PgSqlErrorCode::ERRCODE_IO_ERROR,
-                K::Cancelled => PgSqlErrorCode::ERRCODE_QUERY_CANCELED,
-                K::Model => PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
-            },
+            ExtError::Core(e) => of_kind(e.kind()),
+            ExtError::MaskFailed { kind } => of_kind(*kind),
             ExtError::Unsupported(_) => PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
             ExtError::MaskedTooLarge { .. } => PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
             ExtError::Masked(_) => PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
@@ -70,7 +80,7 @@ impl ExtError {
             ExtError::MaskedTooLarge { .. } => Some(
                 "raise dptext.max_input_bytes (dptext.max_detect_bytes for detect_pii, deidentify, ndd and ndd_distort) for the masked role",
             ),
-            ExtError::Unsupported(_) | ExtError::Masked(_) => None,
+            ExtError::Unsupported(_) | ExtError::Masked(_) | ExtError::MaskFailed { .. } => None,
         }
     }
 }

@@ -99,6 +99,16 @@ fn mask_value(
                 dptext_core::Error::InputTooLarge { limit, .. } => {
                     raise(ExtError::MaskedTooLarge { limit }, "dptext.mask")
                 }
+                // Errors whose text may follow the value (a span too long
+                // for a model's window once printed its token count) reach
+                // a masked session without it.
+                e if matches!(
+                    e.kind(),
+                    dptext_core::ErrorKind::InvalidParameter | dptext_core::ErrorKind::Model
+                ) =>
+                {
+                    raise(ExtError::MaskFailed { kind: e.kind() }, "dptext.mask")
+                }
                 e => raise(e.into(), "dptext.mask"),
             })
             .text

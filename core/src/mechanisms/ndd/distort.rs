@@ -319,23 +319,46 @@ impl NddDistort {
                 let toks: Vec<usize> = (0..enc.ids.len())
                     .filter(|&t| enc.offsets[t].0 < b && enc.offsets[t].1 > a)
                     .collect();
+                let max = self.mlm.max_tokens();
+                let unscored = |rng: &mut dyn RngCore| {
+                    crate::mechanisms::surrogates::full_entity(s.label, &text[s.start..s.end], rng)
+                        .0
+                };
+                // No model token covers it (e.g. symbols the tokenizer
+                // drops), or it is too long to score in the model's window
+                // (a pasted URL of 600 tokens): replaced by a surrogate
+                // without scoring. Never an error, whose text or whose
+                // failing the read would tell the raw span's length.
                 let (Some(&i), Some(&j)) = (toks.first(), toks.last()) else {
-                    // No model token covers it (e.g. symbols the tokenizer
-                    // drops): replaced by a surrogate without scoring.
-                    let (c, _) = crate::mechanisms::surrogates::full_entity(
-                        s.label,
-                        &text[s.start..s.end],
-                        rng,
-                    );
-                    chosen.push((s.start, s.end, c));
+                    chosen.push((s.start, s.end, unscored(rng)));
                     continue;
                 };
+                if !super::fits_window(j + 1 - i, max) {
+                    chosen.push((s.start, s.end, unscored(rng)));
+                    continue;
+                }
                 let original = &text[s.start..s.end];
-                let texts = self.candidates_for(s.label, original, &enc.ids, (i, j + 1), rng)?;
-                let ids: Vec<Vec<u32>> = texts
+                let mut texts =
+                    self.candidates_for(s.label, original, &enc.ids, (i, j + 1), rng)?;
+                let mut ids: Vec<Vec<u32>> = texts
                     .iter()
                     .map(|c| self.mlm.encode(c).map(|e| e.ids))
                     .collect::<Result<_>>()?;
+                // A candidate too long for the window is not scored either.
+                let keep: Vec<bool> = ids
+                    .iter()
+                    .map(|c| super::fits_window(c.len(), max))
+                    .collect();
+                if keep.iter().any(|k| !k) {
+                    let mut k = keep.iter();
+                    texts.retain(|_| *k.next().unwrap_or(&false));
+                    let mut k = keep.iter();
+                    ids.retain(|_| *k.next().unwrap_or(&false));
+                }
+                if texts.is_empty() {
+                    chosen.push((s.start, s.end, unscored(rng)));
+                    continue;
+                }
                 work.push((s, i, j + 1, texts, ids));
             }
             if work.is_empty() {

@@ -103,6 +103,12 @@ pub fn check_candidates(n: usize) -> Result<()> {
     Ok(())
 }
 
+/// Whether an edit of `len` tokens can be scored in a model window of
+/// `max` tokens: it must leave at least two tokens of context.
+fn fits_window(len: usize, max: usize) -> bool {
+    max.checked_sub(len).is_some_and(|b| b >= 2)
+}
+
 /// A window `[lo, hi)` of a sequence of `n` tokens around the span
 /// `[i, j)` such that the window with the span replaced by `cand_len`
 /// tokens fits in `max` tokens.
@@ -112,18 +118,16 @@ fn window(n: usize, i: usize, j: usize, cand_len: usize, max: usize) -> Result<(
     if grown <= max && n <= max {
         return Ok((0, n));
     }
-    let budget = max
-        .checked_sub(span.max(cand_len))
-        .filter(|b| *b >= 2)
-        .ok_or_else(|| {
-            Error::invalid(
-                "t",
-                format!(
-                    "an edited span of {} tokens does not fit the model's window of {max}",
-                    span.max(cand_len)
-                ),
-            )
-        })?;
+    let edit = span.max(cand_len);
+    let budget = fits_window(edit, max).then(|| max - edit).ok_or_else(|| {
+        Error::invalid(
+            "t",
+            format!(
+                "an edited span of {} tokens does not fit the model's window of {max}",
+                span.max(cand_len)
+            ),
+        )
+    })?;
     let left = (budget / 2).min(i);
     let right = (budget - left).min(n - j);
     let left = (budget - right).min(i);

@@ -555,3 +555,42 @@ fn long_sentences_are_distorted_in_windows() {
         "{out}"
     );
 }
+
+/// A span too long to score in the model's window (a pasted link of
+/// hundreds of tokens) is replaced by a surrogate without scoring, in both
+/// modes: never an error, whose text (the span's token count) or whose
+/// failing the read would tell the raw span's length.
+#[test]
+fn spans_longer_than_the_window_are_replaced_unscored() {
+    let Some(probe) = load(Device::Cpu) else {
+        return;
+    };
+    let max = probe.max_tokens();
+    for mode in [Mode::Substitutive, Mode::Generative] {
+        let Some(mlm) = load(Device::Cpu) else { return };
+        let Some(d) = distorter(mlm, mode) else {
+            return;
+        };
+        for dots in [200, 300, 600] {
+            let url = format!("http://{}com", "a.".repeat(dots));
+            let text = format!("Results at {url} today.");
+            let span = crate::detect::Span {
+                start: "Results at ".len(),
+                end: "Results at ".len() + url.len(),
+                label: crate::detect::Label::Id,
+                score: 1.0,
+                source: crate::detect::Source::Rule("test"),
+            };
+            let tokens = probe.encode(&url).unwrap().ids.len();
+            let mut rng = ChaCha20Rng::seed_from_u64(dots as u64);
+            let out = d
+                .distort_spans(&text, &[span], &mut rng)
+                .unwrap_or_else(|e| panic!("{mode:?}, {tokens} tokens (window {max}): {e}"));
+            assert!(!out.contains(&url), "{out}");
+            assert!(
+                out.starts_with("Results at ") && out.ends_with(" today."),
+                "{out}"
+            );
+        }
+    }
+}
