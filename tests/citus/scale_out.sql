@@ -108,7 +108,13 @@ INSERT INTO dist_visits
 SECURITY LABEL FOR dptext ON COLUMN dist_visits.note IS 'MASKED WITH deidentify(operators => ''DATE:shift'') GROUPED BY patient_id';
 CREATE TABLE one_visits AS SELECT * FROM dist_visits;
 SECURITY LABEL FOR dptext ON COLUMN one_visits.note IS 'MASKED WITH deidentify(operators => ''DATE:shift'') GROUPED BY patient_id';
-GRANT SELECT ON dist, dist_late, solo, one_node, dist_visits, one_visits TO citus_masked;
+-- A table distributed by a labelled column: which shard holds a row is a
+-- function of its raw value (its hash).
+CREATE TABLE dist_by_name (id int, name text);
+SECURITY LABEL FOR dptext ON COLUMN dist_by_name.name IS 'MASKED WITH deidentify(whole => true)';
+SELECT create_distributed_table('dist_by_name', 'name');
+INSERT INTO dist_by_name SELECT g, 'Name ' || g FROM generate_series(1, 40) g;
+GRANT SELECT ON dist, dist_late, solo, one_node, dist_visits, one_visits, dist_by_name TO citus_masked;
 GRANT CREATE ON SCHEMA public TO citus_masked;
 SECURITY LABEL FOR dptext ON ROLE citus_masked IS 'MASKED';
 -- The role's label reached every worker.
@@ -185,6 +191,13 @@ SELECT format('SELECT note = %L AS served_as_written FROM public.spoof_%s',
   FROM pg_dist_shard WHERE logicalrelid = 'dist'::regclass ORDER BY shardid LIMIT 1 \gexec
 -- writes to the labelled table are refused
 UPDATE dist SET note = 'x' WHERE id = 1;
+-- a table distributed by a labelled column is refused, through the table
+-- and on every shard: tableoid, or a read of one shard, would say which
+-- shard each raw value hashed to
+SELECT id, tableoid::regclass FROM dist_by_name ORDER BY id LIMIT 3;
+SELECT count(*) FROM dist_by_name;
+SELECT count(*) AS shards, count(*) FILTER (WHERE NOT success) AS refused
+  FROM run_command_on_shards('dist_by_name', $$SELECT count(*) FROM %s$$);
 RESET ROLE;
 
 -- 5. Failing closed: a worker that does not know the role as masked (its

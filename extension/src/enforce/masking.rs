@@ -333,8 +333,50 @@ pub(crate) fn family_refusal(relid: Oid) -> Option<String> {
                 None
             }
         });
+    let why = why.or_else(|| distribution_refusal(relid));
     FAMILIES.with(|p| p.borrow_mut().insert(relid, why.clone()));
     why
+}
+
+/// Why masked sessions may not read `relid`, a Citus distributed table or
+/// one of its shards, when the table is distributed by a column they read
+/// only masked: which shard holds a row is a function of its raw value
+/// (its hash, or its range), and `tableoid`, a read of one shard and the
+/// public `get_shard_id_for_distribution_column` would test guesses
+/// against it. Without Citus this is one catalog probe.
+fn distribution_refusal(relid: Oid) -> Option<String> {
+    let (table, key) = lookup(|| -> Result<(Oid, Option<String>), pgrx::spi::Error> {
+        if !read_one::<bool>(HAS_DISTRIBUTION_SQL, &[])?.unwrap_or(false) {
+            return Ok((relid, None));
+        }
+        let parent = shard_parent(relid);
+        let table = if parent == Oid::INVALID {
+            relid
+        } else {
+            parent
+        };
+        Ok((
+            table,
+            read_one::<String>(DISTRIBUTION_KEY_SQL, &oid_arg(table))?,
+        ))
+    })
+    .unwrap_or_else(|e| {
+        refuse(format!(
+            "could not read how Citus distributes a masked relation: {e}"
+        ))
+    });
+    let key = key?;
+    let policy = relation_policy(table);
+    let cols = crate::pg::catalog::expression_columns(&key);
+    // A key that cannot be read is taken as labelled (fail closed).
+    let by_label = policy.protects() && (cols.is_empty() || reads_protected(&policy, &cols));
+    by_label.then(|| {
+        format!(
+            "masked sessions cannot read {}: {} is distributed by a column with a dptext rule, so which shard holds a row tells its raw value; distribute it by an unlabelled key",
+            crate::pg::catalog::relation_name(relid),
+            crate::pg::catalog::relation_name(table)
+        )
+    })
 }
 
 /// True when index `indexid` reads (by a key, an expression or its
@@ -543,6 +585,17 @@ SELECT a.attnum, s.attnum
                       AND p.build OPERATOR(pg_catalog.=) $3
                       AND p.column_name OPERATOR(pg_catalog.=) a.attname)
  ORDER BY a.attnum";
+
+/// Whether Citus's distribution catalog exists in this database.
+const HAS_DISTRIBUTION_SQL: &str =
+    "SELECT pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL";
+
+/// The distribution key of Citus table `$1` (a `Var` node), one row
+/// always: NULL for a reference table or a relation Citus does not
+/// distribute.
+const DISTRIBUTION_KEY_SQL: &str = "
+SELECT (SELECT p.partkey FROM pg_catalog.pg_dist_partition p
+         WHERE p.logicalrelid::pg_catalog.oid OPERATOR(pg_catalog.=) $1 LIMIT 1)";
 
 /// Whether Citus's shard catalog exists in this database.
 const HAS_SHARDS_SQL: &str =
