@@ -73,7 +73,11 @@ fn rules() -> &'static [Rule] {
             r(Label::Date, "weekday_short", r"(?i)\b(?P<v>(?:Mon|Tue|Tues|Wed|Thu|Thur|Thurs|Fri|Sat|Sun))\.?,?[ \t]+[0-9]{1,2}/[0-9]{1,2}", always, 0.9),
             r(Label::Id, "plate", r"(?i)\b(?:plate|tag|lic(?:ense|ence)?)\b[^:\n]{0,24}?[:#]?[ \t]+(?P<v>(?:[A-Z]{1,2}[ \t][0-9]{4,8})|(?-i:[A-Z0-9]{2,4}[ -][A-Z0-9]{2,4}))\b", plate_ok, 0.85),
             r(Label::Id, "long_number", r"(?:^|[^0-9.,/-])(?P<v>[0-9]{7,})(?:$|[^0-9.,/-])", always, 0.7),
-            r(Label::Contact, "pager", r"(?i)\b(?:pager|pgr|beeper|page|bleep)\s*(?:#|no\.?)?\s*[:#]?\s*(?P<v>[0-9]{4,7})\b", always, 0.8),
+            // A short number after a word that names a phone: a pager,
+            // an extension, a callback or cell number written without its
+            // area code (`pager 555-0177`, `ext. 4-0156`, `Callback #:
+            // 555-0193`).
+            r(Label::Contact, "pager", r"(?i)\b(?:pager|pgr|beeper|page|paged|bleep|ext|extension|callback|call\s+back|cell|mobile|phone|tel|fax)\b\.?\s*(?:#|no\.?)?\s*[:#]?\s*(?:at\s+)?(?P<v>[0-9]{3}[-.][0-9]{4}|[0-9]{1,2}-[0-9]{4}|[0-9]{4,7})\b", always, 0.8),
             r(Label::Location, "street_address", r"(?i)\b[0-9]{1,6}[A-Z]?(?:-[0-9]+)?[ \t]+(?:[NSEW]\.?[ \t]+)?(?:(?-i:[A-Z][A-Za-z'.-]*|[0-9]+(?:st|nd|rd|th))[ \t]+){1,4}(?:Street|St|Road|Rd|Avenue|Ave|Boulevard|Blvd|Lane|Ln|Drive|Dr|Way|Court|Ct|Place|Pl|Terrace|Ter|Circle|Cir|Parkway|Pkwy|Highway|Hwy|Route|Rte|Square|Sq|Trail|Trl|Pike|Turnpike|Tpke|Alley|Row|Path|Loop|Crescent|Close|Plaza|Run|Ridge|Hollow|Point|Pt|Crossing|Xing|Commons|Green|Walk|Heights|Extension|Ext)\b\.?(?:,?[ \t]+(?:Apt|Apartment|Suite|Ste|Unit|#|Fl|Floor|Rm|Room|Bldg|Building|Lot|Box)\.?[ \t]*#?[ \t]*[A-Za-z0-9-]+)?", street_number_ok, 0.85),
             r(Label::Location, "street_name", r"\b(?:[A-Z][a-z]+[ \t]){1,3}(?:Street|St|Road|Rd|Avenue|Ave|Boulevard|Blvd|Lane|Ln|Terrace|Drive|Parkway|Pkwy|Pike|Turnpike|Place|Court|Circle|Way)\b\.?(?:[ \t]+(?:Apt|Apartment|Suite|Ste|Unit|#)\.?[ \t]*#?[A-Za-z0-9-]+)?|\b(?:[A-Z][a-z]+[ \t]){1,2}(?:Pavilion|Wing|Tower|Inn|Building|Plaza|Apartments|Towers)\b|\b(?:[A-Z]+[ \t]){1,2}(?:PAVILION|WING|TOWER|BUILDING)\b", street_ok, 0.85),
             r(Label::Location, "zip_labelled", r"(?i)\b(?:zip|zip code|postal code|zipcode)\s*[:#]?\s*(?P<v>[0-9]{5}(?:-[0-9]{4})?)\b", always, 0.9),
@@ -426,6 +430,28 @@ mod tests {
 
     fn has(text: &str, rule: &str, value: &str) -> bool {
         found(text).iter().any(|(r, v)| *r == rule && v == value)
+    }
+
+    #[test]
+    fn short_numbers_after_a_phone_word_are_contacts() {
+        for (t, v) in [
+            ("cardiology fellow (pager 555-0177).", "555-0177"),
+            ("MD, PGY-2   pgr 555-0118", "555-0118"),
+            ("discussed with Dr. Moreau (ext. 4-0156)", "4-0156"),
+            ("Case Manager, ext 7-4412", "7-4412"),
+            ("Callback #: 555-0193 (cell)", "555-0193"),
+            ("notified via page 555-0187.", "555-0187"),
+            ("paged at 4471", "4471"),
+        ] {
+            assert!(has(t, "pager", v), "{t}: {:?}", found(t));
+        }
+        // Not after a phone word, or not a phone's shape.
+        assert!(!found("WBC 12.5, Hgb 555-0177")
+            .iter()
+            .any(|(r, _)| *r == "pager"));
+        assert!(!found("Ext: 2+ edema bilaterally")
+            .iter()
+            .any(|(r, _)| *r == "pager"));
     }
 
     #[test]

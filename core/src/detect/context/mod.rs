@@ -209,6 +209,18 @@ pub fn find(text: &str, lex: &Lexicon, seeds: &[Span]) -> Vec<Span> {
     address_towns(text, &ws, seeds, &mut out);
     repeats(text, &ws, lex, seeds, &mut out);
     shapes::complete(text, lex, seeds, &mut out);
+    // An organisation found here or by the model, with a store or union
+    // number or a branch after it.
+    let tails: Vec<Span> = out
+        .iter()
+        .chain(seeds)
+        .filter(|s| s.label == Label::Organization)
+        .filter_map(|s| {
+            let end = organisation_tail(text, &ws, s.end);
+            (end > s.end).then(|| Span { end, ..s.clone() })
+        })
+        .collect();
+    out.extend(tails);
     out
 }
 
@@ -566,6 +578,77 @@ fn names(text: &str, ws: &[Word], lex: &Lexicon, out: &mut Vec<Span>) {
         for p in parts {
             push(out, p.start(), p.end(), Label::Person, "typist_code", 0.8);
         }
+    }
+}
+
+/// Where an organisation's name ending at `end` really ends: with a store
+/// or union number after it (`Bayou Market Pharmacy #412`, `Shipfitters
+/// Local 37`), or a branch after a dash (`VisionPlus Optometry -
+/// Riverfront`, `Granite Ridge Primary Care - Elm St`) when the branch is
+/// one or two capitalised words that are not common vocabulary and end
+/// the phrase (a line end, punctuation or a column gap after them).
+fn organisation_tail(text: &str, ws: &[Word], end: usize) -> usize {
+    static NUMBER: OnceLock<Regex> = OnceLock::new();
+    let number = NUMBER.get_or_init(|| {
+        Regex::new(r"^(?: #[ \t]?[0-9]{1,5}| (?i:local) [0-9]{1,5})\b")
+            .unwrap_or_else(|e| panic!("organisation number: {e}"))
+    });
+    if let Some(m) = number.find(&text[end..]) {
+        return end + m.end();
+    }
+    if !text[end..].starts_with(" - ") {
+        return end;
+    }
+    let first = word_at(ws, end + 3);
+    if first >= ws.len() || ws[first].start != end + 3 {
+        return end;
+    }
+    const STREETS: &[&str] = &["St", "Ave", "Rd", "Blvd", "Dr", "Street", "Avenue", "Road"];
+    const BRANCHES: &[&str] = &[
+        "downtown",
+        "uptown",
+        "midtown",
+        "riverfront",
+        "waterfront",
+        "northside",
+        "southside",
+        "eastside",
+        "westside",
+        "north",
+        "south",
+        "east",
+        "west",
+        "central",
+        "main",
+        "campus",
+    ];
+    let word = |i: usize| &text[ws[i].start..ws[i].end];
+    let cap = |i: usize| matches!(shape(word(i)), Shape::Cap | Shape::Upper);
+    let branch_word =
+        |i: usize| !is_common(word(i)) || BRANCHES.contains(&word(i).to_lowercase().as_str());
+    let next = first + 1;
+    let joined = next < ws.len() && &text[ws[first].end..ws[next].start] == " ";
+    let last = if !cap(first) {
+        None
+    } else if joined && STREETS.contains(&word(next)) {
+        // `- Elm St`: a street, whatever its name.
+        Some(next)
+    } else if !branch_word(first) {
+        None
+    } else if joined && cap(next) && branch_word(next) {
+        Some(next)
+    } else {
+        Some(first)
+    };
+    let Some(l) = last else { return end };
+    let after = &text[ws[l].end..];
+    let closes = after.is_empty()
+        || after.starts_with(['\n', '\r', '\t', ',', ';', ')', '.'])
+        || after.starts_with("  ");
+    if closes {
+        ws[l].end
+    } else {
+        end
     }
 }
 

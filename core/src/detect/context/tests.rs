@@ -199,3 +199,38 @@ fn places_and_organisations() {
         "Cuyahoga County"
     ));
 }
+
+#[test]
+fn an_organisation_keeps_its_number_and_branch() {
+    for (t, org) in [
+        (
+            "Rx filled yesterday at Bayou Market Pharmacy #412.",
+            "Bayou Market Pharmacy #412",
+        ),
+        (
+            "He is a member of Narragansett Shipfitters Union Local 37, retired.",
+            "Narragansett Shipfitters Union Local 37",
+        ),
+        (
+            "Clinic: VisionPlus Optometry - Riverfront\nSeen today.",
+            "VisionPlus Optometry - Riverfront",
+        ),
+        (
+            "PCP: Granite Ridge Primary Care - Elm St, phone on file.",
+            "Granite Ridge Primary Care - Elm St",
+        ),
+        (
+            "Referred to Bright Harbor Family Dentistry for cleaning.",
+            "Bright Harbor Family Dentistry",
+        ),
+    ] {
+        assert!(has(t, Label::Organization, org), "{t}: {:?}", found(t));
+    }
+    // A dash followed by ordinary words is not a branch.
+    let t = "Lakeside Heart Clinic - Follow up in two weeks.";
+    assert!(
+        has(t, Label::Organization, "Lakeside Heart Clinic"),
+        "{:?}",
+        found(t)
+    );
+}
