@@ -508,10 +508,14 @@ def computed_once_store(b):
     and no masked session reads, probes or fills the store through SQL."""
     with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
         before = owner.execute("SELECT count(*) FROM dptext.store").fetchone()[0]
-    with b.connect() as c:
+    # Whether the masked transaction took an ID is read by the owner
+    # (masked sessions may not read the counter: the eighteenth review).
+    with b.connect() as c, psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+        pid = c.execute("SELECT pg_backend_pid()").fetchone()[0]
         with c.transaction():
             c.execute("SELECT code FROM leak_t").fetchall()
-            no_xid = c.execute("SELECT pg_current_xact_id_if_assigned() IS NULL").fetchone()[0]
+            no_xid = owner.execute("SELECT backend_xid IS NULL FROM pg_stat_activity WHERE pid = %s",
+                                   (pid,)).fetchone()[0]
     with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
         filled = owner.execute("SELECT count(*) FROM dptext.store").fetchone()[0]
     b.check("a masked read of a model-based rule files nothing in the store", filled == before, f"{before} -> {filled}")
@@ -1189,6 +1193,31 @@ def sixteenth_review(b):
             owner.execute("DROP TABLE IF EXISTS leak16_notes")
 
 
+def eighteenth_review(b):
+    """What an eighteenth review found: WAL positions by routes the WAL
+    functions' refusal missed (a logical message returns the insert
+    position; a slot's safe_wal_size moves with every byte written), whose
+    distance around an owner's write is its raw length to 8 bytes, and
+    around an owner's rolled-back UPDATE the number of rows its raw-value
+    filter matched; and the transaction ID counter, which steps only when
+    such an UPDATE matched a row."""
+    for name, stmt in [
+        ("a logical message (the WAL insert position)", "SELECT pg_logical_emit_message(false, 'x', 'y')"),
+        ("a logical message, bytea", "SELECT pg_logical_emit_message(true, 'x', 'y'::bytea)"),
+        ("replication slots (safe_wal_size)", "SELECT safe_wal_size FROM pg_replication_slots"),
+        ("a standby's receive position", "SELECT pg_last_wal_receive_lsn()"),
+        ("a standby's replay position", "SELECT pg_last_wal_replay_lsn()"),
+        ("the snapshot (the ID counter)", "SELECT pg_current_snapshot()"),
+        ("the snapshot, txid form", "SELECT txid_current_snapshot()"),
+        ("a transaction ID", "SELECT pg_current_xact_id()"),
+        ("a transaction ID if assigned", "SELECT pg_current_xact_id_if_assigned()"),
+        ("txid_current", "SELECT txid_current()"),
+        ("another transaction's status", "SELECT pg_xact_status('3'::xid8)"),
+        ("another transaction's status, txid form", "SELECT txid_status(3)"),
+    ]:
+        b.no_leak(f"masked session refused: {name}", b.run([stmt]), expect_error="42501")
+
+
 def below_the_mask(b):
     """The attacks of a masked analyst with SELECT and USERSET settings on
     what lies below the mask: each must be refused or give nothing."""
@@ -1590,6 +1619,7 @@ def main():
         fourteenth_review(b)
         fifteenth_review(b)
         sixteenth_review(b)
+        eighteenth_review(b)
     computed_once_store(b)
     deny_by_default(b)
 

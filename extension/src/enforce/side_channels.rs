@@ -189,6 +189,30 @@ const BUILTIN_NAMES: &[&str] = &[
     "lo_import",
     "currtid2",
     "currtid",
+    // WAL positions by other routes: a logical message's return value is
+    // the current insert position, a slot's `safe_wal_size` moves with
+    // every byte written (`pg_replication_slots`), and a standby's
+    // receive and replay positions are its primary's. Their distance
+    // before and after an owner's write is its raw length, to 8 bytes,
+    // and how many rows an owner's UPDATE matched, rolled back or not.
+    "pg_logical_emit_message",
+    "pg_get_replication_slots",
+    "pg_last_wal_receive_lsn",
+    "pg_last_wal_replay_lsn",
+    // The transaction ID counter and others' transactions: an owner's
+    // `UPDATE ... WHERE name LIKE 'A%'` takes an ID only when a row
+    // matched, so the counter's step, or an ID's status, tells it.
+    "pg_current_snapshot",
+    "txid_current_snapshot",
+    "pg_current_xact_id",
+    "pg_current_xact_id_if_assigned",
+    "txid_current",
+    "txid_current_if_assigned",
+    "pg_xact_status",
+    "txid_status",
+    "pg_xact_commit_timestamp",
+    "pg_xact_commit_timestamp_origin",
+    "pg_last_committed_xact",
 ];
 
 /// Functions of contrib extensions (any schema) that read the same
