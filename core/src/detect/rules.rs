@@ -18,6 +18,9 @@ struct Rule {
 
 const STATE_CODES: &str = "AL|AK|AZ|AR|CA|CO|CT|DE|DC|FL|GA|HI|ID|IL|IN|IA|KS|KY|LA|ME|MD|MA|MI|MN|MS|MO|MT|NE|NV|NH|NJ|NM|NY|NC|ND|OH|OK|OR|PA|RI|SC|SD|TN|TX|UT|VT|VA|WA|WV|WI|WY";
 
+/// Month abbreviations in capitals (`MAR`), for compact dates.
+const MONTHS_UPPER: &str = "(?:JAN|FEB|MAR|APR|MAY|JUN|JUL|AUG|SEP|OCT|NOV|DEC)";
+
 const MONTHS: &str = "(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|Jun(?:e)?|Jul(?:y)?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)";
 
 fn always(_: &str) -> bool {
@@ -47,13 +50,21 @@ fn rules() -> &'static [Rule] {
             r(Label::Id, "mrn", r"(?i)\b(?:MRN[-:# ]*|medical record (?:number|no\.?)[:# ]*)(?P<v>[0-9]{5,10})\b", always, 0.95),
             r(Label::Date, "date_numeric", r"\b(?:[0-9]{1,2}[/.-][0-9]{1,2}[/.-](?:[0-9]{4}|[0-9]{2})|[0-9]{4}-[0-9]{2}-[0-9]{2})\b", date_ok, 0.9),
             r(Label::Date, "date_written", &format!(r"\b(?:{MONTHS}\.? [0-9]{{1,2}}(?:st|nd|rd|th)?(?:,? [0-9]{{4}})?|[0-9]{{1,2}}(?:st|nd|rd|th)? (?:of )?{MONTHS}\.?(?:,? [0-9]{{4}})?|{MONTHS} [0-9]{{4}})\b"), always, 0.9),
-            r(Label::Date, "time", r"(?i)\b(?:[01]?[0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9])?(?:\s?[ap]\.?m\.?)?\b", always, 0.8),
+            r(Label::Date, "time", r"(?i)\b(?:[01]?[0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9])?(?:\s?[ap]\.?m\.?|[ap]\b)?\b", always, 0.8),
+            // `04MAR25`, `04mar2025`: day, month abbreviation, year, run together.
+            r(Label::Date, "date_dmy_compact", &format!(r"(?i)\b(?:0?[1-9]|[12][0-9]|3[01])(?-i:{MONTHS_UPPER}|{MONTHS})(?:[0-9]{{4}}|[0-9]{{2}})\b"), always, 0.9),
+            // An ISO date and time run together: `2025-06-11T03:17:44`.
+            r(Label::Date, "iso_date", r"\b(?P<v>(?:19|20)[0-9]{2}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01]))T[0-9]", always, 0.9),
+            r(Label::Date, "iso_time", r"[0-9]T(?P<v>(?:[01][0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9](?:\.[0-9]+)?)?)", always, 0.9),
+            // A day and a month (`14-Jan`, `3-Mar`) before a time or a gap.
+            r(Label::Date, "day_month", &format!(r"\b(?P<v>(?:0?[1-9]|[12][0-9]|3[01])-(?i:{MONTHS}))(?:$|[ \t]+[0-9]{{1,2}}:|[ \t]{{2,}}|\t|,)"), always, 0.85),
+            r(Label::Date, "time_word", r"(?i)\b(?:midnight|noon)\b", always, 0.8),
             r(Label::Age, "age_over_89", r"(?i)\b(?:(?:9[0-9]|1[0-4][0-9])[- ](?:years?|yrs?)[- ]old|age[d:]? (?:9[0-9]|1[0-4][0-9]))\b", always, 0.9),
             r(Label::Organization, "organization", r"\b(?:St\. )?(?:[A-Z][a-zA-Z'&.-]+ ){1,5}(?:(?:Inc|Corp|Ltd)\b\.?|(?:Hospital|Clinic|University|Medical Center|Medical Centre|Health Center|Corporation|LLC|Bank|Institute|Foundation)\b)", always, 0.85),
             // Partial and short dates: `3/14`, `2/03`, `3/80` (m/d or m/yy), `8/2019`.
             r(Label::Date, "date_short", r"(?:^|[^0-9/.+-])(?P<v>(?:0?[1-9]|1[0-2])/(?:[0-9]{2}|[0-9]|(?:19|20)[0-9]{2}))(?:$|[^0-9/%])", always, 0.8),
             r(Label::Date, "date_dmy_month", &format!(r"(?i)\b[0-9]{{1,2}}[- ]{MONTHS}\.?[- ](?:[0-9]{{4}}|[0-9]{{2}})\b|\b{MONTHS}\.?[- ]'?[0-9]{{2}}\b|\b{MONTHS}-[0-9]{{4}}\b")
-                , always, 0.9),
+                , dmy_ok, 0.9),
             r(Label::Date, "date_written_caps", &format!(r"\b(?i:{MONTHS})\.? [0-9]{{1,2}}(?:st|nd|rd|th|ST|ND|RD|TH)?(?:,? [0-9]{{4}})?\b|\b(?i:{MONTHS}),? [0-9]{{4}}\b")
                 , always, 0.9),
             r(Label::Date, "month_name", r"\b(?:January|February|March|April|June|July|August|September|October|November|December|JANUARY|FEBRUARY|MARCH|APRIL|JUNE|JULY|AUGUST|SEPTEMBER|OCTOBER|NOVEMBER|DECEMBER|Sept|Jan|Feb|Aug|Oct|Nov|Dec)\b|(?i:\b(?:in|since|until|till|by|early|late|mid|of|last|next|this|through|during)[ -])(?P<v>May|MAY)\b", month_ok, 0.8),
@@ -62,7 +73,7 @@ fn rules() -> &'static [Rule] {
             r(Label::Date, "time_caps", r"\b(?:[01]?[0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9])?(?:\s?[AaPp]\.?[Mm]\.?)?|\b(?:1[0-2]|[1-9])\s?(?:[AaPp]\.[Mm]\.|[AaPp][Mm]\b)", always, 0.8),
             // The end of a range of short dates (`8/7-8/9`, `10/2-10/15`):
             // `date_short` takes the start only.
-            r(Label::Date, "date_range_end", r"(?:^|[^0-9/])(?:0?[1-9]|1[0-2])/(?:[0-2]?[0-9]|3[01])-(?P<v>(?:0?[1-9]|1[0-2])/(?:[0-2]?[0-9]|3[01]))(?:$|[^0-9/%])", always, 0.8),
+            r(Label::Date, "date_range_end", r"(?:^|[^0-9/])(?:0?[1-9]|1[0-2])/(?:[0-2]?[0-9]|3[01]|(?:19|20)[0-9]{2})-(?P<v>(?:0?[1-9]|1[0-2])/(?:[0-2]?[0-9]|3[01]|(?:19|20)[0-9]{2}))(?:$|[^0-9/%])", always, 0.8),
             // A year and month (`dx 2019-06`).
             r(Label::Date, "date_year_month", r"(?:^|[^0-9-])(?P<v>(?:19|20)[0-9]{2}-(?:0[1-9]|1[0-2]))(?:$|[^0-9-])", always, 0.8),
             r(Label::Age, "age_over_89_short", r"(?i)\b(?P<v>9[0-9]|1[01][0-9])(?:[ -]?(?:y/?o|y\.o\.|yr?s?|years?|year-old|yo[mf]?|y|-year-old)\b|[mf]\b)|(?i:\bage[d:]?\s*|\bage\s+of\s+|\bat\s+)(?P<w>9[0-9]|1[01][0-9])\b", always, 0.9),
@@ -385,7 +396,31 @@ pub fn iban_ok(s: &str) -> bool {
 
 fn phone_ok(s: &str) -> bool {
     let n = digits(s).len();
-    (7..=15).contains(&n)
+    // Three or more four-digit clock times in a row (`0600 1400 2200`,
+    // a medication's administration times) are times, not a phone.
+    let groups: Vec<&str> = s.split([' ', '.', '-']).filter(|g| !g.is_empty()).collect();
+    let clock = |g: &&str| {
+        g.len() == 4
+            && g.bytes().all(|b| b.is_ascii_digit())
+            && g[..2].parse::<u32>().is_ok_and(|h| h <= 23)
+            && g[2..].parse::<u32>().is_ok_and(|m| m <= 59)
+    };
+    let times = groups.len() >= 3 && groups.iter().all(clock);
+    (7..=15).contains(&n) && !times
+}
+
+/// `14-Jan 18` is a day and month before an hour (`14-Jan 18:27`), not a
+/// date with a two-digit year: the rule sees only its match, so a match
+/// ending in a space and two digits is refused here and `day_month` takes
+/// the date.
+fn dmy_ok(s: &str) -> bool {
+    let b = s.as_bytes();
+    let n = b.len();
+    !(n >= 3
+        && b[n - 3] == b' '
+        && b[n - 2].is_ascii_digit()
+        && b[n - 1].is_ascii_digit()
+        && s.starts_with(|c: char| c.is_ascii_digit()))
 }
 
 fn ipv6_ok(s: &str) -> bool {
@@ -430,6 +465,40 @@ mod tests {
 
     fn has(text: &str, rule: &str, value: &str) -> bool {
         found(text).iter().any(|(r, v)| *r == rule && v == value)
+    }
+
+    #[test]
+    fn compact_iso_and_day_month_dates_and_times() {
+        assert!(has(
+            "EXAM DATE: 04MAR25 1422",
+            "date_dmy_compact",
+            "04MAR25"
+        ));
+        assert!(has("drawn 4Mar2025", "date_dmy_compact", "4Mar2025"));
+        assert!(has("MSH^2025-06-11T03:17:44^x", "iso_date", "2025-06-11"));
+        assert!(has("MSH^2025-06-11T03:17:44^x", "iso_time", "03:17:44"));
+        let t = "  #1  14-Jan 18:27:11 - 18:29:40   run";
+        assert!(has(t, "day_month", "14-Jan"), "{:?}", found(t));
+        assert!(has(t, "time", "18:27:11"), "{:?}", found(t));
+        assert!(!has(t, "date_dmy_month", "14-Jan 18"), "{:?}", found(t));
+        // A day-month-year with a four-digit or two-digit year stays whole.
+        assert!(has(
+            "seen 14-Jan-2024 in clinic",
+            "date_dmy_month",
+            "14-Jan-2024"
+        ));
+        assert!(has("arrived 9:15a by car", "time", "9:15a"));
+        assert!(has("woke at midnight", "time_word", "midnight"));
+        assert!(has(
+            "clinic notes 6/2022-1/2025, labs",
+            "date_range_end",
+            "1/2025"
+        ));
+        // Administration times in a row are not a phone.
+        assert!(!found("Meropenem 1 g IV q8h\t0600 1400 2200")
+            .iter()
+            .any(|(r, _)| *r == "phone"));
+        assert!(has("call 555 0123 4567", "phone", "555 0123 4567"));
     }
 
     #[test]

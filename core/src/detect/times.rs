@@ -209,6 +209,19 @@ fn date_before() -> &'static Regex {
 
 /// The lower-cased word right before `at` on its line (punctuation such as
 /// `:` and `(` stripped), and whether only blanks separate it from `at`.
+/// A dosing interval in hours (`q8h`, `q12h`, `q4hr`), a frequency like
+/// `BID` before a list of administration times.
+fn every_hours(word: &str) -> bool {
+    word.strip_prefix('q')
+        .map(|w| {
+            w.trim_end_matches("hrs")
+                .trim_end_matches("hr")
+                .trim_end_matches('h')
+        })
+        .is_some_and(|n| !n.is_empty() && n.len() <= 2 && n.bytes().all(|b| b.is_ascii_digit()))
+        && word.ends_with(['h', 'r', 's'])
+}
+
 fn word_before(text: &str, at: usize) -> String {
     let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
     let before = text[line_start..at].trim_end_matches([' ', '\t', ':', '(', ',']);
@@ -313,7 +326,7 @@ pub fn find(text: &str) -> Vec<Span> {
                 .rsplit([' ', '\t'])
                 .nth(1)
                 == Some("time");
-        let weak = WEAK_BEFORE.contains(&before.as_str()) || time_in;
+        let weak = WEAK_BEFORE.contains(&before.as_str()) || every_hours(&before) || time_in;
         rows[i] = row_start(text, c.start, c.end);
         c.accepted = strong || (!c.year_like && (weak || rows[i]));
     }
