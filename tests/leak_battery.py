@@ -1214,6 +1214,9 @@ def eighteenth_review(b):
         ("txid_current", "SELECT txid_current()"),
         ("another transaction's status", "SELECT pg_xact_status('3'::xid8)"),
         ("another transaction's status, txid form", "SELECT txid_status(3)"),
+        ("a new large object (the OID counter)", "SELECT lo_create(0)"),
+        ("a new large object, old form", "SELECT lo_creat(-1)"),
+        ("a new large object from bytes", "SELECT lo_from_bytea(0, 'x'::bytea)"),
     ]:
         b.no_leak(f"masked session refused: {name}", b.run([stmt]), expect_error="42501")
 
