@@ -221,7 +221,56 @@ pub fn find(text: &str, lex: &Lexicon, seeds: &[Span]) -> Vec<Span> {
         })
         .collect();
     out.extend(tails);
+    // A person found here or by the model, with an initial glued before
+    // it (`C.Ortiz`, a system's user display) or after a comma
+    // (`ROSENQUIST, H`).
+    let initials: Vec<Span> = out
+        .iter()
+        .chain(seeds)
+        .filter(|s| s.label == Label::Person)
+        .filter_map(|s| {
+            let (start, end) = person_initials(text, s.start, s.end);
+            (start < s.start || end > s.end).then(|| Span {
+                start,
+                end,
+                ..s.clone()
+            })
+        })
+        .collect();
+    out.extend(initials);
     out
+}
+
+/// Where a person's name from `start` to `end` really starts and ends: over
+/// a capital initial and a dot glued before it (`C.Ortiz`), and over a
+/// comma and a capital initial after it (`ROSENQUIST, H`, `Lopez, M.`),
+/// but not `I` or `A` before a lower-case word (`Lopez, I think`).
+fn person_initials(text: &str, start: usize, end: usize) -> (usize, usize) {
+    let b = text.as_bytes();
+    let mut s = start;
+    if start >= 2
+        && b[start - 1] == b'.'
+        && b[start - 2].is_ascii_uppercase()
+        && (start == 2 || !b[start - 3].is_ascii_alphanumeric())
+    {
+        s = start - 2;
+    }
+    let mut e = end;
+    let rest = &b[end..];
+    if rest.len() >= 3 && rest[0] == b',' && rest[1] == b' ' && rest[2].is_ascii_uppercase() {
+        let after = &rest[3..];
+        let dot = after.first() == Some(&b'.');
+        let next = if dot { &after[1..] } else { after };
+        let ends = next.first().is_none_or(|c| !c.is_ascii_alphanumeric());
+        let pronoun = matches!(rest[2], b'I' | b'A')
+            && next.len() >= 2
+            && next[0] == b' '
+            && next[1].is_ascii_lowercase();
+        if ends && !pronoun {
+            e = end + 3 + usize::from(dot);
+        }
+    }
+    (s, e)
 }
 
 fn push(

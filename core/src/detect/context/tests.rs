@@ -234,3 +234,21 @@ fn an_organisation_keeps_its_number_and_branch() {
         found(t)
     );
 }
+
+#[test]
+fn a_persons_glued_and_trailing_initials_are_kept_with_the_name() {
+    let t = "Entered by C.Ortiz at 0800";
+    assert_eq!(person_initials(t, 13, 18), (11, 18));
+    let t = "ATTENDING: ROSENQUIST, H\nNext";
+    assert_eq!(person_initials(t, 11, 21), (11, 24));
+    let t = "Seen by Lopez, M. today";
+    assert_eq!(person_initials(t, 8, 13), (8, 17));
+    // Not a pronoun or an article, nor a longer word.
+    let t = "Told Lopez, I think so";
+    assert_eq!(person_initials(t, 5, 10), (5, 10));
+    let t = "Lopez, MD signed";
+    assert_eq!(person_initials(t, 0, 5), (0, 5));
+    // Not a dot after a word.
+    let t = "end of list.Ortiz";
+    assert_eq!(person_initials(t, 12, 17), (12, 17));
+}
