@@ -238,7 +238,48 @@ pub fn find(text: &str, lex: &Lexicon, seeds: &[Span]) -> Vec<Span> {
         })
         .collect();
     out.extend(initials);
+    // A number with a site's code before it (`GRMC 5590314`, a record
+    // number prefixed by its facility): the code is part of the ID.
+    let prefixed: Vec<Span> = out
+        .iter()
+        .chain(seeds)
+        .filter(|s| s.label == Label::Id)
+        .filter_map(|s| {
+            let start = site_code_before(text, s.start, s.end)?;
+            Some(Span { start, ..s.clone() })
+        })
+        .collect();
+    out.extend(prefixed);
     out
+}
+
+/// Where a site code starts that stands right before an ID of six or more
+/// digits (`GRMC 5590314`, `LVE 2047713`): two to five capitals after a
+/// word boundary and before one space, which are not a label word (`MRN`,
+/// `ID`, `FIN`...).
+fn site_code_before(text: &str, start: usize, end: usize) -> Option<usize> {
+    const LABELS: &[&str] = &[
+        "MRN", "MR", "ID", "NO", "NUM", "ACCT", "ACC", "FIN", "CSN", "HAR", "NPI", "DEA", "SSN",
+        "DOB", "PT", "TEL", "FAX", "EXT", "UDI", "LOT", "REF", "SN", "CLIA", "MBI", "GRP", "PH",
+        "PIN", "VIN", "ENC", "UNIT", "BED", "RM", "AND", "OR", "THE", "OF", "TO", "AT", "BY",
+    ];
+    let id = &text[start..end];
+    if id.len() < 6 || !id.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let before = text[..start].strip_suffix(' ')?;
+    let code_len = before
+        .bytes()
+        .rev()
+        .take_while(u8::is_ascii_uppercase)
+        .count();
+    let code_start = before.len() - code_len;
+    let boundary = before[..code_start]
+        .bytes()
+        .next_back()
+        .is_none_or(|c| !c.is_ascii_alphanumeric());
+    let code = &before[code_start..];
+    ((2..=5).contains(&code_len) && boundary && !LABELS.contains(&code)).then_some(code_start)
 }
 
 /// Where a person's name from `start` to `end` really starts and ends: over
@@ -645,6 +686,41 @@ fn organisation_tail(text: &str, ws: &[Word], end: usize) -> usize {
     if let Some(m) = number.find(&text[end..]) {
         return end + m.end();
     }
+    // A name that ends in `Local` or `Store` (a model's span often does)
+    // takes its number.
+    let lower_tail = text[..end].to_ascii_lowercase();
+    if lower_tail.ends_with(" local") || lower_tail.ends_with(" store") {
+        let digits = text[end..]
+            .strip_prefix(' ')
+            .map_or(0, |r| r.bytes().take_while(u8::is_ascii_digit).count());
+        let after = text[end + 1 + digits..].bytes().next();
+        if (1..=5).contains(&digits) && !after.is_some_and(|c| c.is_ascii_alphanumeric()) {
+            return end + 1 + digits;
+        }
+    }
+    // `Harmony Midwifery & OB`: one or two capitalised words after an
+    // ampersand that end the phrase.
+    if text[end..].starts_with(" & ") {
+        let first = word_at(ws, end + 3);
+        if first < ws.len() && ws[first].start == end + 3 {
+            let cap = |i: usize| {
+                matches!(
+                    shape(&text[ws[i].start..ws[i].end]),
+                    Shape::Cap | Shape::Upper
+                )
+            };
+            let mut last = None;
+            for i in first..(first + 2).min(ws.len()) {
+                if i > first && &text[ws[i - 1].end..ws[i].start] != " " || !cap(i) {
+                    break;
+                }
+                last = Some(i);
+            }
+            if let Some(l) = last.filter(|&l| closes(&text[ws[l].end..])) {
+                return ws[l].end;
+            }
+        }
+    }
     if !text[end..].starts_with(" - ") {
         return end;
     }
@@ -689,16 +765,18 @@ fn organisation_tail(text: &str, ws: &[Word], end: usize) -> usize {
     } else {
         Some(first)
     };
-    let Some(l) = last else { return end };
-    let after = &text[ws[l].end..];
-    let closes = after.is_empty()
-        || after.starts_with(['\n', '\r', '\t', ',', ';', ')', '.'])
-        || after.starts_with("  ");
-    if closes {
-        ws[l].end
-    } else {
-        end
+    match last {
+        Some(l) if closes(&text[ws[l].end..]) => ws[l].end,
+        _ => end,
     }
+}
+
+/// Whether `after` (the text after a phrase) ends it: a line end,
+/// punctuation or a column gap.
+fn closes(after: &str) -> bool {
+    after.is_empty()
+        || after.starts_with(['\n', '\r', '\t', ',', ';', ')', '.'])
+        || after.starts_with("  ")
 }
 
 fn organisations(text: &str, ws: &[Word], out: &mut Vec<Span>) {

@@ -252,3 +252,29 @@ fn a_persons_glued_and_trailing_initials_are_kept_with_the_name() {
     let t = "end of list.Ortiz";
     assert_eq!(person_initials(t, 12, 17), (12, 17));
 }
+
+#[test]
+fn a_site_code_before_a_record_number_is_part_of_it() {
+    let t = "MRN GRMC 5590314";
+    assert_eq!(site_code_before(t, 9, 16), Some(4));
+    let t = "Chart: LVE 2047713";
+    assert_eq!(site_code_before(t, 11, 18), Some(7));
+    // A label word, a short number or a word glued on are not codes.
+    assert_eq!(site_code_before("MRN 5590314", 4, 11), None);
+    assert_eq!(site_code_before("GRMC 55903", 5, 10), None);
+    assert_eq!(site_code_before("xGRMC 5590314", 6, 13), None);
+}
+
+#[test]
+fn an_organisation_keeps_an_ampersand_tail_and_its_local() {
+    let t = "Midwife: Harmony Midwifery & OB\nNext";
+    let ws = words(t);
+    assert_eq!(organisation_tail(t, &ws, 26), 31);
+    let t = "Member, Narragansett Shipfitters Local 37, since 1990";
+    let ws = words(t);
+    assert_eq!(organisation_tail(t, &ws, 38), 41);
+    // Not words that run on.
+    let t = "Harmony Midwifery & Obstetrics said so";
+    let ws = words(t);
+    assert_eq!(organisation_tail(t, &ws, 17), 17);
+}
