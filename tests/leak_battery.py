@@ -1200,7 +1200,9 @@ def eighteenth_review(b):
     distance around an owner's write is its raw length to 8 bytes, and
     around an owner's rolled-back UPDATE the number of rows its raw-value
     filter matched; and the transaction ID counter, which steps only when
-    such an UPDATE matched a row."""
+    such an UPDATE matched a row. A nineteenth review, sweeping every
+    function PUBLIC may call, found the same counters by other names and
+    the notification queue's fill (an owner's trigger's payload length)."""
     for name, stmt in [
         ("a logical message (the WAL insert position)", "SELECT pg_logical_emit_message(false, 'x', 'y')"),
         ("a logical message, bytea", "SELECT pg_logical_emit_message(true, 'x', 'y'::bytea)"),
@@ -1219,6 +1221,18 @@ def eighteenth_review(b):
         ("a new large object from bytes", "SELECT lo_from_bytea(0, 'x'::bytea)"),
     ]:
         b.no_leak(f"masked session refused: {name}", b.run([stmt]), expect_error="42501")
+    # The nineteenth review's sweep: the same counters by other names.
+    for name, stmt in [
+        ("age(xid) (the ID counter)", "SELECT age('3'::xid)"),
+        ("mxid_age (the multixact counter)", "SELECT mxid_age('1'::xid)"),
+        ("multixact members (others' IDs)", "SELECT * FROM pg_get_multixact_members('1'::xid)"),
+        ("prepared transactions' IDs", "SELECT transaction FROM pg_prepared_xacts"),
+        ("a standby's last replayed commit", "SELECT pg_last_xact_replay_timestamp()"),
+        ("the notification queue's fill", "SELECT pg_notification_queue_usage()"),
+    ]:
+        b.no_leak(f"masked session refused: {name}", b.run([stmt]), expect_error="42501")
+    ages = b.run(["SELECT age(timestamp '2001-04-10', timestamp '1957-06-13')"])
+    b.check("age of timestamps is still allowed", ages.error is None, f"{ages.error}")
 
 
 def below_the_mask(b):

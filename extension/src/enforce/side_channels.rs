@@ -118,6 +118,9 @@ const BUILTIN_COUNTERS: &[(u32, &str)] = &[
         "pg_stat_get_bgwriter_maxwritten_clean",
     ),
     (pg_sys::F_PG_STAT_GET_WAL, "pg_stat_get_wal"),
+    // The transaction ID counter minus its argument (`age(timestamp)`,
+    // other OIDs, stays).
+    (pg_sys::F_AGE_XID, "age(xid)"),
     (pg_sys::F_PG_CURRENT_WAL_LSN, "pg_current_wal_lsn"),
     (
         pg_sys::F_PG_CURRENT_WAL_INSERT_LSN,
@@ -219,6 +222,20 @@ const BUILTIN_NAMES: &[&str] = &[
     "lo_create",
     "lo_creat",
     "lo_from_bytea",
+    // The multixact counter and its members (other sessions' transaction
+    // IDs and lock modes): an owner's UPDATE of a row another transaction
+    // holds a key-share lock on (a foreign key's check) makes one only
+    // when its raw-value filter matched.
+    "mxid_age",
+    "pg_get_multixact_members",
+    // Prepared transactions' IDs, and a standby's last replayed commit:
+    // the transaction counter again.
+    "pg_prepared_xact",
+    "pg_last_xact_replay_timestamp",
+    // How full the notification queue is: a masked session that fills it
+    // to a page boundary with its own pg_notify reads the length of an
+    // owner's trigger's payload (`row_to_json(NEW)`) to 20 bytes.
+    "pg_notification_queue_usage",
 ];
 
 /// Functions of contrib extensions (any schema) that read the same
