@@ -209,27 +209,21 @@ pub fn find(text: &str, lex: &Lexicon, seeds: &[Span]) -> Vec<Span> {
     address_towns(text, &ws, seeds, &mut out);
     repeats(text, &ws, lex, seeds, &mut out);
     shapes::complete(text, lex, seeds, &mut out);
-    // An organisation found here or by the model, with a store or union
-    // number or a branch after it.
-    let tails: Vec<Span> = out
+    // A span found here or by the model whose edges the layers above
+    // miss: an organisation's store or union number, branch or ampersand
+    // tail; a person's initial glued before the name (`C.Ortiz`, a
+    // system's user display) or after a comma (`ROSENQUIST, H`); a site's
+    // code before a record number (`GRMC 5590314`).
+    let grown: Vec<Span> = out
         .iter()
         .chain(seeds)
-        .filter(|s| s.label == Label::Organization)
         .filter_map(|s| {
-            let end = organisation_tail(text, &ws, s.end);
-            (end > s.end).then(|| Span { end, ..s.clone() })
-        })
-        .collect();
-    out.extend(tails);
-    // A person found here or by the model, with an initial glued before
-    // it (`C.Ortiz`, a system's user display) or after a comma
-    // (`ROSENQUIST, H`).
-    let initials: Vec<Span> = out
-        .iter()
-        .chain(seeds)
-        .filter(|s| s.label == Label::Person)
-        .filter_map(|s| {
-            let (start, end) = person_initials(text, s.start, s.end);
+            let (start, end) = match s.label {
+                Label::Organization => (s.start, organisation_tail(text, &ws, s.end)),
+                Label::Person => person_initials(text, s.start, s.end),
+                Label::Id => (site_code_before(text, s.start, s.end)?, s.end),
+                _ => return None,
+            };
             (start < s.start || end > s.end).then(|| Span {
                 start,
                 end,
@@ -237,19 +231,7 @@ pub fn find(text: &str, lex: &Lexicon, seeds: &[Span]) -> Vec<Span> {
             })
         })
         .collect();
-    out.extend(initials);
-    // A number with a site's code before it (`GRMC 5590314`, a record
-    // number prefixed by its facility): the code is part of the ID.
-    let prefixed: Vec<Span> = out
-        .iter()
-        .chain(seeds)
-        .filter(|s| s.label == Label::Id)
-        .filter_map(|s| {
-            let start = site_code_before(text, s.start, s.end)?;
-            Some(Span { start, ..s.clone() })
-        })
-        .collect();
-    out.extend(prefixed);
+    out.extend(grown);
     out
 }
 
