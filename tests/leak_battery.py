@@ -947,16 +947,26 @@ def eleventh_review(b):
             owner.execute("DROP MATERIALIZED VIEW IF EXISTS leak11_mv_filtered CASCADE")
 
 
-TWELFTH_FIXTURES = """
-DROP TABLE IF EXISTS leak12_pat, leak12_adm CASCADE;
-DROP OPERATOR CLASS IF EXISTS leak12_ops USING btree CASCADE;
-DROP FUNCTION IF EXISTS leak12_cmp(int, int), leak12_lt(int, int), leak12_le(int, int), leak12_eq(int, int),
-  leak12_ge(int, int), leak12_gt(int, int), leak12_name(int) CASCADE;
-CREATE TABLE leak12_pat (id int PRIMARY KEY, name text);
-INSERT INTO leak12_pat VALUES (1, 'Nolan'), (2, 'Abbott'), (3, 'Young'), (4, 'Carver'), (5, 'Hale'), (6, 'Baker');
-SECURITY LABEL FOR dptext ON COLUMN leak12_pat.name IS 'MASKED WITH santext(eps => 2)';
-""" + owner_order_ops("leak12", "public.leak12_pat", "name", "<<<<") + """CREATE FUNCTION leak12_name(int) RETURNS text LANGUAGE sql IMMUTABLE AS 'SELECT name FROM public.leak12_pat WHERE id = $1';
-CREATE TABLE leak12_adm (aid int, patient_id int);
+def owner_lookup_fixtures(prefix, op, drop=""):
+    """A labelled table `<prefix>_pat` of six patients' names, an owner's
+    operator class `<prefix>_ops` ranking ids by those names
+    ([owner_order_ops]) and a function `<prefix>_name(id)` that looks a name
+    up: the owner's code by which the twelfth and fifteenth reviews ordered
+    indexes and placed rows. `drop` names more tables to drop first."""
+    return f"""
+DROP TABLE IF EXISTS {prefix}_pat{drop} CASCADE;
+DROP OPERATOR CLASS IF EXISTS {prefix}_ops USING btree CASCADE;
+DROP FUNCTION IF EXISTS {prefix}_cmp(int, int), {prefix}_lt(int, int), {prefix}_le(int, int), {prefix}_eq(int, int),
+  {prefix}_ge(int, int), {prefix}_gt(int, int), {prefix}_name(int) CASCADE;
+CREATE TABLE {prefix}_pat (id int PRIMARY KEY, name text);
+INSERT INTO {prefix}_pat VALUES (1, 'Nolan'), (2, 'Abbott'), (3, 'Young'), (4, 'Carver'), (5, 'Hale'), (6, 'Baker');
+SECURITY LABEL FOR dptext ON COLUMN {prefix}_pat.name IS 'MASKED WITH santext(eps => 2)';
+""" + owner_order_ops(prefix, f"public.{prefix}_pat", "name", op) + (
+        f"CREATE FUNCTION {prefix}_name(int) RETURNS text LANGUAGE sql IMMUTABLE AS "
+        f"'SELECT name FROM public.{prefix}_pat WHERE id = $1';\n")
+
+
+TWELFTH_FIXTURES = owner_lookup_fixtures("leak12", "<<<<", ", leak12_adm") + """CREATE TABLE leak12_adm (aid int, patient_id int);
 INSERT INTO leak12_adm SELECT i, i FROM generate_series(1, 6) i;
 CREATE INDEX leak12_by_name ON leak12_adm (patient_id leak12_ops);
 CREATE INDEX leak12_by_fn ON leak12_adm (leak12_name(patient_id));
@@ -1074,18 +1084,10 @@ COMMIT;
             owner.execute("DROP TABLE IF EXISTS leak14_new, leak14_allow")
 
 
-FIFTEENTH_FIXTURES = """
-DROP MATERIALIZED VIEW IF EXISTS leak15_copy;
-DROP TABLE IF EXISTS leak15_pat, leak15_range, leak15_expr, leak15_inh, leak15_clu, leak15_plain CASCADE;
-DROP OPERATOR CLASS IF EXISTS leak15_ops USING btree CASCADE;
-DROP FUNCTION IF EXISTS leak15_cmp(int, int), leak15_lt(int, int), leak15_le(int, int), leak15_eq(int, int),
-  leak15_ge(int, int), leak15_gt(int, int), leak15_name(int) CASCADE;
-CREATE TABLE leak15_pat (id int PRIMARY KEY, name text);
-INSERT INTO leak15_pat VALUES (1, 'Nolan'), (2, 'Abbott'), (3, 'Young'), (4, 'Carver'), (5, 'Hale'), (6, 'Baker');
-SECURITY LABEL FOR dptext ON COLUMN leak15_pat.name IS 'MASKED WITH santext(eps => 2)';
+FIFTEENTH_FIXTURES = "DROP MATERIALIZED VIEW IF EXISTS leak15_copy;\n" + owner_lookup_fixtures(
+    "leak15", "<<<<<", ", leak15_range, leak15_expr, leak15_inh, leak15_clu, leak15_plain") + """
 -- A labelled table clustered on an unlabelled key is read as usual.
 CLUSTER leak15_pat USING leak15_pat_pkey;
-""" + owner_order_ops("leak15", "public.leak15_pat", "name", "<<<<<") + """CREATE FUNCTION leak15_name(int) RETURNS text LANGUAGE sql IMMUTABLE AS 'SELECT name FROM public.leak15_pat WHERE id = $1';
 -- Partitioned by an owner's operator class: a row's partition is the
 -- rank of its patient's raw name against the bound's.
 CREATE TABLE leak15_range (aid int, patient_id int) PARTITION BY RANGE (patient_id leak15_ops);
@@ -1229,6 +1231,13 @@ def eighteenth_review(b):
         ("prepared transactions' IDs", "SELECT transaction FROM pg_prepared_xacts"),
         ("a standby's last replayed commit", "SELECT pg_last_xact_replay_timestamp()"),
         ("the notification queue's fill", "SELECT pg_notification_queue_usage()"),
+    ]:
+        b.no_leak(f"masked session refused: {name}", b.run([stmt]), expect_error="42501")
+    # The twentieth review: a catalog write any role may make, whose row
+    # (pg_default_acl, readable by PUBLIC) carries a new OID and xmin.
+    for name, stmt in [
+        ("ALTER DEFAULT PRIVILEGES (the counters)", "ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO postgres"),
+        ("ALTER DEFAULT PRIVILEGES IN SCHEMA", "ALTER DEFAULT PRIVILEGES IN SCHEMA public REVOKE SELECT ON TABLES FROM postgres"),
     ]:
         b.no_leak(f"masked session refused: {name}", b.run([stmt]), expect_error="42501")
     ages = b.run(["SELECT age(timestamp '2001-04-10', timestamp '1957-06-13')"])
