@@ -546,6 +546,15 @@ unsafe fn check_utility(stmt: *mut pg_sys::Node) {
             crate::error::refuse(
                 "masked sessions cannot change role or database defaults (ALTER ROLE/DATABASE ... SET or RESET): an administrator sets them".into(),
             );
+        } else if is_a(stmt, NodeTag::T_AlterDefaultPrivilegesStmt) {
+            // The one catalog write any role may make without a privilege:
+            // its row in pg_default_acl, which PUBLIC reads, carries a new
+            // OID and the statement's transaction ID, the counters an
+            // owner's writes step (a rolled-back UPDATE takes an ID only
+            // when its raw-value filter matched a row).
+            crate::error::refuse(
+                "masked sessions cannot ALTER DEFAULT PRIVILEGES: the row it writes shows the cluster's transaction and OID counters, which other sessions' writes step".into(),
+            );
         } else if is_a(stmt, NodeTag::T_ExplainStmt) {
             if super::side_channels::explain_analyzes(stmt.cast()) {
                 crate::error::refuse(
