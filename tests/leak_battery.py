@@ -1139,6 +1139,14 @@ def fifteenth_review(b):
         for rel in PLACED_BY_OWNER_CODE:
             b.no_leak(f"a read of {rel}, placed by an owner's code",
                       b.run([f"SELECT tableoid::regclass::text, aid FROM {rel}"]), expect_error="42501")
+        for rel in ["leak15_range_lo", "leak15_expr_am", "leak15_inh_am", "leak15_clu"]:
+            b.no_leak(f"COPY {rel} TO, placed by an owner's code (the twenty-first review)",
+                      b.run([f"COPY {rel} TO STDOUT"]), expect_error="42501")
+        copied = b.run(["COPY pg_catalog.pg_class (relname, reltuples) TO STDOUT"])
+        body = "\n".join(copied.texts)
+        hidden = [r for r in PLACED_BY_OWNER_CODE if re.search(rf"(^|\n){r}\t", body)]
+        b.check("COPY pg_class TO shows no row the pg_class filter hides (the twenty-first review)",
+                copied.error is None and not hidden, f"{copied.error} {hidden}")
         control = b.run(["SELECT tableoid::regclass::text, aid FROM leak15_plain ORDER BY aid"])
         clustered = b.run(["SELECT id, name FROM leak15_pat ORDER BY id"])
         b.no_leak("a labelled table clustered on an unlabelled key", clustered)
@@ -1240,6 +1248,18 @@ def eighteenth_review(b):
         ("ALTER DEFAULT PRIVILEGES IN SCHEMA", "ALTER DEFAULT PRIVILEGES IN SCHEMA public REVOKE SELECT ON TABLES FROM postgres"),
     ]:
         b.no_leak(f"masked session refused: {name}", b.run([stmt]), expect_error="42501")
+    # The twenty-first review: no-op GRANTs and REVOKEs, DROP OWNED and
+    # ALTER ROLE rewrite PUBLIC-readable catalog rows (their xmin), and
+    # DEBUG messages name transaction IDs.
+    for name, stmt in [
+        ("a no-op GRANT (a catalog row's xmin)", "GRANT EXECUTE ON FUNCTION pg_catalog.now() TO CURRENT_USER"),
+        ("a REVOKE", "REVOKE SELECT ON leak_t FROM CURRENT_USER"),
+        ("DROP OWNED BY itself", "DROP OWNED BY CURRENT_USER"),
+        ("ALTER ROLE itself", "ALTER ROLE CURRENT_USER PASSWORD NULL"),
+    ]:
+        b.no_leak(f"masked session refused: {name}", b.run([stmt]), expect_error="42501")
+    debug = b.run(["SET client_min_messages = debug5", "SELECT 1"])
+    b.no_leak("a statement under DEBUG messages (transaction IDs)", debug, expect_error="42501")
     ages = b.run(["SELECT age(timestamp '2001-04-10', timestamp '1957-06-13')"])
     b.check("age of timestamps is still allowed", ages.error is None, f"{ages.error}")
 

@@ -125,6 +125,9 @@ unsafe extern "C-unwind" fn planner(
         crate::pg::locks::lock_session_roles();
         let session_masked = crate::session::session_is_masked();
         PLANNED_MASKED.with(|p| p.borrow_mut().insert(roles_key(), session_masked));
+        if session_masked {
+            refuse_debug_messages();
+        }
         // SAFETY: `parse` is the rewritten query the planner was called
         // with; the planner may modify it.
         unsafe {
@@ -395,6 +398,20 @@ unsafe extern "C-unwind" fn utility(
     if !crate::pg::lookup::in_lookup() && !transaction_control {
         crate::pg::locks::lock_session_roles();
     }
+    // SAFETY: as above.
+    let sets = unsafe {
+        is_a((*pstmt).utilityStmt, NodeTag::T_VariableSetStmt)
+            || is_a((*pstmt).utilityStmt, NodeTag::T_VariableShowStmt)
+    };
+    if !crate::pg::lookup::in_lookup()
+        && !sets
+        && crate::session::session_is_masked_cached() == Some(true)
+    {
+        // (Cached only: transaction control may run where the catalog
+        // cannot be read; a masked session has planned or checked
+        // something before it takes DEBUG messages.)
+        refuse_debug_messages();
+    }
     if !crate::pg::lookup::in_lookup()
         && !transaction_control
         && crate::session::session_is_masked()
@@ -467,6 +484,23 @@ unsafe fn lock_and_pin(rv: *mut pg_sys::RangeVar, lockmode: u32) -> Option<Oid> 
 /// for other sessions to run (a trigger, rule, policy, function, view or
 /// column default runs as the role that calls it, unmasked for an
 /// unmasked caller); on this session's temporary objects it is allowed.
+/// Refuses a masked session's statement while it takes DEBUG messages
+/// (`client_min_messages = debug1` to `debug5`, by `SET`, `set_config` or
+/// a start-up option): PostgreSQL sends them to the client without the log
+/// hook when the server log does not take them, and they carry transaction
+/// IDs (`CommitTransaction ... xid`), the counter other sessions' writes
+/// step, and executor internals. `SET` and `SHOW` still run, so that the
+/// session can lower it.
+fn refuse_debug_messages() {
+    if crate::pg::settings::current_value("client_min_messages")
+        .is_some_and(|v| v.starts_with("debug"))
+    {
+        crate::error::refuse(
+            "masked sessions cannot receive DEBUG messages (they carry transaction IDs and executor internals): SET client_min_messages = notice".into(),
+        );
+    }
+}
+
 fn refuse_planted(what: &str) -> ! {
     crate::error::refuse(format!(
         "masked sessions cannot create or change {what} outside their temporary schema: other sessions would run it unmasked"
@@ -500,20 +534,21 @@ unsafe fn check_utility(stmt: *mut pg_sys::Node) {
             let Some(relid) = lock_and_pin((*copy).relation, lock) else {
                 return;
             };
-            let policy = masking::relation_policy(relid);
-            // `COPY t TO` reads without the planner: under
-            // dptext.deny_unlabelled_text it goes through a query too, so
-            // that its unlabelled text columns are checked there.
-            let deny = !(*copy).is_from && crate::guc::deny_unlabelled_text();
-            if (*copy).is_from && masking::writes_denied(relid) {
-                masking::refuse_denied_write(relid);
-            }
-            if !policy.protects() && !deny {
+            if (*copy).is_from {
+                if masking::writes_denied(relid) {
+                    masking::refuse_denied_write(relid);
+                }
+                if masking::relation_policy(relid).protects() {
+                    masking::refuse_write(relid);
+                }
                 return;
             }
-            if (*copy).is_from {
-                masking::refuse_write(relid);
-            }
+            // `COPY t TO` reads without the planner, so every `COPY t TO`
+            // of a masked session goes through a query: the planner hook
+            // then applies all it applies to a read (the rules, the
+            // refusal of families placed by raw values or an owner's code,
+            // the filters of pg_class, pg_index, pg_rewrite and the
+            // statistics, deny by default).
             copy_through_query(copy, relid);
         } else if is_a(stmt, NodeTag::T_TruncateStmt) {
             let t = stmt.cast::<pg_sys::TruncateStmt>();
@@ -545,6 +580,20 @@ unsafe fn check_utility(stmt: *mut pg_sys::Node) {
             // FROM CURRENT` would take them away from its next sessions.
             crate::error::refuse(
                 "masked sessions cannot change role or database defaults (ALTER ROLE/DATABASE ... SET or RESET): an administrator sets them".into(),
+            );
+        } else if is_a(stmt, NodeTag::T_GrantStmt)
+            || is_a(stmt, NodeTag::T_GrantRoleStmt)
+            || is_a(stmt, NodeTag::T_DropOwnedStmt)
+            || is_a(stmt, NodeTag::T_ReassignOwnedStmt)
+            || is_a(stmt, NodeTag::T_AlterRoleStmt)
+        {
+            // Any role may GRANT or REVOKE on what PUBLIC holds (a no-op
+            // that only warns), DROP OWNED BY itself or change its own
+            // password: each rewrites a catalog row (pg_proc, pg_class,
+            // pg_namespace...) that PUBLIC reads, whose `xmin` is then the
+            // transaction counter other sessions' writes step.
+            crate::error::refuse(
+                "masked sessions cannot GRANT, REVOKE, DROP or REASSIGN OWNED, or ALTER ROLE: each rewrites a catalog row whose transaction ID shows the cluster's counter, which other sessions' writes step".into(),
             );
         } else if is_a(stmt, NodeTag::T_AlterDefaultPrivilegesStmt) {
             // The one catalog write any role may make without a privilege:

@@ -103,6 +103,19 @@ pub fn chosen_by_session(name: &'static str) -> bool {
     by_session(source, srole)
 }
 
+/// The current value of setting `name` as `SHOW` prints it; `None` for a
+/// setting that does not exist.
+pub fn current_value(name: &str) -> Option<String> {
+    let c = CString::new(name).ok()?;
+    // SAFETY: a NUL-terminated name; missing_ok, so NULL rather than an
+    // ERROR for an unknown setting; the string PostgreSQL owns is copied
+    // at once.
+    unsafe {
+        let v = pg_sys::GetConfigOption(c.as_ptr(), true, false);
+        (!v.is_null()).then(|| CStr::from_ptr(v).to_string_lossy().into_owned())
+    }
+}
+
 /// True when the session chose ([`chosen_by_session`]) a value of integer
 /// setting `name` above the administrator's: the value `RESET` restores
 /// (the server's configuration, or an `ALTER ROLE/DATABASE ... SET`
