@@ -405,11 +405,11 @@ unsafe extern "C-unwind" fn utility(
     };
     if !crate::pg::lookup::in_lookup()
         && !sets
-        && crate::session::session_is_masked_cached() == Some(true)
+        && !transaction_control
+        && crate::session::session_is_masked()
     {
-        // (Cached only: transaction control may run where the catalog
-        // cannot be read; a masked session has planned or checked
-        // something before it takes DEBUG messages.)
+        // (Not transaction control: a ROLLBACK must run, and a transaction
+        // whose other statements were refused has no ID to show.)
         refuse_debug_messages();
     }
     if !crate::pg::lookup::in_lookup()
