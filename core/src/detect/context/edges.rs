@@ -26,14 +26,21 @@ pub(super) fn organisation_tail(text: &str, ws: &[Word], end: usize) -> usize {
     }
     // A name that ends in `Local` or `Store` (a model's span often does)
     // takes its number.
-    let lower_tail = text[..end].to_ascii_lowercase();
-    if lower_tail.ends_with(" local") || lower_tail.ends_with(" store") {
+    let tail = text.as_bytes()[..end]
+        .rsplit(|&b| b == b' ')
+        .next()
+        .unwrap_or(&[]);
+    if tail.eq_ignore_ascii_case(b"local") || tail.eq_ignore_ascii_case(b"store") {
         let digits = text[end..]
             .strip_prefix(' ')
             .map_or(0, |r| r.bytes().take_while(u8::is_ascii_digit).count());
-        let after = text[end + 1 + digits..].bytes().next();
-        if (1..=5).contains(&digits) && !after.is_some_and(|c| c.is_ascii_alphanumeric()) {
-            return end + 1 + digits;
+        // (Only when digits follow: a span at the end of the text, or
+        // before a multi-byte character, has no byte after a space.)
+        if (1..=5).contains(&digits) {
+            let after = text.as_bytes().get(end + 1 + digits);
+            if !after.is_some_and(|c| c.is_ascii_alphanumeric()) {
+                return end + 1 + digits;
+            }
         }
     }
     // `Harmony Midwifery & OB`: one or two capitalised words after an

@@ -273,6 +273,11 @@ fn an_organisation_keeps_an_ampersand_tail_and_its_local() {
     let t = "Member, Narragansett Shipfitters Local 37, since 1990";
     let ws = words(t);
     assert_eq!(organisation_tail(t, &ws, 38), 41);
+    // A name that ends the text, or a character after it, is left as is.
+    let t = "Member of Shipfitters Local";
+    assert_eq!(organisation_tail(t, &words(t), t.len()), t.len());
+    let t = "Shipfitters Local é";
+    assert_eq!(organisation_tail(t, &words(t), 17), 17);
     // Not words that run on.
     let t = "Harmony Midwifery & Obstetrics said so";
     let ws = words(t);
