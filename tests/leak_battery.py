@@ -1203,6 +1203,66 @@ def sixteenth_review(b):
             owner.execute("DROP TABLE IF EXISTS leak16_notes")
 
 
+def twentysecond_review(b):
+    """What a twenty-second review found: after a vacuum of a table whose
+    rows are all frozen, pg_class.relfrozenxid (and relminmxid, and
+    pg_database.datfrozenxid and datminmxid) holds the transaction counter
+    of that moment, so read around an owner's rolled-back UPDATE and a
+    vacuum it told whether the UPDATE matched a row. Masked sessions now
+    read those columns as NULL, by every route to them, and whole rows of
+    the two catalogs are refused."""
+    with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+        owner.execute("DROP TABLE IF EXISTS leak22_frozen")
+        owner.execute("CREATE TABLE leak22_frozen (id int)")
+        owner.execute("INSERT INTO leak22_frozen SELECT generate_series(1, 10)")
+        owner.execute("GRANT SELECT ON leak22_frozen TO leak_masked")
+        owner.execute("VACUUM (FREEZE) leak22_frozen")
+        owner.execute("VACUUM (FREEZE) pg_catalog.pg_class")
+        owner_xid = owner.execute("SELECT relfrozenxid::text FROM pg_class"
+                                  " WHERE relname = 'leak22_frozen'").fetchone()[0]
+    try:
+        b.check("the owner reads the counter a vacuum left", owner_xid not in (None, "0"), f"{owner_xid}")
+        for name, stmt in [
+            ("pg_class.relfrozenxid", "SELECT relfrozenxid FROM pg_class WHERE relname = 'leak22_frozen'"),
+            ("pg_class.relminmxid", "SELECT relminmxid FROM pg_class WHERE relname = 'leak22_frozen'"),
+            ("relfrozenxid as text", "SELECT relfrozenxid::text FROM pg_class WHERE relname = 'leak22_frozen'"),
+            ("relfrozenxid in a subquery",
+             "SELECT x::text FROM (SELECT relname, relfrozenxid AS x FROM pg_class) s WHERE relname = 'leak22_frozen'"),
+            ("relfrozenxid through a join's alias",
+             "SELECT j.relfrozenxid::text FROM (pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace) j"
+             " WHERE j.relname = 'leak22_frozen'"),
+            ("relfrozenxid through a join's alias, nested",
+             "SELECT k.relfrozenxid::text FROM ((pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace) j"
+             " JOIN pg_roles r ON r.oid = j.relowner) k WHERE k.relname = 'leak22_frozen'"),
+            ("relfrozenxid in a CTE",
+             "WITH c AS MATERIALIZED (SELECT relname, relfrozenxid FROM pg_class)"
+             " SELECT relfrozenxid::text FROM c WHERE relname = 'leak22_frozen'"),
+            ("pg_database.datfrozenxid", "SELECT datfrozenxid::text FROM pg_database WHERE datname = current_database()"),
+            ("pg_database.datminmxid", "SELECT datminmxid::text FROM pg_database WHERE datname = current_database()"),
+            ("COPY of pg_class's relfrozenxid", "COPY (SELECT relfrozenxid FROM pg_class WHERE relname = 'leak22_frozen') TO STDOUT"),
+            ("COPY pg_class (relfrozenxid) TO", "COPY pg_class (relname, relfrozenxid) TO STDOUT"),
+        ]:
+            cap = b.run([stmt])
+            b.no_leak(f"a masked read of {name} (the counter a vacuum left)", cap)
+            fields = [f for t in cap.texts for f in re.split(r"[\s,]+", t)]
+            shown = [f for f in fields if f != "0" and re.fullmatch(r"[0-9]+", f)]
+            leaked = [f for f in fields if f == owner_xid]
+            b.check(f"a masked read of {name} shows no counter", cap.error is None and not shown and not leaked,
+                    f"{cap.error} {cap.texts[:4]}")
+        for name, stmt in [
+            ("a whole pg_class row", "SELECT c::text FROM pg_class c WHERE relname = 'leak22_frozen'"),
+            ("a whole pg_class row as JSON", "SELECT row_to_json(c) FROM pg_class c WHERE relname = 'leak22_frozen'"),
+            ("a whole pg_database row", "SELECT d::text FROM pg_database d"),
+        ]:
+            b.no_leak(f"masked session refused: {name}", b.run([stmt]), expect_error="42501")
+        rows = b.run(["SELECT relname, relkind FROM pg_class WHERE relname = 'leak22_frozen'"])
+        b.check("pg_class's other columns are still read", rows.error is None and "leak22_frozen" in rows.texts,
+                f"{rows.error} {rows.texts[:4]}")
+    finally:
+        with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+            owner.execute("DROP TABLE IF EXISTS leak22_frozen")
+
+
 def eighteenth_review(b):
     """What an eighteenth review found: WAL positions by routes the WAL
     functions' refusal missed (a logical message returns the insert
@@ -1666,6 +1726,7 @@ def main():
         fifteenth_review(b)
         sixteenth_review(b)
         eighteenth_review(b)
+        twentysecond_review(b)
     computed_once_store(b)
     deny_by_default(b)
 

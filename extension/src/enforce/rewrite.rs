@@ -216,6 +216,7 @@ impl Survey {
             }
             if policy.protects()
                 || relid == pg_sys::RelationRelationId
+                || relid == pg_sys::DatabaseRelationId
                 || relid == pg_sys::IndexRelationId
                 || relid == pg_sys::StatisticRelationId
                 || relid == STATISTIC_EXT_DATA
@@ -302,6 +303,7 @@ unsafe fn rewrite_query(q: *mut Query, r: &mut Rewrite<'_>, flags: i32) -> *mut 
             flags | pg_sys::QTW_IGNORE_JOINALIASES as i32,
         );
         r.queries.pop();
+        r.null_counter_aliases(out);
         let mut reads = r.reads.pop().unwrap_or_default();
         for rte in PgList::<pg_sys::RangeTblEntry>::from_pg((*out).rtable).iter_ptr() {
             r.refuse_tablesample(out, rte);
@@ -547,6 +549,9 @@ impl<'a> Rewrite<'a> {
                 self.record_join(level, rte, (*var).varattno);
                 return None;
             }
+            if let Some(counter) = self.counter_read(rte, var) {
+                return Some(counter);
+            }
             self.masked_policy(self.queries[level], rte)
                 .filter(|p| p.protects())?;
             let attnum = (*var).varattno;
@@ -652,6 +657,78 @@ impl<'a> Rewrite<'a> {
                 .or_default()
                 .labelled
                 .insert(attnum);
+        }
+    }
+
+    /// What a masked session reads for `var` when it reads a catalog
+    /// column that holds the cluster's transaction counters: a NULL of the
+    /// column's type. `pg_class.relfrozenxid` and `relminmxid`, and
+    /// `pg_database.datfrozenxid` and `datminmxid`, are set by a vacuum to
+    /// the counters of that moment, so read around an owner's statement
+    /// and a vacuum they tell whether it took a transaction ID (whether an
+    /// `UPDATE ... WHERE name LIKE 'A%'` matched a row). A whole row of
+    /// either catalog is refused (name the columns instead).
+    unsafe fn counter_read(
+        &self,
+        rte: *mut pg_sys::RangeTblEntry,
+        var: *mut pg_sys::Var,
+    ) -> Option<*mut Node> {
+        // SAFETY: `rte` is the valid range-table entry `var` reads.
+        unsafe {
+            if !self.session_masked || (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION {
+                return None;
+            }
+            let relid = (*rte).relid;
+            if (*var).varattno == 0
+                && (relid == pg_sys::RelationRelationId || relid == pg_sys::DatabaseRelationId)
+            {
+                crate::error::refuse(format!(
+                    "masked sessions cannot read whole rows of {}: its transaction-counter columns are hidden from them; name the columns to read",
+                    crate::pg::catalog::relation_name(relid)
+                ));
+            }
+            if !is_counter_column(relid, (*var).varattno) {
+                return None;
+            }
+            Some(pg_sys::makeNullConst((*var).vartype, (*var).vartypmod, (*var).varcollid).cast())
+        }
+    }
+
+    /// Replaces, in the join entries of `q`, the aliases of catalog
+    /// columns that hold transaction counters ([`Self::counter_read`]) with
+    /// NULLs: the mutator does not walk join aliases, and the planner puts
+    /// an alias's expression where a Var reads the join's column.
+    unsafe fn null_counter_aliases(&self, q: *mut Query) {
+        // SAFETY: `q` is a valid Query; a join entry's alias list holds one
+        // expression (or NULL, for a dropped column) per join column, whose
+        // Vars index `q`'s range table at level 0.
+        unsafe {
+            if !self.session_masked {
+                return;
+            }
+            for rte in PgList::<pg_sys::RangeTblEntry>::from_pg((*q).rtable).iter_ptr() {
+                if (*rte).rtekind != pg_sys::RTEKind::RTE_JOIN {
+                    continue;
+                }
+                let mut aliases = PgList::<Node>::from_pg((*rte).joinaliasvars);
+                for i in 0..aliases.len() {
+                    let Some(node) = aliases.get_ptr(i) else {
+                        continue;
+                    };
+                    if !is_a(node, NodeTag::T_Var) {
+                        continue;
+                    }
+                    let var = node.cast::<pg_sys::Var>();
+                    if (*var).varlevelsup != 0 {
+                        continue;
+                    }
+                    let base = rt_fetch((*q).rtable, (*var).varno);
+                    if let Some(null) = self.counter_read(base, var) {
+                        aliases.replace_ptr(i, null);
+                    }
+                }
+                (*rte).joinaliasvars = aliases.into_pg();
+            }
         }
     }
 
@@ -1200,6 +1277,20 @@ impl<'a> Rewrite<'a> {
                 pg_sys::lcons(filter.cast(), pg_sys::list_copy((*rte).securityQuals));
         }
     }
+}
+
+/// True when column `attnum` of catalog `relid` holds a transaction or
+/// multixact counter a vacuum sets (see [`Rewrite::counter_read`]).
+fn is_counter_column(relid: Oid, attnum: i16) -> bool {
+    let Ok(attnum) = u32::try_from(attnum) else {
+        return false;
+    };
+    (relid == pg_sys::RelationRelationId
+        && (attnum == pg_sys::Anum_pg_class_relfrozenxid
+            || attnum == pg_sys::Anum_pg_class_relminmxid))
+        || (relid == pg_sys::DatabaseRelationId
+            && (attnum == pg_sys::Anum_pg_database_datfrozenxid
+                || attnum == pg_sys::Anum_pg_database_datminmxid))
 }
 
 /// A `text` constant.
