@@ -14,6 +14,7 @@ mod clinical;
 pub mod context;
 pub mod custom;
 pub mod eval;
+mod hl7;
 pub mod lexicon;
 pub mod model;
 pub mod rules;
@@ -210,6 +211,7 @@ fn layers_with(
 ) -> crate::Result<Vec<Span>> {
     crate::cancel::check()?;
     let mut spans = rules::find(text);
+    spans.extend(hl7::find(text));
     if let Some(mut guesses) = guesses {
         guesses.retain(|s| {
             !only_vocabulary(text, s, lexicon)

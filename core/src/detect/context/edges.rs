@@ -167,6 +167,26 @@ pub(super) fn person_initials(text: &str, start: usize, end: usize) -> (usize, u
     {
         s = start - 2;
     }
+    // Initials with a dot and a space before the name (`J. R. Lucero`,
+    // where a layer found `R. Lucero`), two at most.
+    for _ in 0..2 {
+        if s >= 3
+            && b[s - 1] == b' '
+            && b[s - 2] == b'.'
+            && b[s - 3].is_ascii_uppercase()
+            && (s == 3 || !b[s - 4].is_ascii_alphanumeric() && b[s - 4] != b'.')
+        {
+            s -= 3;
+        } else {
+            break;
+        }
+    }
+    // A surname before a comma that opens the field (`"Nakagawa, Ren"` in a
+    // CSV export, `Lê, Hoàng Bảo`): a capitalised word, not vocabulary,
+    // with a quote, tab, line start or column gap before it.
+    if s == start {
+        s = surname_before(text, start).unwrap_or(s);
+    }
     let mut e = end;
     let rest = &b[end..];
     if rest.len() >= 3 && rest[0] == b',' && rest[1] == b' ' && rest[2].is_ascii_uppercase() {
@@ -183,4 +203,25 @@ pub(super) fn person_initials(text: &str, start: usize, end: usize) -> (usize, u
         }
     }
     (s, e)
+}
+
+/// Where a surname starts that stands before `start` as `Surname, ` at
+/// the start of a field ([`person_initials`]).
+fn surname_before(text: &str, start: usize) -> Option<usize> {
+    let before = text[..start].strip_suffix(", ")?;
+    let word_start = before
+        .char_indices()
+        .rev()
+        .take_while(|&(_, c)| c.is_alphabetic() || matches!(c, '-' | '\''))
+        .last()
+        .map(|(i, _)| i)?;
+    let word = &before[word_start..];
+    let opens = before[..word_start].is_empty()
+        || before[..word_start].ends_with(['"', '\t', '\n', '('])
+        || before[..word_start].ends_with("  ");
+    (opens
+        && word.chars().filter(|c| c.is_alphabetic()).count() >= 2
+        && matches!(shape(word), Shape::Cap | Shape::Upper)
+        && !is_common(word))
+    .then_some(word_start)
 }

@@ -22,6 +22,7 @@ use std::sync::OnceLock;
 
 use regex::Regex;
 
+mod derived;
 mod edges;
 mod shapes;
 mod words;
@@ -234,6 +235,31 @@ pub fn find(text: &str, lex: &Lexicon, seeds: &[Span]) -> Vec<Span> {
         })
         .collect();
     out.extend(grown);
+    // Initials and logins made from the names found (`LRM`, `tnakashima`).
+    let persons: Vec<&Span> = out
+        .iter()
+        .chain(seeds)
+        .filter(|s| s.label == Label::Person)
+        .collect();
+    for (start, end) in derived::find(text, &persons) {
+        push(&mut out, start, end, Label::Person, "derived", 0.8);
+    }
+    let orgs: Vec<&Span> = out
+        .iter()
+        .chain(seeds)
+        .filter(|s| s.label == Label::Organization)
+        .collect();
+    let found = derived::acronyms(text, &orgs);
+    // Not inside a span of another label (`HPCC 7704 1192`, a record number).
+    let inside = |a: usize, b: usize| {
+        out.iter()
+            .chain(seeds)
+            .any(|s| s.start <= a && b <= s.end && (s.start, s.end) != (a, b))
+    };
+    let found: Vec<(usize, usize)> = found.into_iter().filter(|&(a, b)| !inside(a, b)).collect();
+    for (start, end) in found {
+        push(&mut out, start, end, Label::Organization, "derived", 0.8);
+    }
     out
 }
 
@@ -639,10 +665,26 @@ fn organisations(text: &str, ws: &[Word], out: &mut Vec<Span>) {
             if !(matches!(sh, Shape::Cap | Shape::Upper | Shape::Initial) || joiner && first < k) {
                 break;
             }
+            // `RN Halvorsen at ...`, `Dr Wambui at ...`: a title or a
+            // credential is a person's, not the organisation's.
+            if is_honorific(p) || is_credential(p) {
+                break;
+            }
             if !is_common(p) && !joiner {
                 proper = true;
             }
             first -= 1;
+        }
+        // `at` joins a name only after `The` (`The Willows at Brackenfield`);
+        // else what comes before it is a person or a verb's subject
+        // (`Halvorsen at Pell Harbor Anticoagulation Service`).
+        if !text[ws[first].start..ws[first].end].eq_ignore_ascii_case("the") {
+            if let Some(at) = (first..k)
+                .rev()
+                .find(|&i| &text[ws[i].start..ws[i].end] == "at")
+            {
+                first = at + 1;
+            }
         }
         while first < k
             && ORG_JOINERS.contains(&text[ws[first].start..ws[first].end].to_lowercase().as_str())
