@@ -112,6 +112,24 @@ fn segment(text: &str, start: usize, line: &str, fs: char, cs: char, out: &mut V
         }
     }
     fields.push((from, line.len()));
+    // Timestamps in any field (`MSH-7`, `PID-7`, `OBR-7`, ...):
+    // `YYYYMMDD[HHMM[SS]]`, a component of digits alone.
+    for &(a, b) in &fields[1..] {
+        for (x, y) in split(&line[a..b], cs, '\0') {
+            for (u, v) in split(&line[a + x..a + y], '~', cs) {
+                let value = &line[a + x + u..a + x + v];
+                if is_timestamp(value) {
+                    out.push(Span {
+                        start: start + a + x + u,
+                        end: start + a + x + v,
+                        label: Label::Date,
+                        score: 0.99,
+                        source: Source::Rule("hl7"),
+                    });
+                }
+            }
+        }
+    }
     for &(seg, number, kind) in FIELDS.iter().filter(|f| f.0 == name) {
         // MSH-1 is the separator itself: MSH-n is split field n - 1.
         let index = if seg == "MSH" { number - 1 } else { number };
@@ -156,6 +174,21 @@ fn segment(text: &str, start: usize, line: &str, fs: char, cs: char, out: &mut V
             }
         }
     }
+}
+
+/// Whether `v` is an HL7 timestamp: 8, 12 or 14 digits that read as a
+/// date from 1900 to 2099 and a valid clock time.
+fn is_timestamp(v: &str) -> bool {
+    if !matches!(v.len(), 8 | 12 | 14) || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return false;
+    }
+    let n = |a: usize, b: usize| v[a..b].parse::<u32>().unwrap_or(u32::MAX);
+    let date = (1900..=2099).contains(&n(0, 4))
+        && (1..=12).contains(&n(4, 6))
+        && (1..=31).contains(&n(6, 8));
+    let time = v.len() < 12 || (n(8, 10) < 24 && n(10, 12) < 60);
+    let secs = v.len() < 14 || n(12, 14) < 60;
+    date && time && secs
 }
 
 /// Byte ranges of `s` split at `sep` (unless `sep` is `other`, the

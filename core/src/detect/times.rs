@@ -61,6 +61,22 @@ const STRONG_BEFORE: &[&str] = &[
     "md",
     "np",
     "lpn",
+    "today",
+    "tonight",
+    "assessment",
+    "reassessment",
+    "handoff",
+    "poc",
+    "exposure",
+    "intake",
+    "weaned",
+    "bolus",
+    "abg",
+    "vbg",
+    "vitals",
+    "onset",
+    "woke",
+    "awoke",
 ];
 
 /// Words before a number that make it a time when it cannot be a year
@@ -95,6 +111,10 @@ const WEAK_BEFORE: &[&str] = &[
     "sc",
     "im",
     "pr",
+    "clear",
+    "out",
+    "thru",
+    "through",
 ];
 
 /// Words after a number that make it a time, even one that reads as a
@@ -201,7 +221,7 @@ fn date_before() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
     RE.get_or_init(|| {
         Regex::new(
-            r"(?i)(?:\b[0-9]{1,2}/[0-9]{1,2}(?:/[0-9]{2,4})?|\b[0-9]{4}-[0-9]{2}-[0-9]{2}|\b[0-9]{1,2}-[a-z]{3}-[0-9]{2,4}|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.? [0-9]{1,2}(?:st|nd|rd|th)?(?:,? [0-9]{4})?)[ \t]+(?:at[ \t]+)?$",
+            r"(?i)(?:\b[0-9]{1,2}/[0-9]{1,2}(?:/[0-9]{2,4})?|\b[0-9]{4}-[0-9]{2}-[0-9]{2}|\b[0-9]{1,2}-[a-z]{3}-[0-9]{2,4}|\b[0-9]{1,2}[a-z]{3}[0-9]{2,4}|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.? [0-9]{1,2}(?:st|nd|rd|th)?(?:,? [0-9]{4})?)[ \t]+(?:at[ \t]+)?$",
         )
         .unwrap_or_else(|e| panic!("{e}"))
     })
@@ -429,6 +449,15 @@ mod tests {
         for (text, want) in [
             ("Arrival: 10/22/2021 0214    Mode: EMS", vec!["0214"]),
             ("Fall approx 0100, found on floor", vec!["0100"]),
+            ("COLLECTED: 05JUL25 1410", vec!["1410"]),
+            (
+                "NPO since 2200 (solids), 0500 clear; POC 0640",
+                vec!["2200", "0640"],
+            ),
+            (
+                "Foley out 0900; chest film today 0122",
+                vec!["0900", "0122"],
+            ),
             (
                 "EKG at 0222: AF; shown to the attending at 0224",
                 vec!["0222", "0224"],
