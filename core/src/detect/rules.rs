@@ -89,6 +89,9 @@ fn rules() -> &'static [Rule] {
             // area code (`pager 555-0177`, `ext. 4-0156`, `Callback #:
             // 555-0193`).
             r(Label::Contact, "pager", r"(?i)\b(?:pager|pgr|beeper|page|paged|bleep|ext|extension|callback|call\s+back|cell|mobile|phone|tel|fax)\b\.?\s*(?:#|no\.?)?\s*[:#]?\s*(?:at\s+)?(?P<v>[0-9]{3}[-.][0-9]{4}|[0-9]{1,2}-[0-9]{4}|[0-9]{4,7})\b", always, 0.8),
+            // A GS1 device identifier with its application identifiers:
+            // `(01)07613327123458(17)300131(10)K88213047` (GTIN, expiry, lot).
+            r(Label::Id, "udi_gs1", r"\(01\)[0-9]{14}(?:\((?:10|11|17|21|240|30)\)[A-Za-z0-9-]{1,20}){1,4}", always, 0.95),
             r(Label::Location, "street_address", r"(?i)\b[0-9]{1,6}[A-Z]?(?:-[0-9]+)?[ \t]+(?:[NSEW]\.?[ \t]+)?(?:(?-i:[A-Z][A-Za-z'.-]*|[0-9]+(?:st|nd|rd|th))[ \t]+){1,4}(?:Street|St|Road|Rd|Avenue|Ave|Boulevard|Blvd|Lane|Ln|Drive|Dr|Way|Court|Ct|Place|Pl|Terrace|Ter|Circle|Cir|Parkway|Pkwy|Highway|Hwy|Route|Rte|Square|Sq|Trail|Trl|Pike|Turnpike|Tpke|Alley|Row|Path|Loop|Crescent|Close|Plaza|Run|Ridge|Hollow|Point|Pt|Crossing|Xing|Commons|Green|Walk|Heights|Extension|Ext)\b\.?(?:,?[ \t]+(?:Apt|Apartment|Suite|Ste|Unit|#|Fl|Floor|Rm|Room|Bldg|Building|Lot|Box)\.?[ \t]*#?[ \t]*[A-Za-z0-9-]+)?", street_number_ok, 0.85),
             r(Label::Location, "street_name", r"\b(?:[A-Z][a-z]+[ \t]){1,3}(?:Street|St|Road|Rd|Avenue|Ave|Boulevard|Blvd|Lane|Ln|Terrace|Drive|Parkway|Pkwy|Pike|Turnpike|Place|Court|Circle|Way)\b\.?(?:[ \t]+(?:Apt|Apartment|Suite|Ste|Unit|#)\.?[ \t]*#?[A-Za-z0-9-]+)?|\b(?:[A-Z][a-z]+[ \t]){1,2}(?:Pavilion|Wing|Tower|Inn|Building|Plaza|Apartments|Towers)\b|\b(?:[A-Z]+[ \t]){1,2}(?:PAVILION|WING|TOWER|BUILDING)\b", street_ok, 0.85),
             r(Label::Location, "zip_labelled", r"(?i)\b(?:zip|zip code|postal code|zipcode)\s*[:#]?\s*(?P<v>[0-9]{5}(?:-[0-9]{4})?)\b", always, 0.9),
@@ -499,6 +502,17 @@ mod tests {
             .iter()
             .any(|(r, _)| *r == "phone"));
         assert!(has("call 555 0123 4567", "phone", "555 0123 4567"));
+    }
+
+    #[test]
+    fn gs1_device_identifiers_are_one_id() {
+        let t = "UDI (01)07613327123458(17)300131(10)K88213047 implanted";
+        assert!(
+            has(t, "udi_gs1", "(01)07613327123458(17)300131(10)K88213047"),
+            "{:?}",
+            found(t)
+        );
+        assert!(!found("(01) see below").iter().any(|(r, _)| *r == "udi_gs1"));
     }
 
     #[test]

@@ -135,7 +135,12 @@ pub(super) fn site_code_before(text: &str, start: usize, end: usize) -> Option<u
         "PIN", "VIN", "ENC", "UNIT", "BED", "RM", "AND", "OR", "THE", "OF", "TO", "AT", "BY",
     ];
     let id = &text[start..end];
-    if id.len() < 6 || !id.bytes().all(|b| b.is_ascii_digit()) {
+    // Digits, maybe grouped by dashes (`60-44-918`), six or more.
+    let digits = id.bytes().filter(u8::is_ascii_digit).count();
+    if digits < 6
+        || !id.bytes().all(|b| b.is_ascii_digit() || b == b'-')
+        || !id.starts_with(|c: char| c.is_ascii_digit())
+    {
         return None;
     }
     let before = text[..start].strip_suffix(' ')?;
@@ -224,4 +229,35 @@ fn surname_before(text: &str, start: usize) -> Option<usize> {
         && matches!(shape(word), Shape::Cap | Shape::Upper)
         && !is_common(word))
     .then_some(word_start)
+}
+
+/// Where an ID found from `start` really starts: over groups of capitals
+/// joined to it by dashes (`TAB-` of `TAB-SH-0192`, `AUTH-` of
+/// `AUTH-CB-25-0098812`, `PH-` of `PH-R-44102871`) and a `urn:oid:`
+/// before an OID.
+pub(super) fn id_prefix_before(text: &str, start: usize) -> Option<usize> {
+    let mut s = start;
+    if text[..s].ends_with("urn:oid:") {
+        s -= "urn:oid:".len();
+    }
+    loop {
+        let Some(before) = text[..s].strip_suffix('-') else {
+            break;
+        };
+        let run = before
+            .bytes()
+            .rev()
+            .take_while(u8::is_ascii_uppercase)
+            .count();
+        let head = before.len() - run;
+        let boundary = before[..head]
+            .bytes()
+            .next_back()
+            .is_none_or(|c| !c.is_ascii_alphanumeric() || c == b'-');
+        if !(1..=6).contains(&run) || !boundary {
+            break;
+        }
+        s = head;
+    }
+    (s < start).then_some(s)
 }

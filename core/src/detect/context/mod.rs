@@ -30,7 +30,7 @@ mod words;
 use super::lexicon::Lexicon;
 use super::vocab::{is_common, is_honorific, is_name_word, is_vocabulary, STATE_CODES};
 use super::{Label, Source, Span};
-use edges::{organisation_tail, person_initials, site_code_before};
+use edges::{id_prefix_before, organisation_tail, person_initials, site_code_before};
 use words::{CREDENTIALS, FACILITY, HOSPITAL_PREFIXES, KNOWN_ORGS, ORG_JOINERS, STATES};
 
 /// A word: letters and digits, with inner apostrophes and hyphens.
@@ -224,7 +224,11 @@ pub fn find(text: &str, lex: &Lexicon, seeds: &[Span]) -> Vec<Span> {
             let (start, end) = match s.label {
                 Label::Organization => (s.start, organisation_tail(text, &ws, s.end)),
                 Label::Person => person_initials(text, s.start, s.end),
-                Label::Id => (site_code_before(text, s.start, s.end)?, s.end),
+                Label::Id => (
+                    site_code_before(text, s.start, s.end)
+                        .or_else(|| id_prefix_before(text, s.start))?,
+                    s.end,
+                ),
                 _ => return None,
             };
             (start < s.start || end > s.end).then(|| Span {

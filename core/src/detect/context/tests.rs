@@ -263,6 +263,21 @@ fn a_site_code_before_a_record_number_is_part_of_it() {
     assert_eq!(site_code_before("MRN 5590314", 4, 11), None);
     assert_eq!(site_code_before("GRMC 55903", 5, 10), None);
     assert_eq!(site_code_before("xGRMC 5590314", 6, 13), None);
+    // Digits grouped by dashes.
+    assert_eq!(site_code_before("SBM 60-44-918", 4, 13), Some(0));
+}
+
+#[test]
+fn capital_groups_dashed_before_an_id_are_part_of_it() {
+    let t = "ref TAB-SH-0192.";
+    assert_eq!(id_prefix_before(t, 8), Some(4));
+    let t = "Auth AUTH-CB-25-0098812";
+    assert_eq!(id_prefix_before(t, 10), Some(5));
+    let t = "oid urn:oid:2.16.840.1";
+    assert_eq!(id_prefix_before(t, 12), Some(4));
+    // Lower case, or glued to a word, is not a prefix.
+    assert_eq!(id_prefix_before("see-0192", 4), None);
+    assert_eq!(id_prefix_before("xTAB-0192", 5), None);
 }
 
 #[test]
