@@ -31,8 +31,10 @@ import base64
 import binascii
 import hashlib
 import json
+import os
 import re
 import sys
+import time
 
 import psycopg
 from psycopg import sql as _sql  # noqa: F401  (kept for users extending the battery)
@@ -1263,6 +1265,147 @@ def twentysecond_review(b):
             owner.execute("DROP TABLE IF EXISTS leak22_frozen")
 
 
+def twentythird_review(b):
+    """What a twenty-third review found: file_fdw's errors quoted raw
+    labelled values (CONTEXT: COPY t, line 2: "2,Bob Smith,...") to masked
+    sessions; a masked role holding UPDATE on one column could lock rows of
+    a labelled table (SKIP LOCKED showed which rows an owner's open UPDATE
+    matched, a lock timeout's CONTEXT named the row's place, a deadlock's
+    DETAIL transaction IDs); and a foreign partition of a family
+    partitioned by a labelled column kept its pg_class row count."""
+    import tempfile
+    import threading
+    files = tempfile.mkdtemp(prefix="dptext-leak23-")
+    os.chmod(files, 0o755)
+    short = os.path.join(files, "short.csv")
+    notes = os.path.join(files, "notes.csv")
+    part = os.path.join(files, "part.csv")
+    with open(short, "w") as f:
+        f.write(f"1,Zed\n2,{MARKERS[0]}\n")
+    with open(notes, "w") as f:
+        f.write(f"1,{MARKERS[1]},fine\n2,{MARKERS[0]},HIV positive, follow-up weekly\n")
+    with open(part, "w") as f:
+        f.write(f"1,{MARKERS[2]}\n2,{MARKERS[1]}\n3,{MARKERS[0]}\n")
+    for path in (short, notes, part):
+        os.chmod(path, 0o644)
+    with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+        try:
+            owner.execute("CREATE EXTENSION IF NOT EXISTS file_fdw")
+            fdw = True
+        except psycopg.Error as e:
+            fdw = False
+            print(f"note  file_fdw is not installed here ({e.sqlstate}): its checks are skipped")
+        owner.execute("DROP TABLE IF EXISTS leak23_locks, leak23_byname CASCADE")
+        owner.execute("CREATE TABLE leak23_locks (id int PRIMARY KEY, name text, age int)")
+        owner.execute("INSERT INTO leak23_locks VALUES (1, %s, 40), (2, %s, 50), (3, %s, 60)", MARKERS)
+        owner.execute("SECURITY LABEL FOR dptext ON COLUMN leak23_locks.name IS 'MASKED WITH santext(eps => 2)'")
+        owner.execute("GRANT SELECT ON leak23_locks TO leak_masked")
+        owner.execute("GRANT UPDATE (age) ON leak23_locks TO leak_masked")
+        if fdw:
+            owner.execute("DROP SERVER IF EXISTS leak23_files CASCADE")
+            owner.execute("CREATE SERVER leak23_files FOREIGN DATA WRAPPER file_fdw")
+            owner.execute(f"CREATE FOREIGN TABLE leak23_short (id int, name varchar(5)) SERVER leak23_files"
+                          f" OPTIONS (filename '{short}', format 'csv')")
+            owner.execute(f"CREATE FOREIGN TABLE leak23_notes (id int, name text, note text) SERVER leak23_files"
+                          f" OPTIONS (filename '{notes}', format 'csv')")
+            # An unlabelled int column that reads a raw name: the input
+            # function's error quotes it.
+            owner.execute(f"CREATE FOREIGN TABLE leak23_ints (id int, code int) SERVER leak23_files"
+                          f" OPTIONS (filename '{part}', format 'csv')")
+            owner.execute(f"CREATE FOREIGN TABLE leak23_ints_l (id int, code int, name text) SERVER leak23_files"
+                          f" OPTIONS (filename '{part}', format 'csv')")
+            for t, c in [("leak23_short", "name"), ("leak23_notes", "name"), ("leak23_notes", "note"),
+                         ("leak23_ints_l", "name")]:
+                owner.execute(f"SECURITY LABEL FOR dptext ON COLUMN {t}.{c} IS 'MASKED WITH santext(eps => 2)'")
+            owner.execute("GRANT SELECT ON leak23_short, leak23_notes, leak23_ints, leak23_ints_l TO leak_masked")
+            owner.execute("CREATE TABLE leak23_byname (id int, name text) PARTITION BY RANGE (name)")
+            owner.execute("SECURITY LABEL FOR dptext ON COLUMN leak23_byname.name IS 'MASKED WITH santext(eps => 2)'")
+            owner.execute(f"CREATE FOREIGN TABLE leak23_byname_a PARTITION OF leak23_byname FOR VALUES FROM ('A')"
+                          f" TO ('N') SERVER leak23_files OPTIONS (filename '{part}', format 'csv')")
+            owner.execute("CREATE TABLE leak23_byname_rest PARTITION OF leak23_byname FOR VALUES FROM ('N')"
+                          " TO (MAXVALUE)")
+            owner.execute("GRANT SELECT ON leak23_byname, leak23_byname_a, leak23_byname_rest TO leak_masked")
+            owner.execute("ANALYZE leak23_byname_a")
+    try:
+        if fdw:
+            for name, stmt in [
+                ("a count of a foreign table whose raw value is too long", "SELECT count(*) FROM leak23_short"),
+                ("a foreign table's malformed line", "SELECT id FROM leak23_notes WHERE id = 1"),
+                ("a raw name read into an int (an input function's error)", "SELECT id, code FROM leak23_ints_l"),
+            ]:
+                cap = b.run([stmt])
+                b.no_leak(f"file_fdw's error: {name}", cap)
+                b.check(f"file_fdw's error reaches the masked session as an error: {name}", cap.error is not None,
+                        f"{cap.texts[:4]}")
+            with b.connect() as c:
+                shown = c.execute("SELECT relname, reltuples FROM pg_class WHERE relname LIKE 'leak23_byname%'"
+                                  ).fetchall()
+            b.check("no pg_class row of a foreign partition of a family partitioned by a labelled column",
+                    shown == [], f"{shown}")
+        for name, stmt in [
+            ("FOR SHARE SKIP LOCKED", "SELECT id FROM leak23_locks ORDER BY id FOR SHARE SKIP LOCKED"),
+            ("FOR UPDATE NOWAIT", "SELECT id FROM leak23_locks WHERE id = 2 FOR UPDATE NOWAIT"),
+            ("FOR KEY SHARE", "SELECT id FROM leak23_locks FOR KEY SHARE"),
+            ("FOR SHARE through a subquery", "SELECT * FROM (SELECT id FROM leak23_locks FOR SHARE) s"),
+        ]:
+            b.no_leak(f"masked session refused: row locks on a labelled table ({name})", b.run([stmt]),
+                      expect_error="42501")
+        with b.connect() as c:
+            writable = c.execute("SELECT dptext.session_masking()").fetchone()[0]["writable_tables"]
+        b.check("session_masking counts a table the masked role may update one column of", writable >= 1,
+                f"{writable}")
+        # A lock wait on an unlabelled table the role may lock: the error
+        # reaches the masked session without its CONTEXT (the row's place)
+        # and a deadlock's without its DETAIL (transaction IDs).
+        with psycopg.connect(b.owner_dsn) as owner:
+            owner.execute("DROP TABLE IF EXISTS leak23_plain")
+            owner.execute("CREATE TABLE leak23_plain (id int PRIMARY KEY, v int)")
+            owner.execute("INSERT INTO leak23_plain VALUES (1, 1), (2, 2)")
+            owner.execute("GRANT SELECT, UPDATE ON leak23_plain TO leak_masked")
+            owner.commit()
+            owner.execute("UPDATE leak23_plain SET v = v WHERE id = 2")
+            cap = b.run(["SET lock_timeout = '200ms'", "SELECT id FROM leak23_plain WHERE id = 2 FOR SHARE"])
+            owner.rollback()
+        b.check("a masked lock wait's error carries no row place",
+                cap.error is not None and cap.error[0] == "55P03" and not any("tuple (" in t for t in cap.texts),
+                f"{cap.error} {cap.texts[:6]}")
+        # The masked session waits first, so its deadlock check finds the
+        # cycle and its statement gets the error.
+        with psycopg.connect(b.owner_dsn) as owner, b.connect() as masked:
+            masked.autocommit = False
+            masked.execute("UPDATE leak23_plain SET v = v WHERE id = 1")
+            owner.execute("UPDATE leak23_plain SET v = v WHERE id = 2")
+            got = {}
+            waiter = threading.Thread(
+                target=lambda: got.update(cap=b.run(["UPDATE leak23_plain SET v = v WHERE id = 2"], conn=masked)))
+            waiter.start()
+            time.sleep(0.3)
+            owner_wait = threading.Thread(target=lambda: _quietly(owner, "UPDATE leak23_plain SET v = v WHERE id = 1"))
+            owner_wait.start()
+            waiter.join(timeout=15)
+            masked.rollback()
+            owner_wait.join(timeout=15)
+            owner.rollback()
+            cap = got.get("cap") or Capture()
+        detail = [t for t in cap.texts if "transaction" in t.lower() and re.search(r"[0-9]{3,}", t)]
+        b.check("a masked session's deadlock error names no transaction ID",
+                cap.error is not None and cap.error[0] == "40P01" and not detail, f"{cap.error} {detail[:3]}")
+    finally:
+        with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+            owner.execute("DROP TABLE IF EXISTS leak23_locks, leak23_plain, leak23_byname CASCADE")
+            owner.execute("DROP SERVER IF EXISTS leak23_files CASCADE")
+        for path in (short, notes, part):
+            os.unlink(path)
+        os.rmdir(files)
+
+
+def _quietly(conn, stmt):
+    try:
+        conn.execute(stmt)
+    except psycopg.Error:
+        pass
+
+
 def eighteenth_review(b):
     """What an eighteenth review found: WAL positions by routes the WAL
     functions' refusal missed (a logical message returns the insert
@@ -1727,6 +1870,7 @@ def main():
         sixteenth_review(b)
         eighteenth_review(b)
         twentysecond_review(b)
+        twentythird_review(b)
     computed_once_store(b)
     deny_by_default(b)
 

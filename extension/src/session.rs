@@ -101,7 +101,8 @@ pub mod dptext {
                 "SELECT pg_catalog.count(*) FROM pg_catalog.pg_class c
                   WHERE c.relkind OPERATOR(pg_catalog.=) ANY ('{r,p}'::pg_catalog.\"char\"[])
                     AND c.relnamespace OPERATOR(pg_catalog.<>) ALL (ARRAY['pg_catalog'::pg_catalog.regnamespace, 'information_schema'::pg_catalog.regnamespace])
-                    AND pg_catalog.has_table_privilege(c.oid, 'INSERT, UPDATE, DELETE, TRUNCATE')",
+                    AND (pg_catalog.has_table_privilege(c.oid, 'INSERT, UPDATE, DELETE, TRUNCATE')
+                         OR pg_catalog.has_any_column_privilege(c.oid, 'INSERT, UPDATE'))",
                 &[],
             )
         })

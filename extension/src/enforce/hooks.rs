@@ -84,6 +84,14 @@ unsafe extern "C-unwind" fn xact_ended(
     {
         crate::store::forget_served();
     }
+    if matches!(
+        event,
+        pg_sys::XactEvent::XACT_EVENT_ABORT
+            | pg_sys::XactEvent::XACT_EVENT_COMMIT
+            | pg_sys::XactEvent::XACT_EVENT_PREPARE
+    ) {
+        super::side_channels::forget_foreign_reads();
+    }
 }
 
 /// A subtransaction's end: on abort, as [`xact_ended`].
@@ -200,6 +208,11 @@ unsafe extern "C-unwind" fn executor_start(query_desc: *mut pg_sys::QueryDesc, e
             crate::error::refuse(
                 "this session became masked after the statement was planned (a dptext label changed): run it again".into(),
             );
+        }
+        if crate::session::session_is_masked() {
+            // SAFETY: the executor passes a valid QueryDesc whose plannedstmt
+            // it is about to run.
+            unsafe { super::side_channels::note_foreign_reads((*query_desc).plannedstmt) };
         }
     }
     // SAFETY: the previous hook, or the standard one, with the arguments
@@ -497,6 +510,15 @@ fn refuse_debug_messages() {
     {
         crate::error::refuse(
             "masked sessions cannot receive DEBUG messages (they carry transaction IDs and executor internals): SET client_min_messages = notice".into(),
+        );
+    }
+    // SAFETY: a GUC's C variable, read in the backend's own thread.
+    let log_level = unsafe { pg_sys::log_min_messages };
+    if log_level > pgrx::PgLogLevel::ERROR as c_int {
+        // dptext takes the details out of masked sessions' errors in the
+        // log hook, which PostgreSQL calls only for what the log takes.
+        crate::error::refuse(
+            "masked sessions need log_min_messages at error or below (the default is warning): dptext withholds the details of their errors as the server logs them".into(),
         );
     }
 }

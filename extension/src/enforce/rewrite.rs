@@ -305,6 +305,7 @@ unsafe fn rewrite_query(q: *mut Query, r: &mut Rewrite<'_>, flags: i32) -> *mut 
         r.queries.pop();
         r.null_counter_aliases(out);
         let mut reads = r.reads.pop().unwrap_or_default();
+        r.refuse_row_locks(out);
         for rte in PgList::<pg_sys::RangeTblEntry>::from_pg((*out).rtable).iter_ptr() {
             r.refuse_tablesample(out, rte);
             r.refuse_disagreeing_family(out, rte);
@@ -1122,6 +1123,31 @@ impl<'a> Rewrite<'a> {
             let eref = pg_sys::copyObjectImpl((*rte).eref.cast()).cast::<pg_sys::Alias>();
             (*eref).colnames = colnames.into_pg();
             (*rte).eref = eref;
+        }
+    }
+
+    /// Refuses row locks (`FOR UPDATE`, `FOR SHARE`, `SKIP LOCKED`,
+    /// `NOWAIT`) on a relation read masked whose policy protects it. A
+    /// masked role that may update one column of it could otherwise lock
+    /// its rows: `SKIP LOCKED` then shows which rows an owner's open
+    /// `UPDATE ... WHERE name LIKE 'B%'` matched, and a lock wait's error
+    /// names the row's place and the owner's transaction.
+    unsafe fn refuse_row_locks(&self, q: *mut Query) {
+        // SAFETY: `q` is a valid Query; a row mark's `rti` indexes its
+        // range table.
+        unsafe {
+            for rc in PgList::<pg_sys::RowMarkClause>::from_pg((*q).rowMarks).iter_ptr() {
+                let Ok(rti) = i32::try_from((*rc).rti) else {
+                    continue;
+                };
+                let rte = rt_fetch((*q).rtable, rti);
+                if self.masked_policy(q, rte).is_some_and(|p| p.protects()) {
+                    crate::error::refuse(format!(
+                        "masked sessions cannot lock rows of {}, which has dptext rules (FOR UPDATE, FOR SHARE): which rows an owner's statement holds can follow their raw values",
+                        crate::pg::catalog::relation_name((*rte).relid)
+                    ));
+                }
+            }
         }
     }
 

@@ -375,23 +375,88 @@ unsafe extern "C-unwind" fn object_access(
     }
 }
 
-/// The log hook: in a masked session (or one whose masking is not known
-/// yet), messages below `NOTICE` (`LOG` and `DEBUG`, which only reach a
-/// client whose `client_min_messages` asks for them) are kept from the
-/// client; the server log still gets them. PostgreSQL calls the hook only
-/// for messages the server log takes (`log_min_messages`).
+thread_local! {
+    /// This transaction executed a plan that reads a foreign table with
+    /// dptext rules in a masked session ([`note_foreign_reads`]).
+    static FOREIGN_READ: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Notes, in a masked session, whether the plan about to run reads a
+/// foreign table whose policy protects it: a foreign-data wrapper parses
+/// raw values below the mask, and its errors quote them (file_fdw's
+/// `CONTEXT: COPY t, line 2: "2,Bob Smith,..."`, an input function's
+/// `invalid input syntax for type integer: "..."`). Until the transaction
+/// ends, errors reach the client without their text ([`emit_log`]).
+///
+/// # Safety
+/// `stmt` is the valid PlannedStmt the executor is starting.
+pub(crate) unsafe fn note_foreign_reads(stmt: *mut pg_sys::PlannedStmt) {
+    // SAFETY: a PlannedStmt's rtable holds RangeTblEntry nodes.
+    unsafe {
+        if stmt.is_null() || FOREIGN_READ.with(std::cell::Cell::get) {
+            return;
+        }
+        for rte in pgrx::PgList::<pg_sys::RangeTblEntry>::from_pg((*stmt).rtable).iter_ptr() {
+            if (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION
+                && (*rte).relkind as u8 == pg_sys::RELKIND_FOREIGN_TABLE
+                && super::masking::relation_policy((*rte).relid).protects()
+            {
+                FOREIGN_READ.with(|f| f.set(true));
+                return;
+            }
+        }
+    }
+}
+
+/// Forgets [`note_foreign_reads`]'s mark: the transaction ended.
+pub(crate) fn forget_foreign_reads() {
+    FOREIGN_READ.with(|f| f.set(false));
+}
+
+/// What a masked session's client gets of an error raised while it reads
+/// a foreign table with dptext rules.
+const FOREIGN_ERROR: &CStr =
+    c"an error occurred while reading a foreign table with dptext rules; its text is withheld from masked sessions";
+
+/// The log hook, in a masked session (or one whose masking is not known
+/// yet):
+/// - messages below `NOTICE` (`LOG` and `DEBUG`, which only reach a
+///   client whose `client_min_messages` asks for them) are kept from the
+///   client; the server log still gets them;
+/// - every message reaches the client without its `CONTEXT` (a lock
+///   wait's `while locking tuple (0,2)` is a row's place, COPY's and a
+///   foreign-data wrapper's context quote the line read), and an error
+///   without its `DETAIL` (a deadlock's names transaction IDs);
+/// - an error raised while the transaction reads a foreign table with
+///   rules ([`note_foreign_reads`]) reaches it as one fixed message, its
+///   SQLSTATE kept.
+///
+/// PostgreSQL calls the hook only for messages the server log takes
+/// (`log_min_messages`): masked sessions are refused while it is above
+/// `error` (`hooks::refuse_debug_messages`).
 #[pg_guard]
 unsafe extern "C-unwind" fn emit_log(edata: *mut pg_sys::ErrorData) {
     // SAFETY: PostgreSQL passes the report being emitted, which the hook
-    // may change; the masking cache is read without any catalog access
-    // (this may run outside a transaction, or in an aborted one).
+    // may change (strings it points to are palloc'd in ErrorContext, the
+    // current context here); the masking cache is read without any catalog
+    // access (this may run outside a transaction, or in an aborted one).
     unsafe {
         if !edata.is_null()
             && (*edata).output_to_client
-            && (*edata).elevel < pg_sys::NOTICE as c_int
             && crate::session::session_is_masked_cached() != Some(false)
         {
-            (*edata).output_to_client = false;
+            if (*edata).elevel < pg_sys::NOTICE as c_int {
+                (*edata).output_to_client = false;
+            }
+            (*edata).context = std::ptr::null_mut();
+            if (*edata).elevel >= pgrx::PgLogLevel::ERROR as c_int {
+                (*edata).detail = std::ptr::null_mut();
+                if FOREIGN_READ.with(std::cell::Cell::get) {
+                    (*edata).message = pg_sys::pstrdup(FOREIGN_ERROR.as_ptr());
+                    (*edata).hint = std::ptr::null_mut();
+                    (*edata).internalquery = std::ptr::null_mut();
+                }
+            }
         }
         if let Some(prev) = PREV_EMIT_LOG {
             prev(edata);

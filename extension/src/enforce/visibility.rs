@@ -102,6 +102,7 @@ pub mod dptext {
                 pg_sys::RELKIND_RELATION,
                 pg_sys::RELKIND_PARTITIONED_TABLE,
                 pg_sys::RELKIND_MATVIEW,
+                pg_sys::RELKIND_FOREIGN_TABLE,
             ];
             return !super::session_is_masked()
                 || !data.contains(&kind)
