@@ -1337,6 +1337,20 @@ def twentythird_review(b):
                 b.no_leak(f"file_fdw's error: {name}", cap)
                 b.check(f"file_fdw's error reaches the masked session as an error: {name}", cap.error is not None,
                         f"{cap.texts[:4]}")
+            # The twenty-fourth review: a PL/pgSQL handler caught the error
+            # before the log hook (GET STACKED DIAGNOSTICS read its text and
+            # context), and EXPLAIN showed file_fdw's file size.
+            caught = b.run([
+                "DO $$ DECLARE m text; d text; c text; BEGIN "
+                "BEGIN PERFORM name FROM leak23_notes; "
+                "EXCEPTION WHEN others THEN GET STACKED DIAGNOSTICS m = message_text, d = pg_exception_detail, "
+                "c = pg_exception_context; END; "
+                "RAISE NOTICE 'caught: % / % / %', m, d, c; END $$"])
+            b.no_leak("file_fdw's error caught by a PL/pgSQL handler", caught)
+            b.check("a PL/pgSQL handler catches the fixed message",
+                    any("withheld" in t for t in caught.texts), f"{caught.error} {caught.texts[:4]}")
+            b.no_leak("EXPLAIN of a foreign table with rules (the file's size)",
+                      b.run(["EXPLAIN SELECT id FROM leak23_notes"]), expect_error="42501")
             with b.connect() as c:
                 shown = c.execute("SELECT relname, reltuples FROM pg_class WHERE relname LIKE 'leak23_byname%'"
                                   ).fetchall()
@@ -1390,6 +1404,30 @@ def twentythird_review(b):
         detail = [t for t in cap.texts if "transaction" in t.lower() and re.search(r"[0-9]{3,}", t)]
         b.check("a masked session's deadlock error names no transaction ID",
                 cap.error is not None and cap.error[0] == "40P01" and not detail, f"{cap.error} {detail[:3]}")
+        # The same deadlock caught by a PL/pgSQL handler (the twenty-fourth
+        # review): its DETAIL and CONTEXT were read before the log hook.
+        with psycopg.connect(b.owner_dsn) as owner, b.connect() as masked:
+            masked.autocommit = False
+            masked.execute("UPDATE leak23_plain SET v = v WHERE id = 1")
+            owner.execute("UPDATE leak23_plain SET v = v WHERE id = 2")
+            got = {}
+            handler = ("DO $$ DECLARE d text; c text; BEGIN BEGIN UPDATE leak23_plain SET v = v WHERE id = 2; "
+                       "EXCEPTION WHEN others THEN GET STACKED DIAGNOSTICS d = pg_exception_detail, "
+                       "c = pg_exception_context; END; RAISE NOTICE 'detail: % context: %', d, c; END $$")
+            waiter = threading.Thread(target=lambda: got.update(cap=b.run([handler], conn=masked)))
+            waiter.start()
+            time.sleep(0.3)
+            owner_wait = threading.Thread(target=lambda: _quietly(owner, "UPDATE leak23_plain SET v = v WHERE id = 1"))
+            owner_wait.start()
+            waiter.join(timeout=15)
+            masked.rollback()
+            owner_wait.join(timeout=15)
+            owner.rollback()
+            cap = got.get("cap") or Capture()
+        shown = [t for t in cap.texts if "detail:" in t]
+        leaked = [t for t in shown if re.search(r"transaction [0-9]+|tuple \(", t)]
+        b.check("a deadlock caught by a PL/pgSQL handler shows no transaction ID or row place",
+                bool(shown) and not leaked, f"{cap.error} {cap.texts[:4]}")
     finally:
         with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
             owner.execute("DROP TABLE IF EXISTS leak23_locks, leak23_plain, leak23_byname CASCADE")

@@ -217,6 +217,7 @@ fn layers_with(
             !only_vocabulary(text, s, lexicon)
                 || lexicon.is_some_and(|l| lower_case_name(text, s, l))
         });
+        guesses.retain(|s| !too_few_digits(&text[s.start..s.end], s.label));
         if let Some(lex) = lexicon {
             guesses.retain(|s| s.label != Label::Location || place_evidence(text, s, lex));
         }
@@ -252,6 +253,25 @@ fn only_vocabulary(text: &str, s: &Span, lexicon: Option<&lexicon::Lexicon>) -> 
                 && !vocab::is_common(w)
                 && !lexicon.is_some_and(|l| l.is_clinical_word(w))
         })
+}
+
+/// A model contact or ID with too few digits to be one: a phone number
+/// has seven or more, an identifier five or more (`x4410`, `mFOLFOX6`,
+/// `2.6-18.5`, `210\t400` in a flowsheet are lab values, regimens and
+/// extensions); an e-mail address or URL has its own marks. The rules
+/// find the short forms they know (`pager 4-0156`, `MRN 12345`).
+fn too_few_digits(t: &str, label: Label) -> bool {
+    let digits = t.bytes().filter(u8::is_ascii_digit).count();
+    match label {
+        Label::Contact => {
+            digits < 7
+                && !t.contains('@')
+                && !t.contains("://")
+                && !t.to_lowercase().contains("www.")
+        }
+        Label::Id => digits < 5,
+        _ => false,
+    }
 }
 
 /// A model name in lower case (`richard cruz` in a chat) stands when one

@@ -82,6 +82,8 @@ cushing cushing's guillain barre kawasaki tourette tourette's wernicke korsakoff
 sjogren sjogren's hashimoto hashimoto's kaposi mallampati romberg murphy's mcburney homans
 bowel bowels bladder submitting submitted facility visit visits found sitting standing lying call
 called calling annual wellness screening preventive routine follow-up counseling education
+doppler holter thinprep surepath amacr clabsi cauti vap dka hhs mronj mqsa vna rph calc ortho
+lutheran methodist baptist catholic somali hmong
 ";
 
 /// English words that are also common given names or surnames: never a
@@ -89,6 +91,7 @@ called calling annual wellness screening preventive routine follow-up counseling
 const NAME_WORDS: &str = "
 long short hall walker wood price rose hope will mark bill grace faith joy may june april august
 summer winter rich young king hill love page green brown white black gray grey gold silver
+braden tanner hickman glasgow nottingham brady bishop wells swan ganz
 ";
 
 /// Honorifics: the word after one is a name whatever it is (`Dr. Hope`,

@@ -22,6 +22,7 @@ static mut PREV_STATS: pg_sys::get_relation_stats_hook_type = None;
 static mut PREV_ATTAVGWIDTH: pg_sys::get_attavgwidth_hook_type = None;
 static mut PREV_NEEDS_FMGR: pg_sys::needs_fmgr_hook_type = None;
 static mut PREV_EXECUTOR_START: pg_sys::ExecutorStart_hook_type = None;
+static mut PREV_EXECUTOR_RUN: pg_sys::ExecutorRun_hook_type = None;
 static mut PREV_RELATION_INFO: pg_sys::get_relation_info_hook_type = None;
 
 thread_local! {
@@ -63,6 +64,8 @@ pub fn install() {
         pg_sys::needs_fmgr_hook = Some(needs_fmgr);
         PREV_EXECUTOR_START = pg_sys::ExecutorStart_hook;
         pg_sys::ExecutorStart_hook = Some(executor_start);
+        PREV_EXECUTOR_RUN = pg_sys::ExecutorRun_hook;
+        pg_sys::ExecutorRun_hook = Some(executor_run);
         PREV_RELATION_INFO = pg_sys::get_relation_info_hook;
         pg_sys::get_relation_info_hook = Some(relation_info);
         pg_sys::CacheRegisterRelcacheCallback(Some(relcache_changed), pg_sys::Datum::from(0));
@@ -212,7 +215,15 @@ unsafe extern "C-unwind" fn executor_start(query_desc: *mut pg_sys::QueryDesc, e
         if crate::session::session_is_masked() {
             // SAFETY: the executor passes a valid QueryDesc whose plannedstmt
             // it is about to run.
-            unsafe { super::side_channels::note_foreign_reads((*query_desc).plannedstmt) };
+            let foreign =
+                unsafe { super::side_channels::note_foreign_reads((*query_desc).plannedstmt) };
+            if foreign && eflags & pg_sys::EXEC_FLAG_EXPLAIN_ONLY as c_int != 0 {
+                // A wrapper's EXPLAIN reports what it read the raw values
+                // from (file_fdw: the file's size to the byte).
+                crate::error::refuse(
+                    "masked sessions cannot EXPLAIN a query that reads a foreign table with dptext rules: the wrapper reports figures of the raw data (a file's size)".into(),
+                );
+            }
         }
     }
     // SAFETY: the previous hook, or the standard one, with the arguments
@@ -222,6 +233,57 @@ unsafe extern "C-unwind" fn executor_start(query_desc: *mut pg_sys::QueryDesc, e
             Some(prev) => prev(query_desc, eflags),
             None => pg_sys::standard_ExecutorStart(query_desc, eflags),
         }
+    }
+}
+
+/// The executor-run hook: in a masked session, the plan runs under
+/// [`super::side_channels::run_masked`], which raises its errors again
+/// without their details before a PL/pgSQL handler can read them.
+#[cfg(feature = "pg15")]
+#[pg_guard]
+unsafe extern "C-unwind" fn executor_run(
+    query_desc: *mut pg_sys::QueryDesc,
+    direction: pg_sys::ScanDirection::Type,
+    count: u64,
+    execute_once: bool,
+) {
+    // SAFETY: the previous hook, or the standard one, with the arguments
+    // PostgreSQL passed.
+    let run = || unsafe {
+        match PREV_EXECUTOR_RUN {
+            Some(prev) => prev(query_desc, direction, count, execute_once),
+            None => pg_sys::standard_ExecutorRun(query_desc, direction, count, execute_once),
+        }
+    };
+    run_for_session(run);
+}
+
+/// The executor-run hook (PostgreSQL 18's signature): as above.
+#[cfg(feature = "pg18")]
+#[pg_guard]
+unsafe extern "C-unwind" fn executor_run(
+    query_desc: *mut pg_sys::QueryDesc,
+    direction: pg_sys::ScanDirection::Type,
+    count: u64,
+) {
+    // SAFETY: the previous hook, or the standard one, with the arguments
+    // PostgreSQL passed.
+    let run = || unsafe {
+        match PREV_EXECUTOR_RUN {
+            Some(prev) => prev(query_desc, direction, count),
+            None => pg_sys::standard_ExecutorRun(query_desc, direction, count),
+        }
+    };
+    run_for_session(run);
+}
+
+/// Runs the executor as the session's masking asks: plainly, or under
+/// [`super::side_channels::run_masked`].
+fn run_for_session(run: impl FnOnce()) {
+    if crate::session::session_is_masked_cached() == Some(false) {
+        run();
+    } else {
+        super::side_channels::run_masked(run);
     }
 }
 

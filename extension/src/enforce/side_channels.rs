@@ -388,13 +388,15 @@ thread_local! {
 /// `invalid input syntax for type integer: "..."`). Until the transaction
 /// ends, errors reach the client without their text ([`emit_log`]).
 ///
+/// Returns whether this plan reads one.
+///
 /// # Safety
 /// `stmt` is the valid PlannedStmt the executor is starting.
-pub(crate) unsafe fn note_foreign_reads(stmt: *mut pg_sys::PlannedStmt) {
+pub(crate) unsafe fn note_foreign_reads(stmt: *mut pg_sys::PlannedStmt) -> bool {
     // SAFETY: a PlannedStmt's rtable holds RangeTblEntry nodes.
     unsafe {
-        if stmt.is_null() || FOREIGN_READ.with(std::cell::Cell::get) {
-            return;
+        if stmt.is_null() {
+            return false;
         }
         for rte in pgrx::PgList::<pg_sys::RangeTblEntry>::from_pg((*stmt).rtable).iter_ptr() {
             if (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION
@@ -402,10 +404,47 @@ pub(crate) unsafe fn note_foreign_reads(stmt: *mut pg_sys::PlannedStmt) {
                 && super::masking::relation_policy((*rte).relid).protects()
             {
                 FOREIGN_READ.with(|f| f.set(true));
-                return;
+                return true;
             }
         }
+        false
     }
+}
+
+/// Whether this transaction read a foreign table with rules in a masked
+/// session ([`note_foreign_reads`]).
+pub(crate) fn foreign_read() -> bool {
+    FOREIGN_READ.with(std::cell::Cell::get)
+}
+
+/// Runs `run` (the executor running a masked session's plan) and raises
+/// any error it raises again without its `DETAIL` and `CONTEXT`, and, when
+/// the transaction read a foreign table with rules, as one fixed message:
+/// before a PL/pgSQL `EXCEPTION` block can catch it, whose `GET STACKED
+/// DIAGNOSTICS` would read what the log hook ([`emit_log`]) removes only
+/// as the server logs it. The SQLSTATE and, but for foreign reads, the
+/// message and hint stay.
+pub(crate) fn run_masked<F: FnOnce()>(run: F) {
+    use pgrx::pg_sys::panic::{CaughtError, ErrorReport};
+    pgrx::PgTryBuilder::new(std::panic::AssertUnwindSafe(run))
+        .catch_others(|e| match e {
+            CaughtError::PostgresError(r) | CaughtError::ErrorReport(r) => {
+                let foreign = foreign_read();
+                let message = if foreign {
+                    FOREIGN_ERROR.to_string_lossy().into_owned()
+                } else {
+                    r.message().to_string()
+                };
+                let mut report = ErrorReport::new(r.sql_error_code(), message, "dptext masking");
+                if let (false, Some(h)) = (foreign, r.hint()) {
+                    report = report.set_hint(h.to_string());
+                }
+                report.report(pgrx::PgLogLevel::ERROR);
+                unreachable!("ERROR does not return")
+            }
+            other => other.rethrow(),
+        })
+        .execute();
 }
 
 /// Forgets [`note_foreign_reads`]'s mark: the transaction ended.
@@ -426,7 +465,9 @@ const FOREIGN_ERROR: &CStr =
 /// - every message reaches the client without its `CONTEXT` (a lock
 ///   wait's `while locking tuple (0,2)` is a row's place, COPY's and a
 ///   foreign-data wrapper's context quote the line read), and an error
-///   without its `DETAIL` (a deadlock's names transaction IDs);
+///   without its `DETAIL` (a deadlock's names transaction IDs); errors
+///   the executor raises were already raised again so
+///   ([`run_masked`]), before any PL/pgSQL handler could catch them;
 /// - an error raised while the transaction reads a foreign table with
 ///   rules ([`note_foreign_reads`]) reaches it as one fixed message, its
 ///   SQLSTATE kept.
