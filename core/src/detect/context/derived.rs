@@ -311,7 +311,8 @@ fn tokens(text: &str) -> Vec<(usize, usize)> {
         let glued = |at: Option<&u8>| at.is_some_and(|&c| matches!(c, b'@' | b'/' | b':'));
         let url = text[..start].ends_with("://") || text[..start].ends_with("www.");
         let email = bytes.get(end) == Some(&b'@') || (start > 0 && bytes[start - 1] == b'@');
-        if !email && !url && !(glued(bytes.get(end)) && bytes.get(end + 1) == Some(&b'/')) {
+        let path = glued(bytes.get(end)) && bytes.get(end + 1) == Some(&b'/');
+        if !(email || url || path) {
             out.push((start, stop));
         }
         i = end.max(start + c.len_utf8());

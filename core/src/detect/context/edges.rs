@@ -240,10 +240,7 @@ pub(super) fn id_prefix_before(text: &str, start: usize) -> Option<usize> {
     if text[..s].ends_with("urn:oid:") {
         s -= "urn:oid:".len();
     }
-    loop {
-        let Some(before) = text[..s].strip_suffix('-') else {
-            break;
-        };
+    while let Some(before) = text[..s].strip_suffix('-') {
         let run = before
             .bytes()
             .rev()
