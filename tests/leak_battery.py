@@ -34,6 +34,7 @@ import json
 import os
 import re
 import sys
+import threading
 import time
 
 import psycopg
@@ -1274,7 +1275,6 @@ def twentythird_review(b):
     DETAIL transaction IDs); and a foreign partition of a family
     partitioned by a labelled column kept its pg_class row count."""
     import tempfile
-    import threading
     files = tempfile.mkdtemp(prefix="dptext-leak23-")
     os.chmod(files, 0o755)
     short = os.path.join(files, "short.csv")
@@ -1383,47 +1383,16 @@ def twentythird_review(b):
         b.check("a masked lock wait's error carries no row place",
                 cap.error is not None and cap.error[0] == "55P03" and not any("tuple (" in t for t in cap.texts),
                 f"{cap.error} {cap.texts[:6]}")
-        # The masked session waits first, so its deadlock check finds the
-        # cycle and its statement gets the error.
-        with psycopg.connect(b.owner_dsn) as owner, b.connect() as masked:
-            masked.autocommit = False
-            masked.execute("UPDATE leak23_plain SET v = v WHERE id = 1")
-            owner.execute("UPDATE leak23_plain SET v = v WHERE id = 2")
-            got = {}
-            waiter = threading.Thread(
-                target=lambda: got.update(cap=b.run(["UPDATE leak23_plain SET v = v WHERE id = 2"], conn=masked)))
-            waiter.start()
-            time.sleep(0.3)
-            owner_wait = threading.Thread(target=lambda: _quietly(owner, "UPDATE leak23_plain SET v = v WHERE id = 1"))
-            owner_wait.start()
-            waiter.join(timeout=15)
-            masked.rollback()
-            owner_wait.join(timeout=15)
-            owner.rollback()
-            cap = got.get("cap") or Capture()
+        cap = _masked_deadlock(b, "UPDATE leak23_plain SET v = v WHERE id = 2")
         detail = [t for t in cap.texts if "transaction" in t.lower() and re.search(r"[0-9]{3,}", t)]
         b.check("a masked session's deadlock error names no transaction ID",
                 cap.error is not None and cap.error[0] == "40P01" and not detail, f"{cap.error} {detail[:3]}")
         # The same deadlock caught by a PL/pgSQL handler (the twenty-fourth
         # review): its DETAIL and CONTEXT were read before the log hook.
-        with psycopg.connect(b.owner_dsn) as owner, b.connect() as masked:
-            masked.autocommit = False
-            masked.execute("UPDATE leak23_plain SET v = v WHERE id = 1")
-            owner.execute("UPDATE leak23_plain SET v = v WHERE id = 2")
-            got = {}
-            handler = ("DO $$ DECLARE d text; c text; BEGIN BEGIN UPDATE leak23_plain SET v = v WHERE id = 2; "
-                       "EXCEPTION WHEN others THEN GET STACKED DIAGNOSTICS d = pg_exception_detail, "
-                       "c = pg_exception_context; END; RAISE NOTICE 'detail: % context: %', d, c; END $$")
-            waiter = threading.Thread(target=lambda: got.update(cap=b.run([handler], conn=masked)))
-            waiter.start()
-            time.sleep(0.3)
-            owner_wait = threading.Thread(target=lambda: _quietly(owner, "UPDATE leak23_plain SET v = v WHERE id = 1"))
-            owner_wait.start()
-            waiter.join(timeout=15)
-            masked.rollback()
-            owner_wait.join(timeout=15)
-            owner.rollback()
-            cap = got.get("cap") or Capture()
+        cap = _masked_deadlock(
+            b, "DO $$ DECLARE d text; c text; BEGIN BEGIN UPDATE leak23_plain SET v = v WHERE id = 2; "
+               "EXCEPTION WHEN others THEN GET STACKED DIAGNOSTICS d = pg_exception_detail, "
+               "c = pg_exception_context; END; RAISE NOTICE 'detail: % context: %', d, c; END $$")
         shown = [t for t in cap.texts if "detail:" in t]
         leaked = [t for t in shown if re.search(r"transaction [0-9]+|tuple \(", t)]
         b.check("a deadlock caught by a PL/pgSQL handler shows no transaction ID or row place",
@@ -1435,6 +1404,28 @@ def twentythird_review(b):
         for path in (short, notes, part):
             os.unlink(path)
         os.rmdir(files)
+
+
+def _masked_deadlock(b, stmt):
+    """Runs `stmt` (which updates leak23_plain row 2) in a masked session
+    holding row 1 while the owner holds row 2 and then waits for row 1.
+    The masked session waits first, so its deadlock check finds the cycle
+    and its statement gets the error. Returns what `stmt` sent back."""
+    with psycopg.connect(b.owner_dsn) as owner, b.connect() as masked:
+        masked.autocommit = False
+        masked.execute("UPDATE leak23_plain SET v = v WHERE id = 1")
+        owner.execute("UPDATE leak23_plain SET v = v WHERE id = 2")
+        got = {}
+        waiter = threading.Thread(target=lambda: got.update(cap=b.run([stmt], conn=masked)))
+        waiter.start()
+        time.sleep(0.3)
+        owner_wait = threading.Thread(target=lambda: _quietly(owner, "UPDATE leak23_plain SET v = v WHERE id = 1"))
+        owner_wait.start()
+        waiter.join(timeout=15)
+        masked.rollback()
+        owner_wait.join(timeout=15)
+        owner.rollback()
+        return got.get("cap") or Capture()
 
 
 def _quietly(conn, stmt):

@@ -103,15 +103,7 @@ fn segment(text: &str, start: usize, line: &str, fs: char, cs: char, out: &mut V
         return;
     }
     // Byte ranges of the fields, numbered as the standard numbers them.
-    let mut fields: Vec<(usize, usize)> = Vec::new();
-    let mut from = 0;
-    for (i, c) in line.char_indices() {
-        if c == fs {
-            fields.push((from, i));
-            from = i + c.len_utf8();
-        }
-    }
-    fields.push((from, line.len()));
+    let fields = split(line, fs, '\0');
     // Timestamps in any field (`MSH-7`, `PID-7`, `OBR-7`, ...):
     // `YYYYMMDD[HHMM[SS]]`, a component of digits alone.
     for &(a, b) in &fields[1..] {
