@@ -1435,6 +1435,26 @@ def _quietly(conn, stmt):
         pass
 
 
+def twentyfifth_review(b):
+    """What a twenty-fifth review found: the TOAST index of another
+    session's temporary table (in pg_toast_temp_N, not pg_toast) stayed in
+    masked sessions' pg_class, its reltuples the chunk count of the values
+    stored out of line."""
+    with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+        owner.execute("CREATE TEMP TABLE leak25_staging (id int, note text)")
+        owner.execute("INSERT INTO leak25_staging SELECT id, (SELECT string_agg(md5(g::text || id::text), '')"
+                      " FROM generate_series(1, 100 * id) g) FROM generate_series(1, 6) id")
+        owner.execute("DELETE FROM leak25_staging WHERE id = 1")
+        owner.execute("VACUUM leak25_staging")
+        seen = owner.execute("SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+                             " WHERE n.nspname LIKE 'pg_toast_temp%' AND c.relkind = 'i'").fetchone()[0]
+        b.check("the owner sees its temporary table's TOAST index", seen >= 1, f"{seen}")
+        with b.connect() as c:
+            shown = c.execute("SELECT c.relname, c.reltuples FROM pg_class c JOIN pg_namespace n"
+                              " ON n.oid = c.relnamespace WHERE n.nspname LIKE 'pg_toast%'").fetchall()
+        b.check("no TOAST table or index, temporary ones included, in masked pg_class", shown == [], f"{shown}")
+
+
 def eighteenth_review(b):
     """What an eighteenth review found: WAL positions by routes the WAL
     functions' refusal missed (a logical message returns the insert
@@ -1900,6 +1920,7 @@ def main():
         eighteenth_review(b)
         twentysecond_review(b)
         twentythird_review(b)
+        twentyfifth_review(b)
     computed_once_store(b)
     deny_by_default(b)
 

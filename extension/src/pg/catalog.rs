@@ -616,9 +616,23 @@ pub fn base_type(typ: pg_sys::Oid) -> pg_sys::Oid {
     unsafe { pg_sys::getBaseType(typ) }
 }
 
-/// Whether `relid` lives in `pg_toast` (a TOAST table or its index).
+/// Whether `relid` lives in `pg_toast` or a session's `pg_toast_temp_N`
+/// (a TOAST table or its index; a temporary table's live in the latter).
 pub fn in_toast_namespace(relid: pg_sys::Oid) -> bool {
-    // SAFETY: a syscache read; InvalidOid for a missing relation.
-    let ns = unsafe { pg_sys::get_rel_namespace(relid) };
-    ns == pg_sys::Oid::from(pg_sys::PG_TOAST_NAMESPACE)
+    // SAFETY: syscache reads; InvalidOid for a missing relation, NULL for
+    // a missing namespace, else a palloc'd NUL-terminated name.
+    unsafe {
+        let ns = pg_sys::get_rel_namespace(relid);
+        if ns == pg_sys::Oid::from(pg_sys::PG_TOAST_NAMESPACE) {
+            return true;
+        }
+        if ns == pg_sys::Oid::INVALID {
+            return false;
+        }
+        let name = pg_sys::get_namespace_name(ns);
+        !name.is_null()
+            && std::ffi::CStr::from_ptr(name)
+                .to_bytes()
+                .starts_with(b"pg_toast_temp_")
+    }
 }
