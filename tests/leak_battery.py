@@ -1670,8 +1670,10 @@ def below_the_mask(b):
     # of a routed parent locks the tuples it read, and pg_locks named their
     # child and ctid.
     for name, stmts in [
-        ("pg_locks after a SERIALIZABLE read of a routed parent",
-         ["BEGIN ISOLATION LEVEL SERIALIZABLE", "SELECT count(*) FROM leak_route WHERE id = 5",
+        ("a SERIALIZABLE read (predicate locks, serialization failures)",
+         ["BEGIN ISOLATION LEVEL SERIALIZABLE", "SELECT count(*) FROM leak_route WHERE id = 5"]),
+        ("pg_locks after a read of a routed parent",
+         ["BEGIN ISOLATION LEVEL REPEATABLE READ", "SELECT count(*) FROM leak_route WHERE id = 5",
           "SELECT relation::regclass, page, tuple FROM pg_locks WHERE locktype IN ('tuple', 'page')"]),
         ("pg_lock_status", ["SELECT * FROM pg_lock_status()"]),
         ("pg_blocking_pids", ["SELECT pg_blocking_pids(pg_backend_pid())"]),

@@ -138,6 +138,7 @@ unsafe extern "C-unwind" fn planner(
         PLANNED_MASKED.with(|p| p.borrow_mut().insert(roles_key(), session_masked));
         if session_masked {
             refuse_debug_messages();
+            refuse_serializable();
         }
         // SAFETY: `parse` is the rewritten query the planner was called
         // with; the planner may modify it.
@@ -213,6 +214,8 @@ unsafe extern "C-unwind" fn executor_start(query_desc: *mut pg_sys::QueryDesc, e
             );
         }
         if crate::session::session_is_masked() {
+            // A plan cached before the transaction began runs here unplanned.
+            refuse_serializable();
             // SAFETY: the executor passes a valid QueryDesc whose plannedstmt
             // it is about to run.
             let foreign =
@@ -566,6 +569,21 @@ unsafe fn lock_and_pin(rv: *mut pg_sys::RangeVar, lockmode: u32) -> Option<Oid> 
 /// IDs (`CommitTransaction ... xid`), the counter other sessions' writes
 /// step, and executor internals. `SET` and `SHOW` still run, so that the
 /// session can lower it.
+/// Refuses a masked session's statements in a SERIALIZABLE transaction:
+/// whether its read fails with a serialization failure (40001) tells
+/// whether an owner's SERIALIZABLE transaction read, by a filter on raw
+/// values, a row another transaction wrote (its predicate locks follow the
+/// rows the filter chose).
+fn refuse_serializable() {
+    // SAFETY: a backend global, read in the backend's own thread.
+    let level = unsafe { pg_sys::XactIsoLevel };
+    if level == pg_sys::XACT_SERIALIZABLE as c_int {
+        crate::error::refuse(
+            "masked sessions cannot run SERIALIZABLE transactions: a serialization failure would tell which rows another transaction chose by raw values (use REPEATABLE READ; check default_transaction_isolation)".into(),
+        );
+    }
+}
+
 fn refuse_debug_messages() {
     if crate::pg::settings::current_value("client_min_messages")
         .is_some_and(|v| v.starts_with("debug"))
