@@ -138,7 +138,6 @@ unsafe extern "C-unwind" fn planner(
         PLANNED_MASKED.with(|p| p.borrow_mut().insert(roles_key(), session_masked));
         if session_masked {
             refuse_debug_messages();
-            refuse_serializable();
         }
         // SAFETY: `parse` is the rewritten query the planner was called
         // with; the planner may modify it.
@@ -214,7 +213,8 @@ unsafe extern "C-unwind" fn executor_start(query_desc: *mut pg_sys::QueryDesc, e
             );
         }
         if crate::session::session_is_masked() {
-            // A plan cached before the transaction began runs here unplanned.
+            // Here, not in the planner: every plan that runs starts here,
+            // one cached before the transaction began too.
             refuse_serializable();
             // SAFETY: the executor passes a valid QueryDesc whose plannedstmt
             // it is about to run.
@@ -558,17 +558,6 @@ unsafe fn lock_and_pin(rv: *mut pg_sys::RangeVar, lockmode: u32) -> Option<Oid> 
     }
 }
 
-/// Refuses a statement that would leave code of the masked session behind
-/// for other sessions to run (a trigger, rule, policy, function, view or
-/// column default runs as the role that calls it, unmasked for an
-/// unmasked caller); on this session's temporary objects it is allowed.
-/// Refuses a masked session's statement while it takes DEBUG messages
-/// (`client_min_messages = debug1` to `debug5`, by `SET`, `set_config` or
-/// a start-up option): PostgreSQL sends them to the client without the log
-/// hook when the server log does not take them, and they carry transaction
-/// IDs (`CommitTransaction ... xid`), the counter other sessions' writes
-/// step, and executor internals. `SET` and `SHOW` still run, so that the
-/// session can lower it.
 /// Refuses a masked session's statements in a SERIALIZABLE transaction:
 /// whether its read fails with a serialization failure (40001) tells
 /// whether an owner's SERIALIZABLE transaction read, by a filter on raw
@@ -584,6 +573,15 @@ fn refuse_serializable() {
     }
 }
 
+/// Refuses a masked session's statement while it takes DEBUG messages
+/// (`client_min_messages = debug1` to `debug5`, by `SET`, `set_config` or
+/// a start-up option): PostgreSQL sends them to the client without the log
+/// hook when the server log does not take them, and they carry transaction
+/// IDs (`CommitTransaction ... xid`), the counter other sessions' writes
+/// step, and executor internals. `SET` and `SHOW` still run, so that the
+/// session can lower it. Also refuses while `log_min_messages` is above
+/// `error`: the log hook that takes the details out of masked sessions'
+/// messages runs only for what the server log takes.
 fn refuse_debug_messages() {
     if crate::pg::settings::current_value("client_min_messages")
         .is_some_and(|v| v.starts_with("debug"))
@@ -603,6 +601,10 @@ fn refuse_debug_messages() {
     }
 }
 
+/// Refuses a statement that would leave code of the masked session behind
+/// for other sessions to run (a trigger, rule, policy, function, view or
+/// column default runs as the role that calls it, unmasked for an
+/// unmasked caller); on this session's temporary objects it is allowed.
 fn refuse_planted(what: &str) -> ! {
     crate::error::refuse(format!(
         "masked sessions cannot create or change {what} outside their temporary schema: other sessions would run it unmasked"

@@ -492,7 +492,7 @@ unsafe extern "C-unwind" fn emit_log(edata: *mut pg_sys::ErrorData) {
             (*edata).context = std::ptr::null_mut();
             if (*edata).elevel >= pgrx::PgLogLevel::ERROR as c_int {
                 (*edata).detail = std::ptr::null_mut();
-                if FOREIGN_READ.with(std::cell::Cell::get) {
+                if foreign_read() {
                     (*edata).message = pg_sys::pstrdup(FOREIGN_ERROR.as_ptr());
                     (*edata).hint = std::ptr::null_mut();
                     (*edata).internalquery = std::ptr::null_mut();

@@ -150,25 +150,20 @@ fn add_initials(parts: &[String], out: &mut HashSet<String>) {
 /// initials) and surname (`tnakashima`, `tqpham`), the surname's parts
 /// joined (`aowusuansah`), cut to its first five letters or more
 /// (`jkrzyz`), first and last with a dot (`marit.lindahl`). Surnames
-/// shorter than three letters make none; a one-word name makes only
-/// those with one letter before it.
+/// shorter than three letters, and names of one word, make none.
 fn add_logins(parts: &[String], out: &mut HashSet<String>) {
-    let Some(last) = parts.last() else {
+    let (Some(first), Some(last)) = (parts.first(), parts.last()) else {
         return;
     };
     let surname: String = last.chars().filter(char::is_ascii_alphanumeric).collect();
-    if surname.len() < 3 || is_vocabulary(&surname) {
+    if parts.len() == 1 || surname.len() < 3 || is_vocabulary(&surname) {
         return;
     }
-    let mut cuts = vec![surname.clone()];
-    cuts.extend((5..surname.len()).map(|n| surname[..n].to_string()));
-    if parts.len() == 1 {
-        return;
-    }
-    let first = &parts[0];
     let Some(f) = first.chars().next() else {
         return;
     };
+    let mut cuts = vec![surname.clone()];
+    cuts.extend((5..surname.len()).map(|n| surname[..n].to_string()));
     let middles: String = parts[1..parts.len() - 1]
         .iter()
         .filter_map(|p| p.chars().next())
