@@ -1,7 +1,8 @@
 //! The one error type of `dptext-core`.
 //!
-//! Front ends map each variant to their own vocabulary: the extension to a
-//! SQLSTATE (see [`Error::sqlstate`]), the CLI to a message and an exit code.
+//! Front ends map each error's kind ([`Error::kind`]) to their own
+//! vocabulary: the extension and the proxy to a SQLSTATE, each from one
+//! table of its own, the CLI to a message and an exit code.
 
 use std::path::PathBuf;
 
