@@ -1455,6 +1455,75 @@ def twentyfifth_review(b):
         b.check("no TOAST table or index, temporary ones included, in masked pg_class", shown == [], f"{shown}")
 
 
+def twentyseventh_review(b):
+    """What a twenty-seventh review found: xmax of an unlabelled table (a
+    row lock, UPDATE or DELETE leaves its transaction's ID there, after a
+    ROLLBACK too) showed which rows an owner's statement chose by a
+    labelled column of another table; masked sessions now read none of
+    the transaction columns of any relation outside the catalogs. And the
+    refusal of DEBUG messages held only where statements are planned: a
+    transaction that turned them on with set_config, or a cached plan run
+    under them, got DEBUG messages through."""
+    with psycopg.connect(b.owner_dsn, autocommit=True) as owner:
+        owner.execute("DROP TABLE IF EXISTS leak27_appts CASCADE")
+        owner.execute("CREATE TABLE leak27_appts (id int PRIMARY KEY, patient_id int, slot text)")
+        owner.execute("INSERT INTO leak27_appts SELECT g, 1 + g % 3, 'slot ' || g FROM generate_series(1, 9) g")
+        owner.execute("CREATE VIEW leak27_v AS SELECT id, xmax AS x FROM leak27_appts")
+        owner.execute("GRANT SELECT ON leak27_appts, leak27_v TO leak_masked")
+        owner.execute("VACUUM leak27_appts")
+        # The owner's job locks the appointments of the patient whose raw
+        # note names the first marker, then rolls back.
+        with psycopg.connect(b.owner_dsn) as job:
+            job.execute("SELECT a.id FROM leak27_appts a JOIN leak_t t ON t.id = a.patient_id"
+                        " WHERE t.note LIKE %s FOR UPDATE OF a", (f"%{MARKERS[0]}%",))
+            job.rollback()
+        marked = [r[0] for r in owner.execute(
+            "SELECT patient_id FROM leak27_appts WHERE xmax::text <> '0' ORDER BY id").fetchall()]
+        b.check("the owner reads xmax on the rows its rolled-back lock chose", set(marked) == {1}, f"{marked}")
+    for name, stmt in [
+        ("xmax of an unlabelled table", "SELECT id, xmax FROM leak27_appts"),
+        ("xmin of an unlabelled table", "SELECT xmin FROM leak27_appts"),
+        ("cmin and cmax of an unlabelled table", "SELECT cmin, cmax FROM leak27_appts"),
+        ("xmax in a filter", "SELECT id FROM leak27_appts WHERE xmax::text <> '0'"),
+        ("xmax in a sublink", "SELECT (SELECT count(*) FROM leak27_appts a WHERE a.xmax::text <> '0')"),
+        ("xmax through a CTE", "WITH c AS (SELECT xmax AS x FROM leak27_appts) SELECT x FROM c"),
+        ("xmax through a join", "SELECT a.xmax FROM leak27_appts a JOIN leak_t t ON t.id = a.patient_id"),
+        ("xmax through an owner's view", "SELECT x FROM leak27_v"),
+    ]:
+        b.no_leak(f"masked session refused: {name}", b.run([stmt]), expect_error="42501")
+    fn_run = b.run([
+        "CREATE FUNCTION pg_temp.leak27_f() RETURNS SETOF text LANGUAGE plpgsql AS"
+        " $$ BEGIN RETURN QUERY SELECT xmax::text FROM leak27_appts; END $$",
+        "SELECT * FROM pg_temp.leak27_f()"])
+    b.no_leak("masked session refused: xmax in a PL/pgSQL function", fn_run, expect_error="42501")
+    plain = b.run(["SELECT id, patient_id, slot FROM leak27_appts ORDER BY id"])
+    b.check("the unlabelled table's own columns still read", plain.error is None and "slot 9" in plain.texts,
+            f"{plain.error}")
+    # DEBUG messages, by the routes that skipped the planner's check.
+    with b.connect() as c:
+        debug = b.run(["BEGIN", "SELECT set_config('client_min_messages', 'debug5', true)", "COMMIT"], conn=c)
+        after = c.execute("SHOW client_min_messages").fetchone()[0]
+    b.no_leak("a transaction that turned DEBUG messages on", debug, expect_error="42501")
+    b.check("it did not commit the setting", after != "debug5", after)
+    shown = [t for t in debug.texts if t.startswith("DEBUG") or "TransactionState" in t or "xid/subid" in t]
+    b.check("no DEBUG message reached the session", shown == [], f"{shown}")
+    with b.connect() as c:
+        plain = b.run(["SET client_min_messages = debug5", "SELECT 1"], conn=c)
+        after = c.execute("SHOW client_min_messages").fetchone()[0]
+    b.no_leak("SET client_min_messages = debug5", plain, expect_error="42501")
+    b.check("the SET did not stay", after != "debug5", after)
+    shown = [t for t in plain.texts if t.startswith("DEBUG") or "xid/subid" in t]
+    b.check("no DEBUG message after a SET of debug5", shown == [], f"{shown}")
+    with b.connect() as c:
+        cached = b.run([
+            "CREATE FUNCTION pg_temp.leak27_g(d bool) RETURNS bigint LANGUAGE plpgsql AS $$ BEGIN"
+            " IF d THEN PERFORM set_config('client_min_messages', 'debug5', true); END IF;"
+            " RETURN (SELECT count(*) FROM leak_t); END $$",
+            "SELECT pg_temp.leak27_g(false)",
+            "BEGIN", "SELECT pg_temp.leak27_g(true)", "ROLLBACK"], conn=c)
+    b.no_leak("a cached plan run under DEBUG messages", cached, expect_error="42501")
+
+
 def eighteenth_review(b):
     """What an eighteenth review found: WAL positions by routes the WAL
     functions' refusal missed (a logical message returns the insert
@@ -1923,6 +1992,7 @@ def main():
         twentysecond_review(b)
         twentythird_review(b)
         twentyfifth_review(b)
+        twentyseventh_review(b)
     computed_once_store(b)
     deny_by_default(b)
 

@@ -89,6 +89,18 @@ unsafe extern "C-unwind" fn xact_ended(
     }
     if matches!(
         event,
+        pg_sys::XactEvent::XACT_EVENT_PRE_COMMIT | pg_sys::XactEvent::XACT_EVENT_PRE_PREPARE
+    ) && !crate::pg::lookup::in_lookup()
+        && crate::pg::settings::client_takes_debug()
+        && crate::session::session_is_masked()
+    {
+        // A transaction that turned DEBUG messages on (`SET LOCAL`, or
+        // `set_config` in a statement planned before it took effect) does
+        // not commit: it ends refused, and the setting goes with it.
+        refuse_debug_messages();
+    }
+    if matches!(
+        event,
         pg_sys::XactEvent::XACT_EVENT_ABORT
             | pg_sys::XactEvent::XACT_EVENT_COMMIT
             | pg_sys::XactEvent::XACT_EVENT_PREPARE
@@ -144,6 +156,7 @@ unsafe extern "C-unwind" fn planner(
         unsafe {
             let survey = super::rewrite::survey(parse, session_masked);
             if session_masked || survey.reads_as_masked_role() {
+                survey.refuse_transaction_columns(session_masked);
                 if crate::guc::deny_unlabelled_text() {
                     survey.refuse_unlabelled_text(session_masked);
                 }
@@ -216,6 +229,7 @@ unsafe extern "C-unwind" fn executor_start(query_desc: *mut pg_sys::QueryDesc, e
             // Here, not in the planner: every plan that runs starts here,
             // one cached before the transaction began too.
             refuse_serializable();
+            refuse_debug_messages();
             // SAFETY: the executor passes a valid QueryDesc whose plannedstmt
             // it is about to run.
             let foreign =
@@ -287,6 +301,7 @@ fn run_for_session(run: impl FnOnce()) {
         run();
     } else {
         super::side_channels::run_masked(run);
+        refuse_debug_messages_turned_on();
     }
 }
 
@@ -529,6 +544,9 @@ unsafe extern "C-unwind" fn utility(
             ),
         }
     }
+    if !transaction_control && !crate::pg::lookup::in_lookup() {
+        refuse_debug_messages_turned_on();
+    }
 }
 
 /// The relation a `RangeVar` names, locked as the command will lock it,
@@ -573,19 +591,33 @@ fn refuse_serializable() {
     }
 }
 
+/// After a masked session's statement (or a statement a function runs)
+/// has run: refuses it when it turned DEBUG messages on (`set_config` in a
+/// query, `SET`, `SET LOCAL`), so that it ends in an error and the setting
+/// is undone with its transaction before any later statement, or the
+/// commit, sends one.
+fn refuse_debug_messages_turned_on() {
+    if crate::session::session_is_masked_cached() == Some(true)
+        && crate::pg::settings::client_takes_debug()
+    {
+        refuse_debug_messages();
+    }
+}
+
 /// Refuses a masked session's statement while it takes DEBUG messages
 /// (`client_min_messages = debug1` to `debug5`, by `SET`, `set_config` or
 /// a start-up option): PostgreSQL sends them to the client without the log
 /// hook when the server log does not take them, and they carry transaction
 /// IDs (`CommitTransaction ... xid`), the counter other sessions' writes
-/// step, and executor internals. `SET` and `SHOW` still run, so that the
-/// session can lower it. Also refuses while `log_min_messages` is above
+/// step, and executor internals. Checked where statements are planned,
+/// where every plan starts (one cached earlier too) and before a commit (a
+/// transaction that raised it does not commit, so the setting goes with
+/// it). `SET` and `SHOW` still run, so that the session can lower it.
+/// Also refuses while `log_min_messages` is above
 /// `error`: the log hook that takes the details out of masked sessions'
 /// messages runs only for what the server log takes.
 fn refuse_debug_messages() {
-    if crate::pg::settings::current_value("client_min_messages")
-        .is_some_and(|v| v.starts_with("debug"))
-    {
+    if crate::pg::settings::client_takes_debug() {
         crate::error::refuse(
             "masked sessions cannot receive DEBUG messages (they carry transaction IDs and executor internals): SET client_min_messages = notice".into(),
         );

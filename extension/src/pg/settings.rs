@@ -103,17 +103,11 @@ pub fn chosen_by_session(name: &'static str) -> bool {
     by_session(source, srole)
 }
 
-/// The current value of setting `name` as `SHOW` prints it; `None` for a
-/// setting that does not exist.
-pub fn current_value(name: &str) -> Option<String> {
-    let c = CString::new(name).ok()?;
-    // SAFETY: a NUL-terminated name; missing_ok, so NULL rather than an
-    // ERROR for an unknown setting; the string PostgreSQL owns is copied
-    // at once.
-    unsafe {
-        let v = pg_sys::GetConfigOption(c.as_ptr(), true, false);
-        (!v.is_null()).then(|| CStr::from_ptr(v).to_string_lossy().into_owned())
-    }
+/// Whether the session takes DEBUG messages (`client_min_messages` at
+/// `debug1` or below), which PostgreSQL sends it without the log hook.
+pub fn client_takes_debug() -> bool {
+    // SAFETY: a GUC's C variable, read in the backend's own thread.
+    unsafe { pg_sys::client_min_messages <= pg_sys::DEBUG1 as std::ffi::c_int }
 }
 
 /// True when the session chose ([`chosen_by_session`]) a value of integer

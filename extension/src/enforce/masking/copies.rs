@@ -18,7 +18,7 @@ use super::{
 /// are not those of the relations with these OIDs now (OIDs are reused,
 /// and a dump restored elsewhere keeps the OIDs of the cluster it came
 /// from; a copy or source renamed since is not trusted either).
-pub(super) const LAST_BUILD_SQL: &str = "
+const LAST_BUILD_SQL: &str = "
 SELECT l.source_oid, l.build FROM (VALUES (1)) v LEFT JOIN LATERAL (
   SELECT p.source_oid, p.build, p.target_name, p.source_schema, p.source_table
     FROM dptext.provenance p
@@ -40,7 +40,7 @@ SELECT l.source_oid, l.build FROM (VALUES (1)) v LEFT JOIN LATERAL (
 
 /// The columns of target `$1` that build `$3` did not sanitize, with the
 /// number of the same-named column of its source `$2` (NULL: none).
-pub(super) const UNSANITIZED_SQL: &str = "
+const UNSANITIZED_SQL: &str = "
 SELECT a.attnum, s.attnum
   FROM pg_catalog.pg_attribute a
   LEFT JOIN pg_catalog.pg_attribute s ON s.attrelid OPERATOR(pg_catalog.=) $2
@@ -148,7 +148,7 @@ pub(super) fn sanitized_policy(
 
 /// Why a sanitized copy of `source` may not be served: the source's own
 /// rows, or their order, follow raw values (see [`sanitized_policy`]).
-pub(super) fn copy_source_refusal(source: Oid) -> Option<String> {
+fn copy_source_refusal(source: Oid) -> Option<String> {
     let policy = relation_policy(source);
     match policy.as_ref() {
         RelationPolicy::Refused(why) | RelationPolicy::Derived { why, .. } => {
@@ -172,7 +172,7 @@ pub(super) fn copy_source_refusal(source: Oid) -> Option<String> {
 /// Why the rows a build read from `src` (a materialized view's refresh, a
 /// sanitized copy's build), or the order it read them in, may follow raw
 /// values: a copy stores its rows in the order it read them.
-pub(super) enum SourceFlaw {
+enum SourceFlaw {
     /// Row-level security filtered the rows, by the policies of whoever
     /// built it (a policy on a labelled column, of this table or, through
     /// a subquery, of another, is a filter on raw values).
@@ -187,7 +187,7 @@ pub(super) enum SourceFlaw {
 }
 
 /// What [`SourceFlaw`] applies to source `src`, if any.
-pub(super) fn source_flaw(src: Oid) -> Option<SourceFlaw> {
+fn source_flaw(src: Oid) -> Option<SourceFlaw> {
     if crate::pg::catalog::row_security(src) {
         return Some(SourceFlaw::RowSecurity);
     }
@@ -302,12 +302,7 @@ pub(super) fn matview_policy(relid: Oid, mut rules: Vec<ColumnRule>) -> Relation
 /// Returns why the copy's unlabelled columns must be refused instead,
 /// when the source column may not be served from stored rows (its rule
 /// fixes deidentify's date shift per group) or may not be read at all.
-pub(super) fn serve_copy(
-    rules: &mut Vec<ColumnRule>,
-    attnum: i16,
-    src: Oid,
-    att: i16,
-) -> Option<String> {
+fn serve_copy(rules: &mut Vec<ColumnRule>, attnum: i16, src: Oid, att: i16) -> Option<String> {
     let column = || format!("column {att} of {}", crate::pg::catalog::relation_name(src));
     let p = relation_policy(src);
     if let Some(r) = p.rule(att) {

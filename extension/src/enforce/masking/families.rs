@@ -124,7 +124,7 @@ pub(crate) fn family_refusal(relid: Oid) -> Option<String> {
 /// (its hash, or its range), and `tableoid`, a read of one shard and the
 /// public `get_shard_id_for_distribution_column` would test guesses
 /// against it. Without Citus this is one catalog probe.
-pub(super) fn distribution_refusal(relid: Oid) -> Option<String> {
+fn distribution_refusal(relid: Oid) -> Option<String> {
     let (table, key) = lookup(|| -> Result<(Oid, Option<String>), pgrx::spi::Error> {
         if !read_one::<bool>(HAS_DISTRIBUTION_SQL, &[])?.unwrap_or(false) {
             return Ok((relid, None));
@@ -164,7 +164,7 @@ pub(super) fn distribution_refusal(relid: Oid) -> Option<String> {
 /// expressions, NULL, whether an operator class of its is not built in),
 /// each CHECK constraint when the family has more than one table, and
 /// each index a member is clustered on (its oid fifth).
-pub(super) const FAMILY_PLACEMENT_SQL: &str = concat!(
+const FAMILY_PLACEMENT_SQL: &str = concat!(
     crate::pg::catalog::family_cte!(),
     "
 SELECT 'partition key', p.partrelid, p.partattrs::pg_catalog.int2[], p.partexprs::pg_catalog.text,
@@ -183,23 +183,23 @@ SELECT 'clustered index', x.indrelid, NULL, NULL, x.indexrelid, false
 );
 
 /// Whether Citus's distribution catalog exists in this database.
-pub(super) const HAS_DISTRIBUTION_SQL: &str =
+const HAS_DISTRIBUTION_SQL: &str =
     "SELECT pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL";
 
 /// The distribution key of Citus table `$1` (a `Var` node), one row
 /// always: NULL for a reference table or a relation Citus does not
 /// distribute.
-pub(super) const DISTRIBUTION_KEY_SQL: &str = "
+const DISTRIBUTION_KEY_SQL: &str = "
 SELECT (SELECT p.partkey FROM pg_catalog.pg_dist_partition p
          WHERE p.logicalrelid::pg_catalog.oid OPERATOR(pg_catalog.=) $1 LIMIT 1)";
 
 /// Whether Citus's shard catalog exists in this database.
-pub(super) const HAS_SHARDS_SQL: &str =
+const HAS_SHARDS_SQL: &str =
     "SELECT pg_catalog.to_regclass('pg_catalog.pg_dist_shard') IS NOT NULL";
 
 /// The distributed table of Citus shard `$1` (0, one row always, when
 /// there is no such shard).
-pub(super) const SHARD_OF_SQL: &str = "
+const SHARD_OF_SQL: &str = "
 SELECT COALESCE((SELECT s.logicalrelid FROM pg_catalog.pg_dist_shard s
                   WHERE s.shardid OPERATOR(pg_catalog.=) $1), 0::pg_catalog.oid)";
 

@@ -23,7 +23,7 @@ pub(super) unsafe fn is_mask_function(funcid: Oid) -> bool {
 }
 
 /// True when `rte` reads Citus's `pg_catalog.read_intermediate_result(s)`.
-pub(super) unsafe fn reads_intermediate_result(rte: *mut pg_sys::RangeTblEntry) -> bool {
+unsafe fn reads_intermediate_result(rte: *mut pg_sys::RangeTblEntry) -> bool {
     // SAFETY: a function RTE's `functions` list holds RangeTblFunction
     // nodes whose funcexpr is an expression node, cast after its tag is
     // checked; get_func_name returns NULL or a palloc'd C string.
@@ -57,10 +57,7 @@ pub(super) unsafe fn reads_intermediate_result(rte: *mut pg_sys::RangeTblEntry) 
 impl Rewrite<'_> {
     /// `node` as a call `dptext.mask(x, mechanism, params)` with constant
     /// text `mechanism` and `params`: (`x`, mechanism, params).
-    pub(super) unsafe fn mask_call_parts(
-        &self,
-        node: *mut Node,
-    ) -> Option<(*mut Node, String, String)> {
+    unsafe fn mask_call_parts(&self, node: *mut Node) -> Option<(*mut Node, String, String)> {
         // SAFETY: `node` is a valid expression node, cast after its tag is
         // checked; a FuncExpr's args list holds expression nodes.
         unsafe {
@@ -118,7 +115,7 @@ impl Rewrite<'_> {
     /// a column of a Citus intermediate result: what a part of the query
     /// that Citus planned on its own computed, planned (so masked) through
     /// this hook like any query of the session.
-    pub(super) unsafe fn copies_column(
+    unsafe fn copies_column(
         &self,
         q: *mut Query,
         var: *mut pg_sys::Var,

@@ -12,7 +12,7 @@ use super::{rt_fetch, Rewrite, REWRITE, REWRITE_EV_CLASS, STATISTIC_EXT_DATA};
 
 /// True when column `attnum` of catalog `relid` holds a transaction or
 /// multixact counter a vacuum sets (see [`Rewrite::counter_read`]).
-pub(super) fn is_counter_column(relid: Oid, attnum: i16) -> bool {
+fn is_counter_column(relid: Oid, attnum: i16) -> bool {
     let Ok(attnum) = u32::try_from(attnum) else {
         return false;
     };

@@ -20,11 +20,7 @@ use super::{check_as_user, rt_fetch, Reads, Rewrite, Walker};
 ///
 /// # Safety
 /// `qual` is a valid expression of the query whose entry `rti` is.
-pub(super) unsafe fn reads_protected_column(
-    qual: *mut Node,
-    rti: i32,
-    policy: &RelationPolicy,
-) -> bool {
+unsafe fn reads_protected_column(qual: *mut Node, rti: i32, policy: &RelationPolicy) -> bool {
     struct Look<'p> {
         rti: i32,
         level: u32,
@@ -88,7 +84,7 @@ pub(super) unsafe fn reads_protected_column(
 /// `sub` is a valid masking subquery whose target list has one entry per
 /// output column (resnos 1..n, none junk); `eref` is its relation's alias
 /// and `colnames` the column names of those outputs.
-pub(super) unsafe fn shuffled(
+unsafe fn shuffled(
     sub: *mut Query,
     eref: *mut pg_sys::Alias,
     colnames: *mut pg_sys::List,
@@ -173,7 +169,7 @@ pub(super) unsafe fn shuffled(
 }
 
 /// A `text` constant.
-pub(super) unsafe fn text_const(s: &str) -> *mut Node {
+unsafe fn text_const(s: &str) -> *mut Node {
     let datum = s.into_datum().unwrap_or(pg_sys::Datum::from(0));
     // SAFETY: `datum` is a text varlena in the current memory context.
     unsafe {
@@ -197,7 +193,7 @@ pub(super) unsafe fn text_const(s: &str) -> *mut Node {
 /// # Safety
 /// `var` is a valid Var reading relation `relid`, which has column
 /// `attnum`; the nodes are built in the current memory context.
-pub(super) unsafe fn group_text(var: *mut pg_sys::Var, relid: Oid, attnum: i16) -> *mut Node {
+unsafe fn group_text(var: *mut pg_sys::Var, relid: Oid, attnum: i16) -> *mut Node {
     let (typ, typmod, coll) = crate::pg::catalog::attribute_type(relid, attnum);
     // The policy refused other types; checked again, as the text of any
     // other type may depend on the session's settings.
@@ -248,7 +244,7 @@ pub(super) unsafe fn group_text(var: *mut pg_sys::Var, relid: Oid, attnum: i16) 
 /// # Safety
 /// `expr` is a valid expression node of type `bpchar` or a domain over
 /// it; the nodes are built in the current memory context.
-pub(super) unsafe fn bpchar_to_text(expr: *mut pg_sys::Expr, coll: Oid) -> *mut Node {
+unsafe fn bpchar_to_text(expr: *mut pg_sys::Expr, coll: Oid) -> *mut Node {
     // SAFETY: as the caller promises; the relabel (to the base type, for
     // a domain) and the call are fresh nodes; `text(bpchar)` is built in.
     unsafe {
@@ -315,7 +311,7 @@ impl Rewrite<'_> {
     /// `dptext.mask(arg::text, mechanism, params)::type`, or with a
     /// grouping column `dptext.mask(arg::text, mechanism, params,
     /// group::text)::type`, the group read from the same row.
-    pub(super) unsafe fn mask_expr(
+    unsafe fn mask_expr(
         &self,
         var: *mut pg_sys::Var,
         relid: Oid,

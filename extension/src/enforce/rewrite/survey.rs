@@ -121,6 +121,38 @@ impl Survey {
         }
     }
 
+    /// Refuses a masked read of the transaction columns (`xmin`, `xmax`,
+    /// `cmin`, `cmax`) of any relation outside the system catalogs, with
+    /// rules or without: a row lock, an `UPDATE` or a `DELETE` leaves its
+    /// transaction's ID in the row's `xmax` (after a `ROLLBACK` too, until
+    /// the row is next written or frozen), and `xmin` names the
+    /// transaction that wrote it, so an owner's statement that chose rows
+    /// of an unlabelled table by a labelled column of another
+    /// (`... JOIN patients p ... WHERE p.name LIKE 'A%' FOR UPDATE OF a`)
+    /// would show which rows it chose. (Labelled relations refuse them in
+    /// pass two, with `ctid`.)
+    pub(crate) fn refuse_transaction_columns(&self, session_masked: bool) {
+        const TRANSACTION_COLUMNS: [i32; 4] = [
+            pg_sys::MinTransactionIdAttributeNumber,
+            pg_sys::MinCommandIdAttributeNumber,
+            pg_sys::MaxTransactionIdAttributeNumber,
+            pg_sys::MaxCommandIdAttributeNumber,
+        ];
+        for (relid, as_user, cols) in &self.read_columns {
+            if relid.to_u32() >= pg_sys::FirstNormalObjectId
+                && Self::masked_as(session_masked, *as_user)
+                && cols
+                    .iter()
+                    .any(|&a| TRANSACTION_COLUMNS.contains(&i32::from(a)))
+            {
+                crate::error::refuse(format!(
+                    "masked sessions cannot read the transaction columns (xmin, xmax, cmin, cmax) of {}: which rows an owner's statement wrote or locked can follow raw values of a labelled column",
+                    crate::pg::catalog::relation_name(*relid)
+                ));
+            }
+        }
+    }
+
     /// True when a read checked as `as_user` is masked.
     pub(super) fn masked_as(session_masked: bool, as_user: Oid) -> bool {
         session_masked || (as_user != Oid::INVALID && crate::session::role_is_masked(as_user))
