@@ -57,6 +57,11 @@ pub enum Rule {
     /// table with protected columns: how rows fill pages depends on the
     /// lengths of their values.
     RowLocation,
+    /// A transaction column (`xmin`, `xmax`, `cmin`, `cmax`) of a table
+    /// (not a catalog): a row lock, `UPDATE` or `DELETE` leaves its
+    /// transaction's ID in `xmax`, after a `ROLLBACK` too, so the rows an
+    /// owner's statement chose by raw values of another table show.
+    TransactionColumn,
     /// The policy protects a column that the table does not have.
     PolicyMismatch,
     /// A column reference that names no column in scope.
@@ -145,6 +150,7 @@ impl Rule {
             Rule::DerivedColumn => "derived_column",
             Rule::ProtectedRepeated => "protected_repeated",
             Rule::RowLocation => "row_location",
+            Rule::TransactionColumn => "transaction_column",
             Rule::PolicyMismatch => "policy_mismatch",
             Rule::ColumnUnresolved => "column_unresolved",
             Rule::ColumnAmbiguous => "column_ambiguous",

@@ -16,17 +16,26 @@ use super::nodes::{Field, Origin};
 use super::{OutputColumn, Refusal, Rule};
 
 /// System columns of a table: never protected (they describe the row's
-/// storage, not its values), and allowed but for [`LAYOUT_COLUMNS`].
+/// storage, not its values), and allowed but for [`LAYOUT_COLUMNS`] and
+/// [`TRANSACTION_COLUMNS`].
 const SYSTEM_COLUMNS: &[&str] = &["ctid", "xmin", "xmax", "cmin", "cmax", "tableoid"];
+
+/// System columns that name the transaction and command that wrote or
+/// locked a row. Refused in every table that is not a catalog, protected
+/// columns or not ([`Rule::TransactionColumn`]): a row lock, an `UPDATE`
+/// or a `DELETE` leaves its transaction's ID in the row's `xmax`, after a
+/// `ROLLBACK` too, so an owner's statement that chose rows of this table by
+/// raw values of another (`... JOIN patients p ... WHERE p.name LIKE 'A%'
+/// FOR UPDATE OF v`) shows which rows it chose.
+const TRANSACTION_COLUMNS: &[&str] = &["xmin", "xmax", "cmin", "cmax"];
 
 /// System columns whose values follow the table's physical layout: a
 /// row's `ctid` is its page and slot, and how many rows fit on a page
 /// depends on the lengths of their values. In a relation with protected
 /// columns they are refused wherever they appear ([`Rule::RowLocation`]).
-/// The others stay: `xmin`, `xmax`, `cmin` and `cmax` say which
-/// transaction and command wrote or locked a row, whatever its values;
-/// `tableoid` is one value per table, and a hierarchy a protected column
-/// splits is not read at all ([`Rule::ProtectedPartition`]).
+/// `tableoid` stays: it is one value per table, and a hierarchy a
+/// protected column splits is not read at all
+/// ([`Rule::ProtectedPartition`]).
 const LAYOUT_COLUMNS: &[&str] = &["ctid"];
 
 /// A column as a scope sees it.
@@ -51,6 +60,10 @@ pub(super) struct Col {
     /// is stored, of a relation with protected columns (see
     /// [`LAYOUT_COLUMNS`]): any reference to it is refused.
     pub layout: Option<String>,
+    /// The name (`t.xmax`) of a transaction column of a table that is not
+    /// a catalog (see [`TRANSACTION_COLUMNS`]): any reference to it is
+    /// refused.
+    pub transaction: Option<String>,
 }
 
 impl Col {
@@ -63,6 +76,7 @@ impl Col {
             origin: Origin::Data,
             withheld: None,
             layout: None,
+            transaction: None,
         }
     }
 
@@ -191,6 +205,9 @@ impl<'p> Scope<'p> {
                 not_withheld(std::slice::from_ref(c))?;
                 if let Some(name) = &c.layout {
                     return Err(row_location(name));
+                }
+                if let Some(name) = &c.transaction {
+                    return Err(transaction_column(name));
                 }
             }
             Resolved::WholeRow(cols, _) => not_withheld(cols)?,
@@ -344,7 +361,8 @@ fn not_withheld(cols: &[Col]) -> Result<(), Refusal> {
 
 /// The columns of `item` certainly named `name` (system columns of a
 /// table included; one that follows the physical layout of a table with
-/// protected columns is marked to be refused, see [`LAYOUT_COLUMNS`]).
+/// protected columns, or names a transaction, is marked to be refused,
+/// see [`LAYOUT_COLUMNS`] and [`TRANSACTION_COLUMNS`]).
 pub(super) fn column_of(item: &NsItem, name: &str) -> Vec<Col> {
     let mut found: Vec<Col> = item
         .cols
@@ -358,9 +376,14 @@ pub(super) fn column_of(item: &NsItem, name: &str) -> Vec<Col> {
             .cols
             .iter()
             .any(|c| matches!(c.out, OutputColumn::Protected(_)));
+        let table = item.name.as_deref().unwrap_or("?");
         if protected && LAYOUT_COLUMNS.contains(&name) {
-            let table = item.name.as_deref().unwrap_or("?");
             col.layout = Some(format!("{table}.{name}"));
+        }
+        let catalog =
+            !item.cols.is_empty() && item.cols.iter().all(|c| c.origin == Origin::Catalog);
+        if !catalog && TRANSACTION_COLUMNS.contains(&name) {
+            col.transaction = Some(format!("{table}.{name}"));
         }
         found.push(col);
     }
@@ -388,6 +411,17 @@ fn row_location(name: &str) -> Refusal {
             "column {name} is where the row is stored, and how rows fill pages depends on the \
              lengths of the table's protected values: it may not be read from a table with \
              protected columns"
+        ),
+    )
+}
+
+fn transaction_column(name: &str) -> Refusal {
+    Refusal::new(
+        Rule::TransactionColumn,
+        format!(
+            "column {name} names the transaction that wrote or locked the row, which shows the \
+             rows an owner's statement chose by raw values of another table: it may not be read \
+             from a table"
         ),
     )
 }

@@ -328,7 +328,7 @@ fn catalog_functions_take_only_values_of_the_catalog() {
         "SELECT a.relid FROM records r, pg_catalog.pg_partition_ancestors(r.id) a",
         "SELECT pg_catalog.pg_describe_object(c.oid, r.id, 0) FROM pg_catalog.pg_class c, records r",
         "SELECT pg_catalog.pg_get_expr(d.adbin, r.id) FROM pg_catalog.pg_attrdef d, records r",
-        "SELECT pg_catalog.pg_get_userbyid(r.xmin) FROM records r",
+        "SELECT pg_catalog.pg_get_userbyid(r.tableoid) FROM records r",
         "SELECT pg_catalog.pg_get_userbyid(s.id) FROM analytics.records_safe s",
         // pg_partition_root takes a regclass: a table's text cast to one
         // names a relation, and its error quotes the text.

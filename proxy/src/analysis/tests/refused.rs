@@ -358,7 +358,29 @@ fn row_locations_of_tables_with_protected_columns() {
     }
     // A table without protected columns, and the other system columns.
     ok("SELECT p.ctid, r.id FROM patients p JOIN records r ON r.id = p.id");
-    ok("SELECT xmin, xmax, cmin, cmax, tableoid FROM records");
+    ok("SELECT tableoid FROM records");
+}
+
+/// The transaction columns of any table, protected columns or not, in any
+/// clause: an owner's rolled-back row lock leaves its transaction's ID in
+/// `xmax` of the rows it chose. Catalogs keep theirs (clients read them).
+#[test]
+fn transaction_columns_of_tables() {
+    for sql in [
+        "SELECT xmin FROM records",
+        "SELECT id, xmax FROM patients",
+        "SELECT cmin, cmax FROM records",
+        "SELECT r.id FROM records r WHERE r.xmax::text <> '0'",
+        "SELECT (SELECT count(*) FROM records r WHERE r.xmax::text <> '0')",
+        "SELECT x FROM (SELECT xmax AS x FROM records) s",
+        "WITH c AS (SELECT xmax AS x FROM patients) SELECT x FROM c",
+        "SELECT p.xmin FROM patients p JOIN records r ON r.id = p.id",
+        "SELECT max(xmax::text) FROM records",
+    ] {
+        let r = refused(sql, Rule::TransactionColumn);
+        assert!(r.message.contains("names the transaction"), "{r}");
+    }
+    ok("SELECT c.xmin, c.relname FROM pg_catalog.pg_class c");
 }
 
 /// A protected column output twice (by name, alias or `*`) is refused:
