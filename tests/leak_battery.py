@@ -1522,6 +1522,39 @@ def twentyseventh_review(b):
             "SELECT pg_temp.leak27_g(false)",
             "BEGIN", "SELECT pg_temp.leak27_g(true)", "ROLLBACK"], conn=c)
     b.no_leak("a cached plan run under DEBUG messages", cached, expect_error="42501")
+    # A twenty-eighth review: a function's own SET clause turns DEBUG on
+    # inside the call only, after the statement's checks; and VACUUM
+    # (VERBOSE) of the session's own table prints the cluster's counters as
+    # INFO, which reaches the client without the log hook.
+    with b.connect() as c:
+        fn_set = b.run([
+            "CREATE TEMP TABLE leak28_tt (a int)",
+            "CREATE FUNCTION pg_temp.leak28_f() RETURNS void LANGUAGE plpgsql"
+            " SET client_min_messages = debug5 AS $$ BEGIN BEGIN NULL; EXCEPTION WHEN others THEN NULL; END; END $$",
+            "BEGIN", "INSERT INTO leak28_tt VALUES (1)", "SELECT pg_temp.leak28_f()", "ROLLBACK"], conn=c)
+    b.no_leak("a function whose SET clause turns DEBUG messages on", fn_set, expect_error="42501")
+    shown = [t for t in fn_set.texts if t.startswith("DEBUG") or "xid/subid" in t]
+    b.check("no DEBUG message from inside the function", shown == [], f"{shown}")
+    for name, stmt in [
+        ("VACUUM (VERBOSE) of its own table (the counters)", "VACUUM (VERBOSE) leak28_v"),
+        ("VACUUM VERBOSE, old form", "VACUUM VERBOSE leak28_v"),
+        ("ANALYZE VERBOSE", "ANALYZE VERBOSE leak28_v"),
+        ("VACUUM (ANALYZE, VERBOSE)", "VACUUM (ANALYZE, VERBOSE) leak28_v"),
+        ("CLUSTER VERBOSE", "CLUSTER (VERBOSE) leak28_v USING leak28_v_a"),
+        ("REINDEX VERBOSE", "REINDEX (VERBOSE) TABLE leak28_v"),
+    ]:
+        with b.connect() as c:
+            c.execute("CREATE TEMP TABLE leak28_v (a int)")
+            c.execute("CREATE INDEX leak28_v_a ON leak28_v (a)")
+            c.execute("INSERT INTO leak28_v VALUES (1)")
+            cap = b.run([stmt], conn=c)
+        b.no_leak(f"masked session refused: {name}", cap, expect_error="42501")
+        counters = [t for t in cap.texts if "cutoff" in t or "relminmxid" in t or "relfrozenxid" in t]
+        b.check(f"no counters printed: {name}", counters == [], f"{counters}")
+    with b.connect() as c:
+        c.execute("CREATE TEMP TABLE leak28_v (a int)")
+        plain = b.run(["VACUUM leak28_v", "ANALYZE leak28_v"], conn=c)
+    b.check("VACUUM and ANALYZE without VERBOSE still run", plain.error is None, f"{plain.error}")
 
 
 def eighteenth_review(b):

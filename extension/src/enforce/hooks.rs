@@ -21,6 +21,7 @@ static mut PREV_UTILITY: pg_sys::ProcessUtility_hook_type = None;
 static mut PREV_STATS: pg_sys::get_relation_stats_hook_type = None;
 static mut PREV_ATTAVGWIDTH: pg_sys::get_attavgwidth_hook_type = None;
 static mut PREV_NEEDS_FMGR: pg_sys::needs_fmgr_hook_type = None;
+static mut PREV_FMGR: pg_sys::fmgr_hook_type = None;
 static mut PREV_EXECUTOR_START: pg_sys::ExecutorStart_hook_type = None;
 static mut PREV_EXECUTOR_RUN: pg_sys::ExecutorRun_hook_type = None;
 static mut PREV_RELATION_INFO: pg_sys::get_relation_info_hook_type = None;
@@ -62,6 +63,8 @@ pub fn install() {
         pg_sys::get_attavgwidth_hook = Some(attavgwidth);
         PREV_NEEDS_FMGR = pg_sys::needs_fmgr_hook;
         pg_sys::needs_fmgr_hook = Some(needs_fmgr);
+        PREV_FMGR = pg_sys::fmgr_hook;
+        pg_sys::fmgr_hook = Some(fmgr);
         PREV_EXECUTOR_START = pg_sys::ExecutorStart_hook;
         pg_sys::ExecutorStart_hook = Some(executor_start);
         PREV_EXECUTOR_RUN = pg_sys::ExecutorRun_hook;
@@ -446,8 +449,8 @@ unsafe extern "C-unwind" fn attavgwidth(relid: Oid, attnum: pg_sys::AttrNumber) 
 /// which a plugin asks for the function-manager hook, so a masked session
 /// asks for it on every function that is not built in: such functions run
 /// as calls, and their queries are planned, and masked, on their own.
-/// (No `fmgr_hook` is installed; the call only goes through PostgreSQL's
-/// wrapper, which runs the function as it is.)
+/// (The call goes through PostgreSQL's wrapper, which runs the function as
+/// it is, and calls [`fmgr`] as it starts.)
 #[pg_guard]
 unsafe extern "C-unwind" fn needs_fmgr(fn_oid: Oid) -> bool {
     // SAFETY: the previous hook, with the argument PostgreSQL passed.
@@ -466,6 +469,31 @@ unsafe extern "C-unwind" fn needs_fmgr(fn_oid: Oid) -> bool {
         Some(masked) => masked,
         None if unsafe { pg_sys::IsTransactionState() } => crate::session::session_is_masked(),
         None => false,
+    }
+}
+
+/// The function-manager hook: as a function that is not built in starts
+/// (its `SET` clause applied, see [`needs_fmgr`]), a masked session's
+/// call is refused while it would take DEBUG messages: `SET
+/// client_min_messages = debug5` on a function holds only inside the call,
+/// after the statement's own checks, and a body that plans nothing (a
+/// block, an `EXCEPTION` handler) would run under it.
+#[pg_guard]
+unsafe extern "C-unwind" fn fmgr(
+    event: pg_sys::FmgrHookEventType::Type,
+    flinfo: *mut pg_sys::FmgrInfo,
+    arg: *mut pg_sys::Datum,
+) {
+    if event == pg_sys::FmgrHookEventType::FHET_START
+        && crate::pg::settings::client_takes_debug()
+        && !crate::pg::lookup::in_lookup()
+        && crate::session::session_is_masked_cached() == Some(true)
+    {
+        refuse_debug_messages();
+    }
+    // SAFETY: the previous hook, with the arguments PostgreSQL passed.
+    if let Some(prev) = unsafe { PREV_FMGR } {
+        unsafe { prev(event, flinfo, arg) };
     }
 }
 
@@ -740,6 +768,17 @@ unsafe fn check_utility(stmt: *mut pg_sys::Node) {
             crate::error::refuse(
                 "masked sessions cannot ALTER DEFAULT PRIVILEGES: the row it writes shows the cluster's transaction and OID counters, which other sessions' writes step".into(),
             );
+        } else if let Some(options) = maintenance_options(stmt) {
+            // VACUUM (VERBOSE) of the session's own temporary table prints
+            // the cluster's next transaction and multixact IDs (`removable
+            // cutoff`, `new relminmxid`), counters an owner's write steps
+            // only when its raw-value filter matched; the report is INFO,
+            // which reaches the client without the log hook.
+            if has_option(options, "verbose") {
+                crate::error::refuse(
+                    "masked sessions cannot run VACUUM, ANALYZE, CLUSTER or REINDEX with VERBOSE: the report names the cluster's transaction and multixact counters, which other sessions' writes step".into(),
+                );
+            }
         } else if is_a(stmt, NodeTag::T_ExplainStmt) {
             if super::side_channels::explain_analyzes(stmt.cast()) {
                 crate::error::refuse(
@@ -764,6 +803,45 @@ unsafe fn check_utility(stmt: *mut pg_sys::Node) {
                 ));
             }
         }
+    }
+}
+
+/// The options of a maintenance statement (`VACUUM`, `ANALYZE`,
+/// `CLUSTER`, `REINDEX`), as `DefElem`s; none for any other statement.
+///
+/// # Safety
+/// `stmt` is a valid parse node.
+unsafe fn maintenance_options(stmt: *mut pg_sys::Node) -> Option<*mut pg_sys::List> {
+    // SAFETY: as the caller promises; each cast follows its tag check.
+    unsafe {
+        if is_a(stmt, NodeTag::T_VacuumStmt) {
+            Some((*stmt.cast::<pg_sys::VacuumStmt>()).options)
+        } else if is_a(stmt, NodeTag::T_ClusterStmt) {
+            Some((*stmt.cast::<pg_sys::ClusterStmt>()).params)
+        } else if is_a(stmt, NodeTag::T_ReindexStmt) {
+            Some((*stmt.cast::<pg_sys::ReindexStmt>()).params)
+        } else {
+            None
+        }
+    }
+}
+
+/// Whether `options` (a list of `DefElem`) names option `name`, whatever
+/// its value.
+///
+/// # Safety
+/// `options` is NIL or a valid list of `DefElem` nodes.
+unsafe fn has_option(options: *mut pg_sys::List, name: &str) -> bool {
+    // SAFETY: as the caller promises; option names are NUL-terminated.
+    unsafe {
+        PgList::<pg_sys::DefElem>::from_pg(options)
+            .iter_ptr()
+            .any(|d| {
+                !(*d).defname.is_null()
+                    && CStr::from_ptr((*d).defname)
+                        .to_bytes()
+                        .eq_ignore_ascii_case(name.as_bytes())
+            })
     }
 }
 
