@@ -42,7 +42,10 @@ pub(crate) fn engine() -> Arc<Engine> {
 
 /// One WARNING per backend when a model asked to run on `dptext.device`
 /// (the detection model, the masked LM) runs on the CPU instead; with
-/// `reason` when the caller knows it.
+/// `reason` when the caller knows it. In a masked session it goes to the
+/// server log only: a masked read runs a model only for a value the store
+/// does not hold, so the warning's arrival would tell whether a row's
+/// value was computed before.
 pub(crate) fn warn_fallback(reason: Option<&str>) {
     use std::sync::atomic::{AtomicBool, Ordering};
     static WARNED: AtomicBool = AtomicBool::new(false);
@@ -50,6 +53,14 @@ pub(crate) fn warn_fallback(reason: Option<&str>) {
         let reason = reason.unwrap_or(
             "a build without the cuda feature, a library without the CUDA provider, or no GPU",
         );
-        pgrx::warning!("dptext.device = 'cuda' is not available ({reason}); running on the CPU");
+        if crate::session::session_is_masked_cached() == Some(false) {
+            pgrx::warning!(
+                "dptext.device = 'cuda' is not available ({reason}); running on the CPU"
+            );
+        } else {
+            // LOG: the server log takes it; the log hook keeps it from a
+            // masked client whatever its client_min_messages.
+            pgrx::log!("dptext.device = 'cuda' is not available ({reason}); running on the CPU");
+        }
     }
 }
