@@ -677,6 +677,15 @@ fn refuse_planted(what: &str) -> ! {
 unsafe fn check_utility(stmt: *mut pg_sys::Node) {
     // SAFETY: `stmt` is a valid parse node; casts follow tag checks.
     unsafe {
+        if sets_client_messages(stmt) {
+            // Its SET clause would hold inside each call, after the
+            // statement's checks: the function-manager hook refuses such a
+            // call as the function starts, but the language's library is
+            // looked up before that, under the function's setting.
+            crate::error::refuse(
+                "masked sessions cannot create or alter a function that sets client_min_messages: it would take DEBUG messages inside its calls".into(),
+            );
+        }
         if is_a(stmt, NodeTag::T_ListenStmt) {
             // Notifications are sent by other sessions' code: an owner's
             // trigger with a row's raw values as payload (a realtime
@@ -803,6 +812,41 @@ unsafe fn check_utility(stmt: *mut pg_sys::Node) {
                 ));
             }
         }
+    }
+}
+
+/// Whether `stmt` creates or alters a function or procedure with a `SET
+/// client_min_messages` clause.
+///
+/// # Safety
+/// `stmt` is a valid parse node.
+unsafe fn sets_client_messages(stmt: *mut pg_sys::Node) -> bool {
+    // SAFETY: as the caller promises; each cast follows its tag check, and
+    // a `set` option's argument is a VariableSetStmt (the grammar's).
+    unsafe {
+        let options = if is_a(stmt, NodeTag::T_CreateFunctionStmt) {
+            (*stmt.cast::<pg_sys::CreateFunctionStmt>()).options
+        } else if is_a(stmt, NodeTag::T_AlterFunctionStmt) {
+            (*stmt.cast::<pg_sys::AlterFunctionStmt>()).actions
+        } else {
+            return false;
+        };
+        PgList::<pg_sys::DefElem>::from_pg(options)
+            .iter_ptr()
+            .any(|d| {
+                let arg = (*d).arg;
+                !(*d).defname.is_null()
+                    && CStr::from_ptr((*d).defname).to_bytes() == b"set"
+                    && !arg.is_null()
+                    && is_a(arg, NodeTag::T_VariableSetStmt)
+                    && {
+                        let name = (*arg.cast::<pg_sys::VariableSetStmt>()).name;
+                        !name.is_null()
+                            && CStr::from_ptr(name)
+                                .to_bytes()
+                                .eq_ignore_ascii_case(b"client_min_messages")
+                    }
+            })
     }
 }
 
