@@ -638,7 +638,9 @@ fn refuse_debug_messages_turned_on() {
 /// hook when the server log does not take them, and they carry transaction
 /// IDs (`CommitTransaction ... xid`), the counter other sessions' writes
 /// step, and executor internals. Checked where statements are planned,
-/// where every plan starts (one cached earlier too) and before a commit (a
+/// where every plan starts (one cached earlier too), after every executor
+/// run and utility statement ([`refuse_debug_messages_turned_on`]), as a
+/// function that is not built in starts ([`fmgr`]) and before a commit (a
 /// transaction that raised it does not commit, so the setting goes with
 /// it). `SET` and `SHOW` still run, so that the session can lower it.
 /// Also refuses while `log_min_messages` is above
